@@ -1,0 +1,251 @@
+package cgroupfs
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"slices"
+	"strings"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+)
+
+// Host is the live filesystem of a node beneath a root directory ("/" on the
+// node itself, or e.g. "/host" in a container that mounts the host there).
+type Host struct {
+	root   string
+	rootFD int
+	// writable lists the host paths beneath which writes are allowed.
+	writable []string
+	// noOpenat2 is set once openat2 returned ENOSYS (kernels before 5.6).
+	noOpenat2 atomic.Bool
+
+	reads, readErrors, writes atomic.Uint64
+}
+
+var (
+	_ FS     = (*Host)(nil)
+	_ Writer = (*Host)(nil)
+)
+
+// OpenHost opens the host root. Close releases it.
+func OpenHost(root string) (*Host, error) {
+	if root == "" {
+		root = "/"
+	}
+	fd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open host root", Path: root, Err: err}
+	}
+	return &Host{root: root, rootFD: fd}, nil
+}
+
+// Close releases the root directory.
+func (h *Host) Close() error { return unix.Close(h.rootFD) }
+
+// Root is the host root this Host resolves beneath.
+func (h *Host) Root() string { return h.root }
+
+// AllowWrites declares the host paths (cgroup mount points, or narrower
+// cgroups) beneath which WriteFile, Mkdir and Rmdir may act.
+func (h *Host) AllowWrites(paths ...string) {
+	for _, p := range paths {
+		h.writable = append(h.writable, path.Clean(p))
+	}
+}
+
+// Counts reports how many reads, failed reads and writes went through h.
+func (h *Host) Counts() (reads, readErrors, writes uint64) {
+	return h.reads.Load(), h.readErrors.Load(), h.writes.Load()
+}
+
+// ReadFile reads a whole file.
+func (h *Host) ReadFile(p string) ([]byte, error) {
+	h.reads.Add(1)
+	fd, err := h.open(p, unix.O_RDONLY)
+	if err != nil {
+		h.readErrors.Add(1)
+		return nil, &fs.PathError{Op: "open", Path: p, Err: err}
+	}
+	defer unix.Close(fd)
+	// cgroup files report a size of 4096 or 0 whatever they hold, so read
+	// until EOF into a buffer that grows.
+	buf := make([]byte, 0, 512)
+	for {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, cap(buf))
+		}
+		n, err := unix.Read(fd, buf[len(buf):cap(buf)])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			h.readErrors.Add(1)
+			return nil, &fs.PathError{Op: "read", Path: p, Err: err}
+		}
+		if n == 0 {
+			return buf, nil
+		}
+		buf = buf[:len(buf)+n]
+	}
+}
+
+// ReadDirs lists the subdirectories of a directory, sorted.
+func (h *Host) ReadDirs(p string) ([]string, error) {
+	h.reads.Add(1)
+	fd, err := h.open(p, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		h.readErrors.Add(1)
+		return nil, &fs.PathError{Op: "open", Path: p, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), p)
+	defer f.Close()
+	ents, err := f.ReadDir(-1)
+	if err != nil {
+		h.readErrors.Add(1)
+		return nil, &fs.PathError{Op: "readdir", Path: p, Err: errors.Unwrap(err)}
+	}
+	var out []string
+	for _, e := range ents {
+		if e.IsDir() {
+			out = append(out, e.Name())
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// WriteFile writes data to an existing file in one write(2), as the cgroup
+// filesystem expects; a short write is an error.
+func (h *Host) WriteFile(p string, data []byte) error {
+	if err := h.mayWrite(p); err != nil {
+		return err
+	}
+	fd, err := h.open(p, unix.O_WRONLY)
+	if err != nil {
+		return &fs.PathError{Op: "open", Path: p, Err: err}
+	}
+	defer unix.Close(fd)
+	h.writes.Add(1)
+	n, err := unix.Write(fd, data)
+	if err != nil {
+		return &fs.PathError{Op: "write", Path: p, Err: err}
+	}
+	if n != len(data) {
+		return &fs.PathError{Op: "write", Path: p, Err: fmt.Errorf("short write: %d of %d bytes", n, len(data))}
+	}
+	return nil
+}
+
+// Mkdir creates one directory (a cgroup) whose parent exists.
+func (h *Host) Mkdir(p string) error {
+	if err := h.mayWrite(p); err != nil {
+		return err
+	}
+	dir, base := path.Split(path.Clean(p))
+	fd, err := h.open(dir, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return &fs.PathError{Op: "open", Path: dir, Err: err}
+	}
+	defer unix.Close(fd)
+	h.writes.Add(1)
+	if err := unix.Mkdirat(fd, base, 0o755); err != nil {
+		return &fs.PathError{Op: "mkdir", Path: p, Err: err}
+	}
+	return nil
+}
+
+// Rmdir removes one empty directory (a cgroup without processes or
+// children).
+func (h *Host) Rmdir(p string) error {
+	if err := h.mayWrite(p); err != nil {
+		return err
+	}
+	dir, base := path.Split(path.Clean(p))
+	fd, err := h.open(dir, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return &fs.PathError{Op: "open", Path: dir, Err: err}
+	}
+	defer unix.Close(fd)
+	h.writes.Add(1)
+	if err := unix.Unlinkat(fd, base, unix.AT_REMOVEDIR); err != nil {
+		return &fs.PathError{Op: "rmdir", Path: p, Err: err}
+	}
+	return nil
+}
+
+// ErrNotWritable is returned for a write outside the allowed paths.
+var ErrNotWritable = errors.New("outside the paths cgwarden may write")
+
+func (h *Host) mayWrite(p string) error {
+	c := path.Clean(p)
+	for _, w := range h.writable {
+		if c != w && Within(c, w) {
+			return nil
+		}
+	}
+	return &fs.PathError{Op: "write", Path: p, Err: ErrNotWritable}
+}
+
+// Within reports whether host path p is dir or lies beneath it.
+func Within(p, dir string) bool {
+	if dir == "/" {
+		return true
+	}
+	return p == dir || strings.HasPrefix(p, dir+"/")
+}
+
+// open resolves p beneath the root. Paths under /proc may follow ordinary
+// symlinks such as /proc/self (never magic links); everything else may
+// follow none.
+func (h *Host) open(p string, flags int) (int, error) {
+	rel, err := relative(p)
+	if err != nil {
+		return -1, err
+	}
+	resolve := uint64(unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS)
+	if !Within(path.Clean(p), "/proc") {
+		resolve |= unix.RESOLVE_NO_SYMLINKS
+	}
+	if !h.noOpenat2.Load() {
+		for {
+			fd, err := unix.Openat2(h.rootFD, rel, &unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Resolve: resolve})
+			if err == unix.EINTR || err == unix.EAGAIN {
+				continue
+			}
+			if err != unix.ENOSYS {
+				return fd, err
+			}
+			h.noOpenat2.Store(true)
+			break
+		}
+	}
+	// Fallback for kernels without openat2: the path was checked for ".."
+	// by relative, and the last component may not be a symlink.
+	nofollow := unix.O_NOFOLLOW
+	if resolve&unix.RESOLVE_NO_SYMLINKS == 0 {
+		nofollow = 0
+	}
+	return unix.Openat(h.rootFD, rel, flags|unix.O_CLOEXEC|nofollow, 0)
+}
+
+// relative turns an absolute host path into one relative to the root,
+// refusing ".." components outright.
+func relative(p string) (string, error) {
+	if !path.IsAbs(p) {
+		return "", fmt.Errorf("not an absolute path")
+	}
+	for _, part := range strings.Split(p, "/") {
+		if part == ".." {
+			return "", fmt.Errorf("path climbs with ..")
+		}
+	}
+	rel := strings.TrimLeft(path.Clean(p), "/")
+	if rel == "" {
+		rel = "."
+	}
+	return rel, nil
+}

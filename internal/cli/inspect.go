@@ -1,0 +1,51 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cgwarden/cgwarden/internal/examples"
+	"github.com/cgwarden/cgwarden/internal/inspect"
+)
+
+func newInspect(o *Options) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "inspect",
+		Short: "Show the node's cgroups as pods and containers, with weights, limits, guaranteed and used CPU, and memory",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			meta, err := LoadPods(o.PodsFile)
+			if err != nil {
+				return err
+			}
+			n, err := ScanNode(o, meta, time.Duration(o.Interval))
+			if err != nil {
+				return err
+			}
+			switch o.Output {
+			case "json":
+				return inspect.WriteJSON(cmd.OutOrStdout(), n)
+			case "", "text":
+				var hints []string
+				if o.Snapshot == "" {
+					hints = append(hints, "To see what cgwarden shows on a Kubernetes node, try an embedded example snapshot:")
+					for _, name := range examples.Names() {
+						hints = append(hints, "  cgwarden inspect --snapshot "+examples.Prefix+name)
+					}
+				}
+				return inspect.WriteText(cmd.OutOrStdout(), n, hints)
+			}
+			return fmt.Errorf("-o %s: want text or json", o.Output)
+		},
+	}
+	addOutput(cmd, o)
+	cmd.Flags().Var(&o.Interval, "interval", "time between the two samples CPU rates are measured over (0 for one sample, no rates)")
+	return cmd
+}
+
+func addOutput(cmd *cobra.Command, o *Options) {
+	cmd.Flags().StringVarP(&o.Output, "output", "o", "text", "output format: "+strings.Join([]string{"text", "json"}, " or "))
+}

@@ -1,0 +1,91 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cgwarden/cgwarden/internal/cgroupfs"
+	"github.com/cgwarden/cgwarden/internal/inventory"
+	"github.com/cgwarden/cgwarden/internal/snapshot"
+)
+
+func newSnapshot(o *Options) *cobra.Command {
+	var out, note string
+	cmd := &cobra.Command{
+		Use:   "snapshot -o FILE",
+		Short: "Capture everything cgwarden reads from this node into one file (for bug reports and --snapshot)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if out == "" {
+				return fmt.Errorf("-o FILE is required")
+			}
+			if o.Snapshot != "" {
+				return fmt.Errorf("snapshot reads the live host; --snapshot makes no sense here")
+			}
+			host, err := cgroupfs.OpenHost(o.HostRoot)
+			if err != nil {
+				return err
+			}
+			defer host.Close()
+			interval := time.Duration(o.Interval)
+			first, second := snapshot.NewRecorder(host), snapshot.NewRecorder(host)
+			taken := time.Now()
+			if err := scanOnce(first, taken); err != nil {
+				return err
+			}
+			if interval > 0 {
+				time.Sleep(interval)
+				if err := scanOnce(second, time.Now()); err != nil {
+					return err
+				}
+			} else {
+				second = nil
+			}
+			// Write to a temporary file in the same directory and rename,
+			// so a failure never leaves a partial snapshot behind.
+			tmp, err := os.CreateTemp(filepath.Dir(out), ".cgwarden-snapshot-*")
+			if err != nil {
+				return err
+			}
+			defer os.Remove(tmp.Name())
+			hostname, _ := os.Hostname()
+			notes := []string{"captured by cgwarden snapshot on " + hostname}
+			if note != "" {
+				notes = append(notes, note)
+			}
+			if err := snapshot.Write(tmp, first, second, taken, interval, notes); err != nil {
+				tmp.Close()
+				return err
+			}
+			if err := tmp.Sync(); err != nil {
+				tmp.Close()
+				return err
+			}
+			if err := tmp.Close(); err != nil {
+				return err
+			}
+			if err := os.Rename(tmp.Name(), out); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "snapshot written to %s\n", out)
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&out, "output", "o", "", "file to write")
+	cmd.Flags().StringVar(&note, "note", "", "a line of text to put in the snapshot's header")
+	cmd.Flags().Var(&o.Interval, "interval", "time between the two samples (0 for one sample)")
+	return cmd
+}
+
+func scanOnce(fsys cgroupfs.FS, now time.Time) error {
+	sc, err := inventory.Open(fsys)
+	if err != nil {
+		return err
+	}
+	_, err = sc.Scan(now)
+	return err
+}

@@ -1,0 +1,115 @@
+package inventory
+
+import (
+	"time"
+
+	"github.com/cgwarden/cgwarden/internal/layout"
+	"github.com/cgwarden/cgwarden/internal/mounts"
+	"github.com/cgwarden/cgwarden/internal/stats"
+)
+
+// Cgroup is one cgroup of the walked hierarchy.
+type Cgroup struct {
+	// Path is the cgroup's path inside the hierarchy ("/" for the root).
+	Path     string
+	Identity layout.Identity
+	Stats    stats.Stats
+	Parent   *Cgroup
+	Children []*Cgroup
+
+	// GuaranteedCores is the CPU the cgroup gets when everything is busy.
+	GuaranteedCores float64
+	// UsageCores is the CPU rate between two scans; nil after one scan
+	// or when the usage is unknown.
+	UsageCores *float64
+	// FairCores is the demand-aware fair share, when computed.
+	FairCores *float64
+}
+
+// Name is the last element of the path.
+func (c *Cgroup) Name() string {
+	if c.Path == "/" {
+		return "/"
+	}
+	for i := len(c.Path) - 1; i >= 0; i-- {
+		if c.Path[i] == '/' {
+			return c.Path[i+1:]
+		}
+	}
+	return c.Path
+}
+
+// Walk calls fn for c and every cgroup below it, parents first.
+func (c *Cgroup) Walk(fn func(*Cgroup)) {
+	fn(c)
+	for _, ch := range c.Children {
+		ch.Walk(fn)
+	}
+}
+
+// Pod is a pod found on the node.
+type Pod struct {
+	UID       string
+	QoS       string
+	Name      string
+	Namespace string
+	// Cgroup is the pod's cgroup in the kubelet's tree; nil when only
+	// misplaced containers name the pod.
+	Cgroup     *Cgroup
+	Containers []*Container
+}
+
+// Container is a container (or sandbox) cgroup attached to a pod.
+type Container struct {
+	ID      string
+	Runtime string
+	Name    string
+	Cgroup  *Cgroup
+	// Misplaced is set when the cgroup sits outside the pod's cgroup.
+	Misplaced bool
+	// Sandbox is set for runtime overhead (Kata sandbox, conmon).
+	Sandbox bool
+}
+
+// Node is one scan of a node.
+type Node struct {
+	Time    time.Time
+	Version mounts.Version
+	Driver  layout.Driver
+	CPUs    int
+	// Tree is the mount point of the walked hierarchy.
+	Tree string
+	Root *Cgroup
+	// KubeRoot is the kubelet's root cgroup, nil when none was found.
+	KubeRoot *Cgroup
+	Pods     []*Pod
+	// Unattached are container-shaped or escaped cgroups whose pod could
+	// not be told (a VM runner's cgroup names a pod that is not known).
+	Unattached []*Cgroup
+	// Errors are files that could not be read or parsed; the figures
+	// they feed are unknown.
+	Errors []error
+	// Count is the number of cgroups walked.
+	Count int
+}
+
+// Pod returns the pod with uid.
+func (n *Node) Pod(uid string) *Pod {
+	for _, p := range n.Pods {
+		if p.UID == uid {
+			return p
+		}
+	}
+	return nil
+}
+
+// Find returns the cgroup at path, or nil.
+func (n *Node) Find(path string) *Cgroup {
+	var found *Cgroup
+	n.Root.Walk(func(c *Cgroup) {
+		if found == nil && c.Path == path {
+			found = c
+		}
+	})
+	return found
+}

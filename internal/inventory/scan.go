@@ -1,0 +1,313 @@
+package inventory
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cgwarden/cgwarden/internal/cgroupfs"
+	"github.com/cgwarden/cgwarden/internal/fairness"
+	"github.com/cgwarden/cgwarden/internal/layout"
+	"github.com/cgwarden/cgwarden/internal/metadata"
+	"github.com/cgwarden/cgwarden/internal/mounts"
+	"github.com/cgwarden/cgwarden/internal/stats"
+)
+
+// Host files read besides the cgroup tree.
+const (
+	MountinfoPath = "/proc/self/mountinfo"
+	CPUOnlinePath = "/sys/devices/system/cpu/online"
+)
+
+// Scanner walks one node's cgroup tree.
+type Scanner struct {
+	FS      cgroupfs.FS
+	Mounts  mounts.Table
+	Places  stats.Places
+	Version mounts.Version
+	CPUs    int
+	// Base is the cgroup the walk starts from ("/" for the whole node;
+	// tests point it at their scratch cgroup). Guarantees are computed as
+	// if Base were the root and had all CPUs.
+	Base string
+	// Meta names pods and containers and attaches cgroups that only a
+	// container ID or pod name identifies; may be nil.
+	Meta *metadata.Set
+}
+
+// Open reads the node's mounts and CPU count.
+func Open(fsys cgroupfs.FS) (*Scanner, error) {
+	raw, err := fsys.ReadFile(MountinfoPath)
+	if err != nil {
+		return nil, fmt.Errorf("reading mounts: %w", err)
+	}
+	table, err := mounts.Parse(string(raw))
+	if err != nil {
+		return nil, err
+	}
+	places, err := stats.PlacesFor(table)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", MountinfoPath, err)
+	}
+	online, err := fsys.ReadFile(CPUOnlinePath)
+	if err != nil {
+		return nil, fmt.Errorf("reading CPU count: %w", err)
+	}
+	cpus, err := ParseCPUList(string(online))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", CPUOnlinePath, err)
+	}
+	return &Scanner{FS: fsys, Mounts: table, Places: places, Version: table.Version(), CPUs: cpus, Base: "/"}, nil
+}
+
+// ParseCPUList counts the CPUs of a list such as "0-3,5,7-8".
+func ParseCPUList(text string) (int, error) {
+	s := strings.TrimSpace(text)
+	if s == "" {
+		return 0, errors.New("empty CPU list")
+	}
+	n := 0
+	for _, part := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil || a < 0 {
+			return 0, fmt.Errorf("bad CPU list %q", s)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil || b < a {
+				return 0, fmt.Errorf("bad CPU list %q", s)
+			}
+		}
+		n += b - a + 1
+		if n > 1<<20 {
+			return 0, fmt.Errorf("absurd CPU list %q", s)
+		}
+	}
+	return n, nil
+}
+
+// MaxDepth bounds the walk; real trees are under 15 levels deep.
+const MaxDepth = 64
+
+// Scan walks the tree once and builds the node's picture. Only a failure
+// to list the base cgroup is an error; anything below that vanishes or
+// cannot be read is recorded in Node.Errors and left unknown.
+func (s *Scanner) Scan(now time.Time) (*Node, error) {
+	base := s.Base
+	if base == "" {
+		base = "/"
+	}
+	n := &Node{Time: now, Version: s.Version, CPUs: s.CPUs, Tree: s.Places.Tree()}
+	r := stats.Reader{FS: s.FS, Places: s.Places}
+	root := &Cgroup{Path: base, Identity: layout.Root()}
+	if err := s.walk(n, r, root, 0, true); err != nil {
+		return nil, err
+	}
+	n.Root = root
+	s.assemble(n)
+	s.guarantee(n)
+	return n, nil
+}
+
+func (s *Scanner) walk(n *Node, r stats.Reader, c *Cgroup, depth int, isBase bool) error {
+	n.Count++
+	names, err := s.FS.ReadDirs(path.Join(n.Tree, c.Path))
+	if err != nil {
+		if isBase {
+			return fmt.Errorf("listing the cgroup tree: %w", err)
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			n.Errors = append(n.Errors, err)
+		}
+		c.Stats.Gone = true
+		return nil
+	}
+	var errs []error
+	// Threads directly in a non-leaf cgroup compete with its children on
+	// v1, so their count is needed there (and only there).
+	c.Stats, errs = r.Read(c.Path, !s.Places.V2 && len(names) > 0 && !isBase)
+	n.Errors = append(n.Errors, errs...)
+	if depth >= MaxDepth {
+		n.Errors = append(n.Errors, fmt.Errorf("%s: deeper than %d levels, not walked further", c.Path, MaxDepth))
+		return nil
+	}
+	c.Children = make([]*Cgroup, 0, len(names))
+	for _, name := range names {
+		ch := &Cgroup{Path: path.Join(c.Path, name), Identity: layout.Child(c.Identity, name), Parent: c}
+		if ch.Identity.Kind == layout.KubeRoot && n.KubeRoot == nil {
+			n.KubeRoot, n.Driver = ch, ch.Identity.Driver
+		} else if ch.Identity.Kind == layout.KubeRoot {
+			// A second kubelet root (two kubelets?) is not guessed at.
+			ch.Identity = layout.Identity{Kind: layout.Foreign, Shape: "second-kubepods-root"}
+		}
+		c.Children = append(c.Children, ch)
+		if err := s.walk(n, r, ch, depth+1, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// assemble groups pod and container cgroups into pods.
+func (s *Scanner) assemble(n *Node) {
+	byUID := map[string]*Pod{}
+	get := func(uid, qos string) *Pod {
+		p := byUID[uid]
+		if p == nil {
+			p = &Pod{UID: uid, QoS: qos}
+			byUID[uid] = p
+		}
+		if p.QoS == "" {
+			p.QoS = qos
+		}
+		return p
+	}
+	n.Root.Walk(func(c *Cgroup) {
+		id := c.Identity
+		if id.Nested {
+			return
+		}
+		switch {
+		case id.Kind == layout.Pod:
+			p := get(id.PodUID, id.QoS)
+			if p.Cgroup == nil {
+				p.Cgroup = c
+				p.QoS = id.QoS
+			}
+		case id.IsContainerLike() || (id.Kind == layout.Foreign && id.ContainerID != ""):
+			uid := id.PodUID
+			if uid == "" {
+				if mp, ok := s.Meta.ByContainer(id.ContainerID); ok && id.ContainerID != "" {
+					uid = mp.UID
+				} else if mp, ok := s.Meta.ByName(id.PodName); ok && id.PodName != "" {
+					uid = mp.UID
+				}
+			}
+			if uid == "" {
+				n.Unattached = append(n.Unattached, c)
+				return
+			}
+			p := get(uid, id.QoS)
+			p.Containers = append(p.Containers, &Container{
+				ID: id.ContainerID, Runtime: id.Runtime, Cgroup: c,
+				Misplaced: id.Kind != layout.Container && id.Kind != layout.Sandbox || !inPod(c),
+				Sandbox:   id.Kind == layout.Sandbox,
+			})
+		}
+	})
+	for _, p := range byUID {
+		if mp, ok := s.Meta.Pod(p.UID); ok {
+			p.Name, p.Namespace = mp.Name, mp.Namespace
+			if p.QoS == "" {
+				p.QoS = mp.QoS
+			}
+			for _, c := range p.Containers {
+				c.Name = mp.ContainerName(c.ID)
+			}
+		}
+		n.Pods = append(n.Pods, p)
+	}
+	slices.SortFunc(n.Pods, func(a, b *Pod) int {
+		if c := strings.Compare(qosRank(a.QoS), qosRank(b.QoS)); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name); c != 0 {
+			return c
+		}
+		return strings.Compare(a.UID, b.UID)
+	})
+}
+
+// inPod reports whether a container-like cgroup has a pod cgroup above it.
+func inPod(c *Cgroup) bool {
+	for p := c.Parent; p != nil; p = p.Parent {
+		if p.Identity.Kind == layout.Pod {
+			return true
+		}
+	}
+	return false
+}
+
+func qosRank(q string) string {
+	switch q {
+	case layout.Guaranteed:
+		return "0"
+	case layout.Burstable:
+		return "1"
+	case layout.BestEffort:
+		return "2"
+	}
+	return "3"
+}
+
+// guarantee fills GuaranteedCores. The weights compared are the raw
+// weight files of siblings. On v1, threads sitting directly in a non-leaf
+// cgroup below the root compete with its child groups, each like a group
+// of weight 1024 (a nice-0 thread). Threads in the root cgroup itself are
+// not counted: they are kernel threads and early-boot services that are
+// almost always asleep, and counting them as busy would bury every figure
+// under a number that has nothing to do with contention. v2 allows
+// processes only in leaves (and the root), so nothing is counted there.
+// A cgroup whose weight is unknown is counted at the default weight.
+func (s *Scanner) guarantee(n *Node) {
+	def := float64(fairness.DefaultShares)
+	if s.Places.V2 {
+		def = fairness.DefaultWeight
+	}
+	var build func(c *Cgroup) *fairness.Group
+	build = func(c *Cgroup) *fairness.Group {
+		g := &fairness.Group{Weight: def, ThreadWeight: fairness.ThreadWeightV1, Children: make([]*fairness.Group, len(c.Children))}
+		if w := c.Stats.CPU.Weight; w != nil {
+			g.Weight = float64(*w)
+		}
+		if !s.Places.V2 && c.Parent != nil && len(c.Children) > 0 && c.Stats.Threads != nil {
+			g.Threads = *c.Stats.Threads
+		}
+		for i, ch := range c.Children {
+			g.Children[i] = build(ch)
+		}
+		return g
+	}
+	g := build(n.Root)
+	fairness.Guarantee(g, float64(n.CPUs))
+	var copyBack func(c *Cgroup, g *fairness.Group)
+	copyBack = func(c *Cgroup, g *fairness.Group) {
+		c.GuaranteedCores = g.Guaranteed
+		for i, ch := range c.Children {
+			copyBack(ch, g.Children[i])
+		}
+	}
+	copyBack(n.Root, g)
+}
+
+// Rate fills UsageCores in cur from the CPU usage difference since prev
+// (matched by path). Cgroups absent from prev, or whose usage is unknown
+// or went backwards (a cgroup removed and recreated), stay unknown.
+func Rate(prev, cur *Node) {
+	dt := cur.Time.Sub(prev.Time).Seconds()
+	if dt <= 0 {
+		return
+	}
+	before := make(map[string]uint64, prev.Count)
+	prev.Root.Walk(func(c *Cgroup) {
+		if u := c.Stats.CPU.UsageNs; u != nil {
+			before[c.Path] = *u
+		}
+	})
+	cur.Root.Walk(func(c *Cgroup) {
+		u := c.Stats.CPU.UsageNs
+		if u == nil {
+			return
+		}
+		if b, ok := before[c.Path]; ok && *u >= b {
+			r := float64(*u-b) / 1e9 / dt
+			c.UsageCores = &r
+		}
+	})
+}

@@ -1,0 +1,125 @@
+package metadata
+
+import (
+	"time"
+)
+
+// Pod is what is known of one pod besides its cgroups.
+type Pod struct {
+	UID       string
+	Name      string
+	Namespace string
+	// QoS is the kubelet's class in tier naming: guaranteed, burstable,
+	// besteffort ("" when unknown).
+	QoS        string
+	StartTime  time.Time
+	Labels     map[string]string
+	Annotation map[string]string
+	// RequestMilliCPU and LimitMilliCPU sum the containers' CPU requests
+	// and limits (plus pod overhead); nil when unknown, 0 when none.
+	RequestMilliCPU *int64
+	LimitMilliCPU   *int64
+	// SandboxID is the CRI pod sandbox ID when known.
+	SandboxID  string
+	Containers []Container
+}
+
+// Container is what is known of one container.
+type Container struct {
+	Name      string
+	ID        string // 64-hex, without the "containerd://" scheme
+	StartTime time.Time
+}
+
+// Lookup finds pods by UID, container ID or name. A nil *Set answers
+// nothing, so callers need no nil checks.
+type Set struct {
+	byUID       map[string]*Pod
+	byContainer map[string]*Pod
+	byName      map[string]*Pod // "namespace/name" and bare name when unique
+	sizes       map[string]Size // by pod UID
+}
+
+// NewSet indexes pods.
+func NewSet(pods []Pod) *Set {
+	s := &Set{byUID: map[string]*Pod{}, byContainer: map[string]*Pod{}, byName: map[string]*Pod{}, sizes: map[string]Size{}}
+	seen := map[string]int{}
+	for i := range pods {
+		p := &pods[i]
+		s.byUID[p.UID] = p
+		if p.SandboxID != "" {
+			s.byContainer[p.SandboxID] = p
+		}
+		for _, c := range p.Containers {
+			if c.ID != "" {
+				s.byContainer[c.ID] = p
+			}
+		}
+		s.byName[p.Namespace+"/"+p.Name] = p
+		seen[p.Name]++
+	}
+	for i := range pods {
+		if seen[pods[i].Name] == 1 {
+			s.byName[pods[i].Name] = &pods[i]
+		}
+	}
+	return s
+}
+
+// Pod returns the pod with uid.
+func (s *Set) Pod(uid string) (*Pod, bool) {
+	if s == nil {
+		return nil, false
+	}
+	p, ok := s.byUID[uid]
+	return p, ok
+}
+
+// ByContainer returns the pod that owns a container or sandbox ID.
+func (s *Set) ByContainer(id string) (*Pod, bool) {
+	if s == nil {
+		return nil, false
+	}
+	p, ok := s.byContainer[id]
+	return p, ok
+}
+
+// ByName returns the pod called "namespace/name", or "name" when that is
+// unique on the node.
+func (s *Set) ByName(name string) (*Pod, bool) {
+	if s == nil {
+		return nil, false
+	}
+	p, ok := s.byName[name]
+	return p, ok
+}
+
+// Pods lists every pod, in no particular order.
+func (s *Set) Pods() []*Pod {
+	if s == nil {
+		return nil
+	}
+	out := make([]*Pod, 0, len(s.byUID))
+	for _, p := range s.byUID {
+		out = append(out, p)
+	}
+	return out
+}
+
+// Len is the number of pods.
+func (s *Set) Len() int {
+	if s == nil {
+		return 0
+	}
+	return len(s.byUID)
+}
+
+// ContainerName returns the name of container id in pod p.
+func (p *Pod) ContainerName(id string) string {
+	for _, c := range p.Containers {
+		if c.ID == id {
+			return c.Name
+		}
+	}
+	return ""
+}

@@ -1,0 +1,146 @@
+package metadata
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// MaxFileBytes bounds a metadata file; a node's pod list is far smaller.
+const MaxFileBytes = 256 << 20
+
+// ParsePods reads the output of `kubectl get pods -A -o json` (a v1
+// PodList, or a List of Pods).
+func ParsePods(r io.Reader) ([]Pod, error) {
+	var list corev1.PodList
+	dec := json.NewDecoder(io.LimitReader(r, MaxFileBytes+1))
+	if err := dec.Decode(&list); err != nil {
+		return nil, fmt.Errorf("pods file: not a kubectl pod list: %w", err)
+	}
+	if list.Kind != "" && list.Kind != "List" && list.Kind != "PodList" {
+		return nil, fmt.Errorf("pods file: kind %q, want List or PodList of pods", list.Kind)
+	}
+	out := make([]Pod, 0, len(list.Items))
+	for i := range list.Items {
+		k := &list.Items[i]
+		if k.Kind != "" && k.Kind != "Pod" {
+			return nil, fmt.Errorf("pods file: item %d is a %s, not a Pod", i, k.Kind)
+		}
+		if k.UID == "" {
+			return nil, fmt.Errorf("pods file: item %d (%s/%s) has no metadata.uid", i, k.Namespace, k.Name)
+		}
+		out = append(out, FromAPI(k))
+	}
+	return out, nil
+}
+
+// FromAPI converts a Kubernetes Pod.
+func FromAPI(k *corev1.Pod) Pod {
+	p := Pod{
+		UID: string(k.UID), Name: k.Name, Namespace: k.Namespace,
+		Labels: k.Labels, Annotation: k.Annotations,
+		QoS: tierName(k.Status.QOSClass),
+	}
+	if k.Status.StartTime != nil {
+		p.StartTime = k.Status.StartTime.Time
+	}
+	if p.QoS == "" {
+		p.QoS = tierName(computeQoS(k))
+	}
+	var req, lim int64
+	limited := len(k.Spec.Containers) > 0
+	for _, c := range k.Spec.Containers {
+		req += milli(c.Resources.Requests, corev1.ResourceCPU)
+		l := milli(c.Resources.Limits, corev1.ResourceCPU)
+		if l == 0 {
+			limited = false
+		}
+		lim += l
+	}
+	req += milli(k.Spec.Overhead, corev1.ResourceCPU)
+	p.RequestMilliCPU = &req
+	if limited {
+		lim += milli(k.Spec.Overhead, corev1.ResourceCPU)
+	} else {
+		lim = 0
+	}
+	p.LimitMilliCPU = &lim
+	for _, st := range append(append([]corev1.ContainerStatus{}, k.Status.InitContainerStatuses...), k.Status.ContainerStatuses...) {
+		c := Container{Name: st.Name, ID: StripScheme(st.ContainerID)}
+		if st.State.Running != nil {
+			c.StartTime = st.State.Running.StartedAt.Time
+		}
+		p.Containers = append(p.Containers, c)
+	}
+	return p
+}
+
+// StripScheme turns "containerd://<id>" into "<id>".
+func StripScheme(id string) string {
+	if _, rest, ok := strings.Cut(id, "://"); ok {
+		return rest
+	}
+	return id
+}
+
+func milli(l corev1.ResourceList, name corev1.ResourceName) int64 {
+	if q, ok := l[name]; ok {
+		return q.MilliValue()
+	}
+	return 0
+}
+
+func tierName(q corev1.PodQOSClass) string {
+	switch q {
+	case corev1.PodQOSGuaranteed:
+		return "guaranteed"
+	case corev1.PodQOSBurstable:
+		return "burstable"
+	case corev1.PodQOSBestEffort:
+		return "besteffort"
+	}
+	return ""
+}
+
+// computeQoS follows the kubelet's rule for pods whose status does not say:
+// no requests or limits at all is BestEffort; requests equal to limits for
+// cpu and memory in every container is Guaranteed; anything else
+// Burstable.
+func computeQoS(k *corev1.Pod) corev1.PodQOSClass {
+	any, guaranteed := false, true
+	for _, c := range k.Spec.Containers {
+		for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+			req, hasReq := c.Resources.Requests[r]
+			lim, hasLim := c.Resources.Limits[r]
+			if hasReq || hasLim {
+				any = true
+			}
+			if !hasLim || (hasReq && req.Cmp(lim) != 0) {
+				guaranteed = false
+			}
+		}
+	}
+	switch {
+	case !any:
+		return corev1.PodQOSBestEffort
+	case guaranteed:
+		return corev1.PodQOSGuaranteed
+	}
+	return corev1.PodQOSBurstable
+}
+
+// Quantity parses a CPU quantity ("250m", "0.25", "4") into milli-CPU.
+func Quantity(s string) (int64, error) {
+	q, err := resource.ParseQuantity(strings.TrimSpace(s))
+	if err != nil {
+		return 0, fmt.Errorf("CPU quantity %q: %w", s, err)
+	}
+	if q.Sign() < 0 {
+		return 0, fmt.Errorf("CPU quantity %q is negative", s)
+	}
+	return q.MilliValue(), nil
+}

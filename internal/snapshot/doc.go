@@ -1,0 +1,17 @@
+// Package snapshot captures everything cgwarden reads from a node into one
+// portable text file, and serves it back as a cgroupfs.FS so that every
+// read command works from the file exactly as it did on the node.
+//
+// The file is a txtar archive (golang.org/x/tools/txtar, chosen because it
+// is plain text a person can read, diff and attach to a bug report): a
+// header of "key: value" lines, then one section per file named by its
+// host path. A directory with no file inside is a section whose name ends
+// in "/". A snapshot holds up to two samples of the node: the second
+// sample's files, for CPU rates, are sections named "next:<path>" and hold
+// only the files whose content changed.
+//
+// Loading treats the file as hostile: its size, the number and length of
+// names, and every path are checked (absolute, clean, no "..", beneath a
+// cgroup mount point named by the snapshot's own mountinfo or one of the
+// few proc and sys files cgwarden reads); anything else is a precise error.
+package snapshot

@@ -1,0 +1,404 @@
+package snapshot
+
+import (
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/tools/txtar"
+
+	"github.com/cgwarden/cgwarden/internal/cgroupfs"
+	"github.com/cgwarden/cgwarden/internal/mounts"
+)
+
+// Limits on a snapshot file.
+const (
+	MaxBytes    = 256 << 20
+	MaxFiles    = 2_000_000
+	MaxPathLen  = 4096
+	magicHeader = "cgwarden snapshot v1"
+	nextPrefix  = "next:"
+	mountinfo   = "/proc/self/mountinfo"
+)
+
+// fixedPaths are the non-cgroup files cgwarden reads.
+var fixedPrefixes = []string{"/proc", "/sys/devices/system/cpu"}
+
+// Sample is one instant of the node.
+type Sample struct {
+	FS   cgroupfs.FS
+	Time time.Time
+}
+
+// Snapshot is a loaded snapshot file.
+type Snapshot struct {
+	// Header holds the header lines ("taken", "interval", "origin", ...).
+	Header  map[string]string
+	Notes   []string
+	Samples []Sample
+}
+
+// files is a snapshot's view of a filesystem.
+type files struct {
+	data map[string][]byte
+	dirs map[string][]string // dir → sorted child dir names
+	base *files              // the first sample, for files a later one did not change
+}
+
+var _ cgroupfs.FS = (*files)(nil)
+
+func (f *files) ReadFile(p string) ([]byte, error) {
+	if b, ok := f.data[p]; ok {
+		return b, nil
+	}
+	if f.base != nil {
+		return f.base.ReadFile(p)
+	}
+	return nil, &fs.PathError{Op: "open", Path: p, Err: fs.ErrNotExist}
+}
+
+func (f *files) ReadDirs(p string) ([]string, error) {
+	if f.base != nil {
+		return f.base.ReadDirs(p)
+	}
+	if d, ok := f.dirs[p]; ok {
+		return slices.Clone(d), nil
+	}
+	return nil, &fs.PathError{Op: "open", Path: p, Err: fs.ErrNotExist}
+}
+
+// LoadError is a snapshot that cannot be used.
+type LoadError struct {
+	Section string // the offending section name, if any
+	Why     string
+}
+
+func (e *LoadError) Error() string {
+	if e.Section != "" {
+		return fmt.Sprintf("snapshot: section %q: %s", clip(e.Section), e.Why)
+	}
+	return "snapshot: " + e.Why
+}
+
+// Load reads a snapshot (plain or gzip-compressed).
+func Load(r io.Reader) (*Snapshot, error) {
+	raw, err := io.ReadAll(io.LimitReader(r, MaxBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	if len(raw) > 1 && raw[0] == 0x1f && raw[1] == 0x8b {
+		zr, err := gzip.NewReader(bytes.NewReader(raw))
+		if err != nil {
+			return nil, &LoadError{Why: "bad gzip: " + err.Error()}
+		}
+		if raw, err = io.ReadAll(io.LimitReader(zr, MaxBytes+1)); err != nil {
+			return nil, &LoadError{Why: "bad gzip: " + err.Error()}
+		}
+	}
+	if len(raw) > MaxBytes {
+		return nil, &LoadError{Why: fmt.Sprintf("larger than %d MiB", MaxBytes>>20)}
+	}
+	return parse(raw)
+}
+
+func parse(raw []byte) (*Snapshot, error) {
+	ar := txtar.Parse(raw)
+	s := &Snapshot{Header: map[string]string{}}
+	lines := strings.Split(strings.TrimRight(string(ar.Comment), "\n"), "\n")
+	if len(lines) == 0 || strings.TrimSpace(lines[0]) != magicHeader {
+		return nil, &LoadError{Why: fmt.Sprintf("not a cgwarden snapshot (the first line must be %q)", magicHeader)}
+	}
+	for _, l := range lines[1:] {
+		l = strings.TrimSpace(l)
+		if l == "" || strings.HasPrefix(l, "#") {
+			if l != "" {
+				s.Notes = append(s.Notes, strings.TrimSpace(strings.TrimPrefix(l, "#")))
+			}
+			continue
+		}
+		k, v, ok := strings.Cut(l, ":")
+		if !ok {
+			return nil, &LoadError{Why: fmt.Sprintf("header line %q is not \"key: value\"", clip(l))}
+		}
+		s.Header[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	}
+	if len(ar.Files) > MaxFiles {
+		return nil, &LoadError{Why: fmt.Sprintf("more than %d sections", MaxFiles)}
+	}
+	first := &files{data: map[string][]byte{}, dirs: map[string][]string{}}
+	next := &files{data: map[string][]byte{}, base: first}
+	dirSet := map[string]bool{}
+	for _, f := range ar.Files {
+		name := f.Name
+		target := first
+		if rest, ok := strings.CutPrefix(name, nextPrefix); ok {
+			name, target = rest, next
+		}
+		if err := checkName(name); err != nil {
+			return nil, &LoadError{Section: f.Name, Why: err.Error()}
+		}
+		if strings.HasSuffix(name, "/") {
+			if target == next {
+				return nil, &LoadError{Section: f.Name, Why: "the second sample cannot add directories"}
+			}
+			dirSet[path.Clean(name)] = true
+			continue
+		}
+		if _, dup := target.data[name]; dup {
+			return nil, &LoadError{Section: f.Name, Why: "appears twice"}
+		}
+		target.data[name] = f.Data
+		if target == first {
+			dirSet[path.Dir(name)] = true
+		}
+	}
+	mi, ok := first.data[mountinfo]
+	if !ok {
+		return nil, &LoadError{Why: "no " + mountinfo + " section"}
+	}
+	table, err := mounts.Parse(string(mi))
+	if err != nil {
+		return nil, &LoadError{Section: mountinfo, Why: err.Error()}
+	}
+	points := table.Points()
+	for _, set := range []*files{first, next} {
+		for name := range set.data {
+			if !allowed(name, points) {
+				return nil, &LoadError{Section: name, Why: "not beneath a cgroup mount of this snapshot nor a file cgwarden reads"}
+			}
+		}
+	}
+	for d := range dirSet {
+		if !allowed(d, points) && !slices.ContainsFunc(points, func(p string) bool { return cgroupfs.Within(p, d) }) {
+			return nil, &LoadError{Section: d + "/", Why: "not beneath a cgroup mount of this snapshot"}
+		}
+	}
+	// Every ancestor of a directory is a directory; index the children.
+	for d := range dirSet {
+		for d != "/" {
+			parent := path.Dir(d)
+			if !dirSet[parent] {
+				dirSet[parent] = true
+			}
+			d = parent
+		}
+	}
+	for d := range dirSet {
+		if d == "/" {
+			continue
+		}
+		parent := path.Dir(d)
+		first.dirs[parent] = append(first.dirs[parent], path.Base(d))
+	}
+	for d, kids := range first.dirs {
+		slices.Sort(kids)
+		first.dirs[d] = kids
+	}
+	for d := range dirSet {
+		if _, ok := first.dirs[d]; !ok {
+			first.dirs[d] = nil
+		}
+	}
+	taken, err := s.time("taken", time.Time{})
+	if err != nil {
+		return nil, err
+	}
+	s.Samples = []Sample{{FS: first, Time: taken}}
+	if len(next.data) > 0 {
+		iv, ok := s.Header["interval"]
+		if !ok {
+			return nil, &LoadError{Why: "a second sample needs an \"interval\" header"}
+		}
+		d, err := time.ParseDuration(iv)
+		if err != nil || d <= 0 || d > 24*time.Hour {
+			return nil, &LoadError{Why: fmt.Sprintf("interval %q is not a duration between 0 and 24h", clip(iv))}
+		}
+		s.Samples = append(s.Samples, Sample{FS: next, Time: taken.Add(d)})
+	}
+	return s, nil
+}
+
+func (s *Snapshot) time(key string, def time.Time) (time.Time, error) {
+	v, ok := s.Header[key]
+	if !ok {
+		return def, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}, &LoadError{Why: fmt.Sprintf("header %s: %q is not an RFC 3339 time", key, clip(v))}
+	}
+	return t, nil
+}
+
+func checkName(name string) error {
+	switch {
+	case len(name) > MaxPathLen:
+		return fmt.Errorf("path longer than %d bytes", MaxPathLen)
+	case !strings.HasPrefix(name, "/"):
+		return errors.New("path is not absolute")
+	case strings.ContainsRune(name, 0):
+		return errors.New("path holds a NUL byte")
+	}
+	for _, part := range strings.Split(strings.TrimSuffix(name, "/"), "/")[1:] {
+		if part == "" || part == "." || part == ".." {
+			return errors.New("path is not clean (empty, . or .. element)")
+		}
+	}
+	return nil
+}
+
+func allowed(name string, points []string) bool {
+	for _, p := range points {
+		if cgroupfs.Within(name, p) {
+			return true
+		}
+	}
+	for _, p := range fixedPrefixes {
+		if cgroupfs.Within(name, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func clip(s string) string {
+	if len(s) > 100 {
+		return s[:100] + "…"
+	}
+	return s
+}
+
+// Recorder wraps a live FS and remembers every file read and directory
+// listed, so that a snapshot holds exactly what cgwarden read.
+type Recorder struct {
+	FS    cgroupfs.FS
+	mu    sync.Mutex
+	data  map[string][]byte
+	dirs  map[string]bool
+	order []string
+}
+
+var _ cgroupfs.FS = (*Recorder)(nil)
+
+// NewRecorder wraps fsys.
+func NewRecorder(fsys cgroupfs.FS) *Recorder {
+	return &Recorder{FS: fsys, data: map[string][]byte{}, dirs: map[string]bool{}}
+}
+
+func (r *Recorder) ReadFile(p string) ([]byte, error) {
+	b, err := r.FS.ReadFile(p)
+	if err == nil {
+		r.mu.Lock()
+		if _, ok := r.data[p]; !ok {
+			r.order = append(r.order, p)
+		}
+		r.data[p] = slices.Clone(b)
+		r.mu.Unlock()
+	}
+	return b, err
+}
+
+func (r *Recorder) ReadDirs(p string) ([]string, error) {
+	names, err := r.FS.ReadDirs(p)
+	if err == nil {
+		r.mu.Lock()
+		r.dirs[p] = true
+		r.mu.Unlock()
+	}
+	return names, err
+}
+
+// Write writes a snapshot of what first (and, if not nil, second,
+// recorded interval later) read. Header lines are written in the order
+// given; notes become "# " lines.
+func Write(w io.Writer, first, second *Recorder, taken time.Time, interval time.Duration, notes []string) error {
+	var hdr strings.Builder
+	hdr.WriteString(magicHeader + "\n")
+	fmt.Fprintf(&hdr, "taken: %s\n", taken.UTC().Format(time.RFC3339Nano))
+	if second != nil {
+		fmt.Fprintf(&hdr, "interval: %s\n", interval)
+	}
+	for _, n := range notes {
+		fmt.Fprintf(&hdr, "# %s\n", strings.ReplaceAll(n, "\n", " "))
+	}
+	ar := &txtar.Archive{Comment: []byte(hdr.String())}
+	names := slices.Sorted(func(yield func(string) bool) {
+		for p := range first.data {
+			if !yield(p) {
+				return
+			}
+		}
+	})
+	hasFile := map[string]bool{}
+	for _, p := range names {
+		data := first.data[p]
+		if p == mountinfo {
+			data = cgroupLines(data)
+		}
+		if err := safeData(p, data); err != nil {
+			return err
+		}
+		ar.Files = append(ar.Files, txtar.File{Name: p, Data: data})
+		for d := path.Dir(p); d != "/" && !hasFile[d]; d = path.Dir(d) {
+			hasFile[d] = true
+		}
+	}
+	for _, d := range slices.Sorted(func(yield func(string) bool) {
+		for d := range first.dirs {
+			if !yield(d) {
+				return
+			}
+		}
+	}) {
+		if !hasFile[d] {
+			ar.Files = append(ar.Files, txtar.File{Name: strings.TrimSuffix(d, "/") + "/"})
+		}
+	}
+	if second != nil {
+		for _, p := range slices.Sorted(func(yield func(string) bool) {
+			for p := range second.data {
+				if !yield(p) {
+					return
+				}
+			}
+		}) {
+			if old, ok := first.data[p]; ok && bytes.Equal(old, second.data[p]) {
+				continue
+			}
+			if err := safeData(p, second.data[p]); err != nil {
+				return err
+			}
+			ar.Files = append(ar.Files, txtar.File{Name: nextPrefix + p, Data: second.data[p]})
+		}
+	}
+	_, err := w.Write(txtar.Format(ar))
+	return err
+}
+
+// safeData refuses content that would break the txtar framing.
+func safeData(p string, data []byte) error {
+	if bytes.Contains(data, []byte("\n-- ")) || bytes.HasPrefix(data, []byte("-- ")) {
+		return fmt.Errorf("snapshot: %s holds a line starting with \"-- \", which the format cannot carry", p)
+	}
+	return nil
+}
+
+// cgroupLines keeps only the cgroup mounts of a mountinfo file: the rest
+// of a node's mounts are not cgwarden's business and may be private.
+func cgroupLines(mi []byte) []byte {
+	var out bytes.Buffer
+	for _, l := range strings.SplitAfter(string(mi), "\n") {
+		if strings.Contains(l, " - cgroup ") || strings.Contains(l, " - cgroup2 ") {
+			out.WriteString(l)
+		}
+	}
+	return out.Bytes()
+}

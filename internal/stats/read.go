@@ -1,0 +1,384 @@
+package stats
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+
+	"github.com/cgwarden/cgwarden/internal/cgroupfs"
+	"github.com/cgwarden/cgwarden/internal/mounts"
+)
+
+// Places says where a cgroup's files live: on v2 every file is under the
+// unified mount; on v1 each controller has its own mount (which may be
+// shared, as in "cpu,cpuacct").
+type Places struct {
+	V2                         bool
+	Unified                    string
+	CPU, CPUAcct, Memory, Pids string
+}
+
+// PlacesFor derives Places from a node's mounts. On hybrid nodes the v1
+// controllers are used; the controller-less cgroup2 mount holds no figures.
+func PlacesFor(t mounts.Table) (Places, error) {
+	switch t.Version() {
+	case mounts.V2:
+		u, _ := t.Unified()
+		return Places{V2: true, Unified: u.Point}, nil
+	case mounts.V1, mounts.Hybrid:
+		var p Places
+		for _, c := range []struct {
+			name string
+			dst  *string
+		}{{"cpu", &p.CPU}, {"cpuacct", &p.CPUAcct}, {"memory", &p.Memory}, {"pids", &p.Pids}} {
+			if m, ok := t.Controller(c.name); ok {
+				*c.dst = m.Point
+			}
+		}
+		if p.CPU == "" {
+			return Places{}, errors.New("cgroup v1 without a cpu hierarchy")
+		}
+		return p, nil
+	}
+	return Places{}, errors.New("no cgroup hierarchy in mountinfo")
+}
+
+// Tree is the mount whose directory tree is walked to find cgroups: the
+// unified mount on v2, the cpu mount on v1.
+func (p Places) Tree() string {
+	if p.V2 {
+		return p.Unified
+	}
+	return p.CPU
+}
+
+// FileError is a file that could not be read or parsed; the field it feeds
+// stays unknown.
+type FileError struct {
+	Path string
+	Err  error
+}
+
+func (e *FileError) Error() string { return fmt.Sprintf("%s: %v", e.Path, e.Err) }
+func (e *FileError) Unwrap() error { return e.Err }
+
+// Reader reads the Stats of cgroups through an FS.
+type Reader struct {
+	FS     cgroupfs.FS
+	Places Places
+}
+
+// reading accumulates one cgroup's read.
+type reading struct {
+	r      Reader
+	cgroup string
+	errs   []error
+	found  int // files read successfully
+}
+
+func (x *reading) file(mount, name string) (string, bool) {
+	if mount == "" {
+		return "", false // controller not mounted: unknown, not an error
+	}
+	p := path.Join(mount, x.cgroup, name)
+	b, err := x.r.FS.ReadFile(p)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			x.errs = append(x.errs, &FileError{p, err})
+		}
+		return "", false
+	}
+	x.found++
+	return string(b), true
+}
+
+func (x *reading) fail(mount, name string, err error) {
+	x.errs = append(x.errs, &FileError{path.Join(mount, x.cgroup, name), err})
+}
+
+func uintField(x *reading, mount, name string) *uint64 {
+	if s, ok := x.file(mount, name); ok {
+		v, err := ParseUint(s)
+		if err != nil {
+			x.fail(mount, name, err)
+			return nil
+		}
+		return &v
+	}
+	return nil
+}
+
+// Read reads the Stats of one cgroup (its path inside the hierarchy, "/"
+// for the root). Missing files leave fields unknown and are not errors;
+// files that exist but cannot be read or parsed are returned as
+// *FileError. withThreads asks for the v1 thread count (tasks), which only
+// non-leaf cgroups need.
+func (r Reader) Read(cgroup string, withThreads bool) (Stats, []error) {
+	x := &reading{r: r, cgroup: cgroup}
+	var s Stats
+	if r.Places.V2 {
+		x.readV2(&s)
+	} else {
+		x.readV1(&s, withThreads)
+	}
+	if x.found == 0 {
+		s.Gone = true
+	}
+	return s, x.errs
+}
+
+func (x *reading) procs(mount string, s *Stats) {
+	if t, ok := x.file(mount, "cgroup.procs"); ok {
+		n := CountLines(t)
+		s.Procs = &n
+	}
+}
+
+func (x *reading) readV1(s *Stats, withThreads bool) {
+	p := x.r.Places
+	s.CPU.Weight = uintField(x, p.CPU, "cpu.shares")
+	if t, ok := x.file(p.CPU, "cpu.cfs_quota_us"); ok {
+		if v, err := ParseInt(t); err != nil {
+			x.fail(p.CPU, "cpu.cfs_quota_us", err)
+		} else {
+			if v < 0 {
+				v = Unlimited
+			}
+			s.CPU.QuotaUs = &v
+		}
+	}
+	s.CPU.PeriodUs = uintField(x, p.CPU, "cpu.cfs_period_us")
+	if t, ok := x.file(p.CPU, "cpu.idle"); ok {
+		if v, err := ParseInt(t); err != nil {
+			x.fail(p.CPU, "cpu.idle", err)
+		} else {
+			s.CPU.Idle = &v
+		}
+	}
+	if t, ok := x.file(p.CPU, "cpu.stat"); ok {
+		if err := parseThrottling(t, &s.CPU); err != nil {
+			x.fail(p.CPU, "cpu.stat", err)
+		}
+	}
+	s.CPU.UsageNs = uintField(x, p.CPUAcct, "cpuacct.usage")
+	if t, ok := x.file(p.CPUAcct, "cpuacct.stat"); ok {
+		if err := parseCPUAcctStat(t, &s.CPU); err != nil {
+			x.fail(p.CPUAcct, "cpuacct.stat", err)
+		}
+	}
+
+	s.Memory.UsageBytes = uintField(x, p.Memory, "memory.usage_in_bytes")
+	if t, ok := x.file(p.Memory, "memory.limit_in_bytes"); ok {
+		if v, err := ParseV1MemoryLimit(t); err != nil {
+			x.fail(p.Memory, "memory.limit_in_bytes", err)
+		} else {
+			s.Memory.LimitBytes = &v
+		}
+	}
+	if t, ok := x.file(p.Memory, "memory.stat"); ok {
+		if err := parseMemoryStat(t, &s.Memory, false); err != nil {
+			x.fail(p.Memory, "memory.stat", err)
+		}
+	}
+	workingSet(&s.Memory)
+
+	s.Pids.Current = uintField(x, p.Pids, "pids.current")
+	x.pidsMax(p.Pids, s)
+	x.procs(p.CPU, s)
+	if withThreads {
+		if t, ok := x.file(p.CPU, "tasks"); ok {
+			n := CountLines(t)
+			s.Threads = &n
+		}
+	}
+}
+
+func (x *reading) pidsMax(mount string, s *Stats) {
+	if t, ok := x.file(mount, "pids.max"); ok {
+		if v, err := ParseMax(t); err != nil {
+			x.fail(mount, "pids.max", err)
+		} else {
+			s.Pids.Max = &v
+		}
+	}
+}
+
+func (x *reading) readV2(s *Stats) {
+	u := x.r.Places.Unified
+	s.CPU.Weight = uintField(x, u, "cpu.weight")
+	if t, ok := x.file(u, "cpu.max"); ok {
+		if q, per, err := ParseCPUMax(t); err != nil {
+			x.fail(u, "cpu.max", err)
+		} else {
+			s.CPU.QuotaUs, s.CPU.PeriodUs = &q, &per
+		}
+	}
+	if t, ok := x.file(u, "cpu.idle"); ok {
+		if v, err := ParseInt(t); err != nil {
+			x.fail(u, "cpu.idle", err)
+		} else {
+			s.CPU.Idle = &v
+		}
+	}
+	if t, ok := x.file(u, "cpu.stat"); ok {
+		if err := parseCPUStatV2(t, &s.CPU); err != nil {
+			x.fail(u, "cpu.stat", err)
+		}
+	}
+	s.Memory.UsageBytes = uintField(x, u, "memory.current")
+	if t, ok := x.file(u, "memory.max"); ok {
+		if v, err := ParseMax(t); err != nil {
+			x.fail(u, "memory.max", err)
+		} else {
+			s.Memory.LimitBytes = &v
+		}
+	}
+	if t, ok := x.file(u, "memory.stat"); ok {
+		if err := parseMemoryStat(t, &s.Memory, true); err != nil {
+			x.fail(u, "memory.stat", err)
+		}
+	}
+	workingSet(&s.Memory)
+	s.Pids.Current = uintField(x, u, "pids.current")
+	x.pidsMax(u, s)
+	var pr Pressure
+	for _, f := range []struct {
+		name string
+		dst  **PSI
+	}{{"cpu.pressure", &pr.CPU}, {"memory.pressure", &pr.Memory}, {"io.pressure", &pr.IO}} {
+		if t, ok := x.file(u, f.name); ok {
+			if v, err := ParsePSI(t); err != nil {
+				x.fail(u, f.name, err)
+			} else {
+				*f.dst = &v
+			}
+		}
+	}
+	if pr.CPU != nil || pr.Memory != nil || pr.IO != nil {
+		s.Pressure = &pr
+	}
+	x.procs(u, s)
+}
+
+// workingSet applies the kubelet's definition: usage − inactive_file,
+// floored at 0; unknown when either is.
+func workingSet(m *Memory) {
+	if m.UsageBytes == nil || m.InactiveFileBytes == nil {
+		return
+	}
+	ws := uint64(0)
+	if *m.UsageBytes > *m.InactiveFileBytes {
+		ws = *m.UsageBytes - *m.InactiveFileBytes
+	}
+	m.WorkingSetBytes = &ws
+}
+
+// parseThrottling reads nr_periods, nr_throttled and throttled_time (v1,
+// ns) from cpu.stat.
+func parseThrottling(text string, c *CPU) error {
+	return EachKV(text, func(k, v string) error {
+		var dst **uint64
+		switch k {
+		case "nr_periods":
+			dst = &c.Periods
+		case "nr_throttled":
+			dst = &c.Throttled
+		case "throttled_time":
+			dst = &c.ThrottledNs
+		default:
+			return nil
+		}
+		n, err := KVUint(k, v)
+		if err != nil {
+			return err
+		}
+		*dst = &n
+		return nil
+	})
+}
+
+// nsPerUserTick converts the unit of cpuacct.stat (USER_HZ, 100 on every Linux ABI).
+const nsPerUserTick = 10_000_000
+
+func parseCPUAcctStat(text string, c *CPU) error {
+	return EachKV(text, func(k, v string) error {
+		var dst **uint64
+		switch k {
+		case "user":
+			dst = &c.UserNs
+		case "system":
+			dst = &c.SystemNs
+		default:
+			return nil
+		}
+		n, err := KVUint(k, v)
+		if err != nil {
+			return err
+		}
+		n *= nsPerUserTick
+		*dst = &n
+		return nil
+	})
+}
+
+// parseCPUStatV2 reads v2 cpu.stat, whose times are in µs.
+func parseCPUStatV2(text string, c *CPU) error {
+	return EachKV(text, func(k, v string) error {
+		var dst **uint64
+		scale := uint64(1000)
+		switch k {
+		case "usage_usec":
+			dst = &c.UsageNs
+		case "user_usec":
+			dst = &c.UserNs
+		case "system_usec":
+			dst = &c.SystemNs
+		case "nr_periods":
+			dst, scale = &c.Periods, 1
+		case "nr_throttled":
+			dst, scale = &c.Throttled, 1
+		case "throttled_usec":
+			dst = &c.ThrottledNs
+		default:
+			return nil
+		}
+		n, err := KVUint(k, v)
+		if err != nil {
+			return err
+		}
+		n *= scale
+		*dst = &n
+		return nil
+	})
+}
+
+// parseMemoryStat reads the working-set, RSS and fault figures: the
+// hierarchical total_* keys on v1, the plain keys on v2.
+func parseMemoryStat(text string, m *Memory, v2 bool) error {
+	inactive, rss, pgfault, pgmaj := "total_inactive_file", "total_rss", "total_pgfault", "total_pgmajfault"
+	if v2 {
+		inactive, rss, pgfault, pgmaj = "inactive_file", "anon", "pgfault", "pgmajfault"
+	}
+	return EachKV(text, func(k, v string) error {
+		var dst **uint64
+		switch k {
+		case inactive:
+			dst = &m.InactiveFileBytes
+		case rss:
+			dst = &m.RSSBytes
+		case pgfault:
+			dst = &m.PageFaults
+		case pgmaj:
+			dst = &m.MajorPageFaults
+		default:
+			return nil
+		}
+		n, err := KVUint(k, v)
+		if err != nil {
+			return err
+		}
+		*dst = &n
+		return nil
+	})
+}
