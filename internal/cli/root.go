@@ -56,16 +56,9 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 	pf.StringVar(&o.Snapshot, "snapshot", "", "read the node from a snapshot file instead of the live host (example:<name> for an embedded one)")
 	pf.StringVar(&o.PodsFile, "pods", "", "pod metadata: the output of `kubectl get pods -A -o json`")
 	pf.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")
-	root.AddCommand(newInspect(o), newSnapshot(o))
-	for _, add := range extraCommands {
-		root.AddCommand(add(o))
-	}
+	root.AddCommand(newInspect(o), newSnapshot(o), newAudit(o), newServe(o), newFix(o), newRevert(o))
 	return root
 }
-
-// extraCommands lets each command file register itself without the root
-// knowing every command.
-var extraCommands []func(*Options) *cobra.Command
 
 // Main runs the CLI and returns the process exit code.
 func Main(args []string) int {
