@@ -202,6 +202,14 @@ func Within(p, dir string) bool {
 // symlinks such as /proc/self (never magic links); everything else may
 // follow none.
 func (h *Host) open(p string, flags int) (int, error) {
+	if h.root != "/" {
+		// In a container the host's /proc is mounted under the root but
+		// belongs to another pid namespace, where "self" resolves to
+		// nothing; the host's init (pid 1) sees the host's mounts.
+		if rest, ok := strings.CutPrefix(p, "/proc/self/"); ok {
+			p = "/proc/1/" + rest
+		}
+	}
 	rel, err := relative(p)
 	if err != nil {
 		return -1, err
