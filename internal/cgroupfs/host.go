@@ -124,7 +124,7 @@ func (h *Host) WriteFile(p string, data []byte) error {
 	if err := h.mayWrite(p); err != nil {
 		return err
 	}
-	fd, err := h.open(p, unix.O_WRONLY)
+	fd, err := h.open(p, unix.O_WRONLY|unix.O_TRUNC)
 	if err != nil {
 		return &fs.PathError{Op: "open", Path: p, Err: err}
 	}
