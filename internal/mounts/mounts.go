@@ -157,14 +157,16 @@ func Parse(text string) (Table, error) {
 	return t, nil
 }
 
-// unescape undoes mountinfo's octal escapes (\040 for space, ...).
+// unescape undoes mountinfo's octal escapes (\040 for space, ...). The
+// kernel escapes single bytes, so the first digit is at most 3; anything
+// else is kept as written rather than wrapped into a wrong byte.
 func unescape(s string) string {
 	if !strings.Contains(s, `\`) {
 		return s
 	}
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) && isOct(s[i+1]) && isOct(s[i+2]) && isOct(s[i+3]) {
+		if s[i] == '\\' && i+3 < len(s) && s[i+1] <= '3' && isOct(s[i+1]) && isOct(s[i+2]) && isOct(s[i+3]) {
 			b.WriteByte((s[i+1]-'0')<<6 | (s[i+2]-'0')<<3 | (s[i+3] - '0'))
 			i += 3
 			continue
