@@ -124,42 +124,54 @@ func ParsePSI(text string) (PSI, error) {
 		if len(f) != 5 {
 			return PSI{}, syntax("pressure: want 5 fields, got %q", clip(line))
 		}
+		// The kernel writes the four keys in this order (kernel/sched/psi.c);
+		// a line that repeats or lacks one would leave a silent 0.
 		var l PSILine
-		for _, kv := range f[1:] {
+		for i, kv := range f[1:] {
 			k, v, ok := strings.Cut(kv, "=")
-			if !ok {
-				return PSI{}, syntax("pressure: want key=value, got %q", clip(kv))
+			if !ok || k != psiKeys[i] {
+				return PSI{}, syntax("pressure: want %s=<value>, got %q", psiKeys[i], clip(kv))
 			}
 			var err error
 			switch k {
 			case "avg10":
-				l.Avg10, err = strconv.ParseFloat(v, 64)
+				l.Avg10, err = percent(v)
 			case "avg60":
-				l.Avg60, err = strconv.ParseFloat(v, 64)
+				l.Avg60, err = percent(v)
 			case "avg300":
-				l.Avg300, err = strconv.ParseFloat(v, 64)
+				l.Avg300, err = percent(v)
 			case "total":
 				l.TotalUs, err = strconv.ParseUint(v, 10, 64)
-			default:
-				err = errors.New("unknown key")
 			}
 			if err != nil {
 				return PSI{}, syntax("pressure: bad %q", clip(kv))
 			}
 		}
-		switch f[0] {
-		case "some":
+		switch {
+		case f[0] == "some" && !seen:
 			p.Some, seen = l, true
-		case "full":
+		case f[0] == "full" && p.Full == nil:
 			p.Full = &l
 		default:
-			return PSI{}, syntax("pressure: unknown line %q", clip(f[0]))
+			return PSI{}, syntax("pressure: unexpected line %q", clip(f[0]))
 		}
 	}
 	if !seen {
 		return PSI{}, syntax("pressure: no \"some\" line")
 	}
 	return p, nil
+}
+
+var psiKeys = [4]string{"avg10", "avg60", "avg300", "total"}
+
+// percent parses a PSI average: a finite share between 0 and 100 (NaN or
+// Inf from a hostile file would also break JSON encoding downstream).
+func percent(v string) (float64, error) {
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || !(f >= 0 && f <= 100) {
+		return 0, errors.New("not a percentage")
+	}
+	return f, nil
 }
 
 // CountLines counts the non-empty lines of cgroup.procs or tasks.

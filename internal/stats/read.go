@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"path"
 
 	"github.com/cgwarden/cgwarden/internal/cgroupfs"
@@ -316,6 +317,9 @@ func parseCPUAcctStat(text string, c *CPU) error {
 		if err != nil {
 			return err
 		}
+		if n > math.MaxUint64/nsPerUserTick {
+			return syntax("%s: %d ticks overflow nanoseconds", k, n)
+		}
 		n *= nsPerUserTick
 		*dst = &n
 		return nil
@@ -346,6 +350,9 @@ func parseCPUStatV2(text string, c *CPU) error {
 		n, err := KVUint(k, v)
 		if err != nil {
 			return err
+		}
+		if n > math.MaxUint64/scale {
+			return syntax("%s: %d µs overflow nanoseconds", k, n)
 		}
 		n *= scale
 		*dst = &n
