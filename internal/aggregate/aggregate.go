@@ -1,0 +1,159 @@
+package aggregate
+
+import (
+	"github.com/cgwarden/cgwarden/internal/inventory"
+	"github.com/cgwarden/cgwarden/internal/stats"
+)
+
+// Usage is the CPU and memory of a pod, container or node at one scan.
+// Every pointer is nil when unknown.
+type Usage struct {
+	// CPUUsageNs is cumulative CPU time in nanoseconds.
+	CPUUsageNs *uint64
+	// CPUCores is the CPU rate between the last two scans, in cores.
+	CPUCores *float64
+	// MemoryUsageBytes is memory.current / memory.usage_in_bytes.
+	MemoryUsageBytes *uint64
+	// WorkingSetBytes follows the kubelet: usage minus inactive file pages.
+	WorkingSetBytes *uint64
+	RSSBytes        *uint64
+	PageFaults      *uint64
+	MajorPageFaults *uint64
+	// MemoryLimitBytes is the hard limit that applies to the whole figure,
+	// stats.Unlimited for none; nil when unknown or when the parts summed
+	// do not share one limit.
+	MemoryLimitBytes *int64
+}
+
+// AvailableBytes is the kubelet's availableBytes: limit minus working set
+// (floored at 0), only when a limit is set and both are known.
+func (u Usage) AvailableBytes() *uint64 {
+	if u.MemoryLimitBytes == nil || *u.MemoryLimitBytes == stats.Unlimited || *u.MemoryLimitBytes < 0 || u.WorkingSetBytes == nil {
+		return nil
+	}
+	lim := uint64(*u.MemoryLimitBytes)
+	var a uint64
+	if lim > *u.WorkingSetBytes {
+		a = lim - *u.WorkingSetBytes
+	}
+	return &a
+}
+
+// Own is a cgroup's own figures (everything below it included, as the
+// kernel accounts hierarchically).
+func Own(c *inventory.Cgroup) Usage {
+	if c == nil {
+		return Usage{}
+	}
+	s := c.Stats
+	return Usage{
+		CPUUsageNs:       s.CPU.UsageNs,
+		CPUCores:         c.UsageCores,
+		MemoryUsageBytes: s.Memory.UsageBytes,
+		WorkingSetBytes:  s.Memory.WorkingSetBytes,
+		RSSBytes:         s.Memory.RSSBytes,
+		PageFaults:       s.Memory.PageFaults,
+		MajorPageFaults:  s.Memory.MajorPageFaults,
+		MemoryLimitBytes: s.Memory.LimitBytes,
+	}
+}
+
+// sum adds the figures of parts; a field is unknown when it is unknown in
+// any part. The memory limit is kept only for a single part: a limit on one
+// cgroup does not bound processes in another.
+func sum(parts []Usage) Usage {
+	if len(parts) == 0 {
+		return Usage{}
+	}
+	out := parts[0]
+	for _, p := range parts[1:] {
+		out.CPUUsageNs = addU(out.CPUUsageNs, p.CPUUsageNs)
+		out.CPUCores = addF(out.CPUCores, p.CPUCores)
+		out.MemoryUsageBytes = addU(out.MemoryUsageBytes, p.MemoryUsageBytes)
+		out.WorkingSetBytes = addU(out.WorkingSetBytes, p.WorkingSetBytes)
+		out.RSSBytes = addU(out.RSSBytes, p.RSSBytes)
+		out.PageFaults = addU(out.PageFaults, p.PageFaults)
+		out.MajorPageFaults = addU(out.MajorPageFaults, p.MajorPageFaults)
+		out.MemoryLimitBytes = nil
+	}
+	return out
+}
+
+func addU(a, b *uint64) *uint64 {
+	if a == nil || b == nil {
+		return nil
+	}
+	v := *a + *b
+	return &v
+}
+
+func addF(a, b *float64) *float64 {
+	if a == nil || b == nil {
+		return nil
+	}
+	v := *a + *b
+	return &v
+}
+
+// Pod is a pod with its corrected figures.
+type Pod struct {
+	*inventory.Pod
+	Usage Usage
+	// Parts are the cgroups summed into Usage: the pod cgroup (when it
+	// exists) and every container or sandbox cgroup of the pod outside it.
+	Parts []*inventory.Cgroup
+	// Outside is set when at least one container or sandbox cgroup of the
+	// pod lives outside the pod cgroup (or there is no pod cgroup).
+	Outside bool
+	// Containers are the pod's containers (sandboxes excluded: the kubelet
+	// does not report them as containers) with their own figures.
+	Containers []Container
+}
+
+// Container is a container with the figures of its own cgroup.
+type Container struct {
+	*inventory.Container
+	Usage Usage
+}
+
+// Pods computes the corrected figures of every pod of n, in n's order.
+func Pods(n *inventory.Node) []Pod {
+	out := make([]Pod, 0, len(n.Pods))
+	for _, p := range n.Pods {
+		out = append(out, ForPod(p))
+	}
+	return out
+}
+
+// ForPod computes one pod's corrected figures.
+func ForPod(p *inventory.Pod) Pod {
+	ap := Pod{Pod: p}
+	if p.Cgroup != nil {
+		ap.Parts = append(ap.Parts, p.Cgroup)
+	}
+	for _, c := range p.Containers {
+		if p.Cgroup == nil || !below(c.Cgroup, p.Cgroup) {
+			ap.Parts = append(ap.Parts, c.Cgroup)
+			ap.Outside = true
+		}
+		if !c.Sandbox {
+			ap.Containers = append(ap.Containers, Container{Container: c, Usage: Own(c.Cgroup)})
+		}
+	}
+	parts := make([]Usage, len(ap.Parts))
+	for i, c := range ap.Parts {
+		parts[i] = Own(c)
+	}
+	ap.Usage = sum(parts)
+	return ap
+}
+
+// below reports whether c is anc or a descendant of it.
+func below(c, anc *inventory.Cgroup) bool {
+	for ; c != nil; c = c.Parent {
+		if c == anc {
+			return true
+		}
+	}
+	return false
+}
