@@ -141,10 +141,16 @@ func Child(parent Identity, name string) Identity {
 			id.QoS = Guaranteed
 			return id
 		}
+		if id, ok := besidePod(name); ok {
+			return id
+		}
 		return foreignIn(parent)
 	case QoSTier:
 		if id, ok := pod(name, parent.Driver); ok {
 			id.QoS = parent.QoS
+			return id
+		}
+		if id, ok := besidePod(name); ok {
 			return id
 		}
 		return foreignIn(parent)
@@ -186,6 +192,22 @@ func pod(name string, d Driver) (Identity, bool) {
 	return Identity{}, false
 }
 
+// besidePod classifies the runtime cgroups that sit in the kubelet's tree
+// next to pod cgroups rather than inside one: Kata's kata_<sandbox id>
+// (sandbox_cgroup_only=false) and the literal "<slice>:<prefix>:<id>"
+// directory made relative to a tier. Neither is a pod; both are attached
+// to their pod by the inventory (the literal one by the UID it names, the
+// Kata one by its sandbox ID through metadata) and shown as misplaced.
+func besidePod(name string) (Identity, bool) {
+	if id, ok := literal(name); ok {
+		return id, true
+	}
+	if m := kataRe.FindStringSubmatch(name); m != nil {
+		return Identity{Kind: Sandbox, Runtime: "kata", Shape: ShapeKata, ContainerID: m[1]}, true
+	}
+	return Identity{}, false
+}
+
 // outside classifies a child of a cgroup that is not the kubelet's.
 func outside(name string) Identity {
 	if kubeRootRe.MatchString(name) {
@@ -195,25 +217,14 @@ func outside(name string) Identity {
 		}
 		return Identity{Kind: KubeRoot, Driver: d}
 	}
-	if m := literalRe.FindStringSubmatch(name); m != nil {
-		id := Identity{Kind: Misplaced, Shape: ShapeLiteralPath, ContainerID: m[3], Runtime: runtimeOf(m[2])}
-		if p, ok := pod(m[1], Systemd); ok {
-			id.PodUID, id.Driver = p.PodUID, Systemd
-			if q := podSystemdRe.FindStringSubmatch(m[1]); q != nil && q[1] != "" {
-				id.QoS = q[1]
-			} else {
-				id.QoS = Guaranteed
-			}
-		} else if u := anyPodRe.FindStringSubmatch(m[1]); u != nil {
-			id.PodUID = NormalizeUID(u[1])
-		}
+	if id, ok := literal(name); ok {
 		return id
 	}
 	if name == "kata_overhead" {
 		return Identity{Kind: Sandbox, Runtime: "kata", Shape: ShapeKataOver}
 	}
-	if m := kataRe.FindStringSubmatch(name); m != nil {
-		return Identity{Kind: Sandbox, Runtime: "kata", Shape: ShapeKata, ContainerID: m[1]}
+	if id, ok := besidePod(name); ok {
+		return id
 	}
 	if m := anyPodRe.FindStringSubmatch(name); m != nil {
 		id := Identity{Kind: Misplaced, Shape: ShapePodOutside, PodUID: NormalizeUID(m[1])}
@@ -232,6 +243,27 @@ func outside(name string) Identity {
 		return Identity{Kind: Foreign, Shape: ShapeContainer, ContainerID: m[2], Runtime: runtimeOf(m[1])}
 	}
 	return Identity{Kind: Host}
+}
+
+// literal recognises the systemd cgroupsPath "<slice>:<prefix>:<id>" that
+// a runtime without systemd support made a directory of (seed 003).
+func literal(name string) (Identity, bool) {
+	m := literalRe.FindStringSubmatch(name)
+	if m == nil {
+		return Identity{}, false
+	}
+	id := Identity{Kind: Misplaced, Shape: ShapeLiteralPath, ContainerID: m[3], Runtime: runtimeOf(m[2])}
+	if p, ok := pod(m[1], Systemd); ok {
+		id.PodUID, id.Driver = p.PodUID, Systemd
+		if q := podSystemdRe.FindStringSubmatch(m[1]); q != nil && q[1] != "" {
+			id.QoS = q[1]
+		} else {
+			id.QoS = Guaranteed
+		}
+	} else if u := anyPodRe.FindStringSubmatch(m[1]); u != nil {
+		id.PodUID = NormalizeUID(u[1])
+	}
+	return id, true
 }
 
 // IsContainerLike reports whether a cgroup holds a container's (or a
