@@ -20,6 +20,9 @@ type Host struct {
 	rootFD int
 	// writable lists the host paths beneath which writes are allowed.
 	writable []string
+	// exact lists single paths (a file, or a directory to create or
+	// remove) that may be written although nothing around them may.
+	exact []string
 	// noOpenat2 is set once openat2 returned ENOSYS (kernels before 5.6).
 	noOpenat2 atomic.Bool
 
@@ -54,6 +57,16 @@ func (h *Host) Root() string { return h.root }
 func (h *Host) AllowWrites(paths ...string) {
 	for _, p := range paths {
 		h.writable = append(h.writable, path.Clean(p))
+	}
+}
+
+// AllowExact declares single host paths that may be written: one file
+// (e.g. the cgroup.procs of a cgroup that processes are moved back into),
+// or one directory that may be created or removed, and nothing beneath or
+// beside them.
+func (h *Host) AllowExact(paths ...string) {
+	for _, p := range paths {
+		h.exact = append(h.exact, path.Clean(p))
 	}
 }
 
@@ -182,6 +195,9 @@ var ErrNotWritable = errors.New("outside the paths cgwarden may write")
 
 func (h *Host) mayWrite(p string) error {
 	c := path.Clean(p)
+	if slices.Contains(h.exact, c) {
+		return nil
+	}
 	for _, w := range h.writable {
 		if c != w && Within(c, w) {
 			return nil

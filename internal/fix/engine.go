@@ -1,0 +1,395 @@
+package fix
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cgwarden/cgwarden/internal/cgroupfs"
+	"github.com/cgwarden/cgwarden/internal/inventory"
+	"github.com/cgwarden/cgwarden/internal/journal"
+	"github.com/cgwarden/cgwarden/internal/metadata"
+	"github.com/cgwarden/cgwarden/internal/plan"
+)
+
+// Stage is a point of an apply where the Hook is called.
+type Stage string
+
+const (
+	// StageIntent: the intent of operation Op is journaled, the operation
+	// is not applied yet.
+	StageIntent Stage = "after-intent"
+	// StageApplied: operation Op is applied, its outcome not journaled.
+	StageApplied Stage = "after-apply"
+	// StageMovePid: a move is about to write Pid into its target.
+	StageMovePid Stage = "before-move-pid"
+	// StageMoveRound: a move finished one pass over its sources.
+	StageMoveRound Stage = "after-move-round"
+)
+
+// Hook is called at the stages above with the operation's index (0-based)
+// and, for StageMovePid, the process. Tests inject one to stop, crash or
+// disturb an apply between two steps; nil in production.
+type Hook func(stage Stage, op int, pid int)
+
+// ReadWriter is what the engine needs of the cgroup filesystem door.
+type ReadWriter interface {
+	cgroupfs.FS
+	cgroupfs.Writer
+}
+
+// granter is the door's own write allowance (cgroupfs.Host): the engine
+// narrows it to what its policy allows, so a write the policy would refuse
+// is refused twice.
+type granter interface {
+	AllowWrites(paths ...string)
+	AllowExact(paths ...string)
+}
+
+// Engine applies and reverts plans on one node.
+type Engine struct {
+	// FS reads and writes the node's cgroups (and /proc).
+	FS ReadWriter
+	// Base is the cgroup the scan starts from ("/" for the whole node),
+	// as inventory.Scanner.Base.
+	Base string
+	// JournalDir holds the journal and its lock.
+	JournalDir string
+	// Meta names pods for --pod NAME; may be nil.
+	Meta *metadata.Set
+	Log  *slog.Logger
+	Hook Hook
+}
+
+// Options narrow a fix.
+type Options struct {
+	// Pod is a pod UID, name or namespace/name.
+	Pod string
+	// Only is a rule id.
+	Only string
+	// RemoveEmptySource removes the runtime's emptied cgroup.
+	RemoveEmptySource bool
+}
+
+// MaxMoveRounds bounds the passes of a move: a source that still gets new
+// processes after this many passes is being refilled by its runtime.
+const MaxMoveRounds = 100
+
+func (e *Engine) log() *slog.Logger {
+	if e.Log == nil {
+		return slog.Default().With("component", "fix")
+	}
+	return e.Log
+}
+
+func (e *Engine) hook(s Stage, op, pid int) {
+	if e.Hook != nil {
+		e.Hook(s, op, pid)
+	}
+}
+
+// Plan scans the node and plans, without changing anything (the journal
+// is read, not locked).
+func (e *Engine) Plan(o Options) (*plan.Plan, plan.Policy, error) {
+	entries, err := journal.Read(e.JournalDir)
+	if err != nil {
+		return nil, plan.Policy{}, err
+	}
+	return e.plan(o, journal.Owned(journal.Applies(entries)))
+}
+
+func (e *Engine) plan(o Options, owned []string) (*plan.Plan, plan.Policy, error) {
+	sc, err := inventory.Open(e.FS)
+	if err != nil {
+		return nil, plan.Policy{}, err
+	}
+	if e.Base != "" {
+		sc.Base = e.Base
+	}
+	sc.Meta = e.Meta
+	n, err := sc.Scan(time.Now())
+	if err != nil {
+		return nil, plan.Policy{}, err
+	}
+	return plan.Adopt(plan.Input{
+		Node: n, Places: sc.Places, FS: e.FS, Pod: o.Pod, Only: o.Only, RemoveEmptySource: o.RemoveEmptySource,
+		Owned: func(p string) bool { return slices.Contains(owned, path.Clean(p)) },
+	})
+}
+
+// StepResult is what happened to one operation.
+type StepResult struct {
+	Op plan.Op `json:"op"`
+	// Moved and Exited are the processes a move moved, and those that
+	// exited before they could be.
+	Moved  []int  `json:"moved,omitempty"`
+	Exited []int  `json:"exited,omitempty"`
+	Note   string `json:"note,omitempty"`
+}
+
+// Result is what an apply did.
+type Result struct {
+	Plan *plan.Plan `json:"plan"`
+	// Run is the journal's run ID ("" when there was nothing to do).
+	Run     string       `json:"run,omitempty"`
+	Resumed bool         `json:"resumed,omitempty"`
+	Steps   []StepResult `json:"steps"`
+}
+
+// Apply locks the journal, plans and applies. On error the result holds
+// what was applied before it.
+func (e *Engine) Apply(o Options) (*Result, error) {
+	j, err := journal.Open(e.JournalDir)
+	if err != nil {
+		return nil, err
+	}
+	defer j.Close()
+	runs := journal.Applies(j.Entries())
+	p, pol, err := e.plan(o, journal.Owned(runs))
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Plan: p, Steps: []StepResult{}}
+	if err := pol.CheckAll(p.Ops); err != nil {
+		return res, err
+	}
+	unfinished := journal.Unfinished(runs)
+	if len(p.Ops) == 0 && unfinished == nil {
+		return res, nil
+	}
+	if g, ok := e.FS.(granter); ok {
+		g.AllowWrites(pol.Trees...)
+		if pol.RemoveSources {
+			g.AllowExact(pol.Sources...)
+		}
+	}
+	w := &guard{w: e.FS, check: applyCheck(pol)}
+	begin := journal.Entry{Type: journal.Begin}
+	if unfinished != nil {
+		res.Run, res.Resumed = unfinished.ID, true
+		begin.Type, begin.Note = journal.Resume, "continuing a run that was cut off"
+	} else {
+		res.Run = newRunID()
+	}
+	begin.Apply = res.Run
+	if _, err := j.Append(begin); err != nil {
+		return res, fmt.Errorf("nothing applied: %w", err)
+	}
+	for i, op := range p.Ops {
+		sr, err := e.applyOne(j, w, res.Run, i, op)
+		if err != nil {
+			if _, jerr := j.Append(journal.Entry{Type: journal.End, Apply: res.Run, Error: err.Error()}); jerr != nil {
+				err = errors.Join(err, jerr)
+			}
+			return res, err
+		}
+		res.Steps = append(res.Steps, sr)
+	}
+	if _, err := j.Append(journal.Entry{Type: journal.End, Apply: res.Run}); err != nil {
+		// Every operation is settled in the journal; only the run's close
+		// is missing, which the next apply continues harmlessly.
+		return res, fmt.Errorf("all %d operations applied and recorded, but closing the run failed: %w", len(p.Ops), err)
+	}
+	return res, nil
+}
+
+func newRunID() string {
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return time.Now().UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b[:])
+}
+
+// applyOne reads the state op replaces, journals the intent, applies op
+// and journals the outcome.
+func (e *Engine) applyOne(j *journal.Journal, w *guard, run string, i int, op plan.Op) (StepResult, error) {
+	sr := StepResult{Op: op}
+	fail := func(err error) error { return fmt.Errorf("operation %d (%s): %w", i+1, op.Description, err) }
+	prev, err := e.prevState(op)
+	if err != nil {
+		return sr, fail(fmt.Errorf("not applied: %w", err))
+	}
+	intent, err := j.Append(journal.Entry{Type: journal.Intent, Apply: run, Op: &op, Prev: &prev})
+	if err != nil {
+		return sr, fail(fmt.Errorf("not applied, because it could not be journaled first: %w", err))
+	}
+	e.hook(StageIntent, i, 0)
+	var opErr error
+	switch op.Kind {
+	case plan.Mkdir:
+		if prev.Existed {
+			sr.Note = "already there (created by cgwarden earlier)"
+			break
+		}
+		opErr = w.Mkdir(op.Path)
+		if errors.Is(opErr, fs.ErrNotExist) {
+			opErr = fmt.Errorf("its parent cgroup %s is gone (the pod was deleted?): %w", path.Dir(op.Path), opErr)
+		}
+	case plan.Write:
+		opErr = w.WriteFile(op.Path, []byte(op.Value))
+	case plan.Rmdir:
+		opErr = w.Rmdir(op.Path)
+	case plan.Move:
+		sr.Moved, sr.Exited, opErr = e.move(j, w, run, intent.Seq, i, op)
+	}
+	e.hook(StageApplied, i, 0)
+	if opErr != nil {
+		if _, jerr := j.Append(journal.Entry{Type: journal.Failed, Apply: run, Ref: intent.Seq, Error: opErr.Error()}); jerr != nil {
+			return sr, fail(errors.Join(opErr, fmt.Errorf("the failure could not be journaled either (revert will check the state): %w", jerr)))
+		}
+		return sr, fail(opErr)
+	}
+	if _, err := j.Append(journal.Entry{Type: journal.Done, Apply: run, Ref: intent.Seq}); err != nil {
+		return sr, fail(fmt.Errorf("applied, but its completion could not be journaled (revert will check the state): %w", err))
+	}
+	e.log().Debug("applied", "op", i+1, "kind", op.Kind, "path", op.Path)
+	return sr, nil
+}
+
+// prevState reads what op is about to replace.
+func (e *Engine) prevState(op plan.Op) (plan.Prev, error) {
+	var prev plan.Prev
+	switch op.Kind {
+	case plan.Write:
+		v, err := e.read(op.Path)
+		if err != nil {
+			return prev, err
+		}
+		prev.Value = &v
+	case plan.Mkdir:
+		if _, err := e.FS.ReadDirs(op.Path); err == nil {
+			prev.Existed = true
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return prev, err
+		}
+	case plan.Move:
+		prev.Pids = map[string][]int{}
+		for _, pr := range op.Pairs {
+			pids, err := e.pids(pr.Source)
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return prev, err
+			}
+			prev.Pids[pr.Source] = pids
+		}
+	case plan.Rmdir:
+		prev.Values = map[string]string{}
+		for _, f := range op.Keep {
+			if v, err := e.read(path.Join(op.Path, f)); err == nil {
+				prev.Values[f] = v
+			}
+		}
+	}
+	return prev, nil
+}
+
+func (e *Engine) read(p string) (string, error) {
+	b, err := e.FS.ReadFile(p)
+	return strings.TrimSpace(string(b)), err
+}
+
+// pids lists the processes of a cgroup directory.
+func (e *Engine) pids(dir string) ([]int, error) {
+	b, err := e.FS.ReadFile(path.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, f := range strings.Fields(string(b)) {
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			return nil, fmt.Errorf("%s/cgroup.procs: bad pid %q", dir, f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// move empties every source into its target: writing a process's ID into
+// the target's cgroup.procs moves the process with all its threads. Passes
+// repeat until one finds every source empty, so a process forked from a
+// not-yet-moved parent during a pass is caught by the next one. A process
+// that exits before it is moved (ESRCH) is recorded, not an error. The
+// processes moved in each pass are journaled.
+func (e *Engine) move(j *journal.Journal, w *guard, run string, ref, i int, op plan.Op) (moved, exited []int, err error) {
+	var gone []string
+	w.moving = map[int]bool{}
+	defer func() { w.moving = nil }()
+	for round := 0; ; round++ {
+		if round == MaxMoveRounds {
+			return moved, exited, fmt.Errorf("the source still gets new processes after %d passes (is its runtime starting them there?)", MaxMoveRounds)
+		}
+		var pass, passExited []int
+		seen := false
+		var moveErr error
+		for _, pr := range op.Pairs {
+			pids, err := e.pids(pr.Source)
+			if errors.Is(err, fs.ErrNotExist) {
+				if !slices.Contains(gone, pr.Source) {
+					gone = append(gone, pr.Source)
+				}
+				continue // removed by its runtime: nothing left to move there
+			}
+			if err != nil {
+				moveErr = err
+				break
+			}
+			for _, pid := range pids {
+				seen = true
+				e.hook(StageMovePid, i, pid)
+				w.moving[pid] = true
+				err := w.WriteFile(path.Join(pr.Target, "cgroup.procs"), []byte(strconv.Itoa(pid)))
+				delete(w.moving, pid)
+				switch {
+				case err == nil:
+					pass = appendUniq(pass, pid)
+				case errors.Is(err, errESRCH):
+					passExited = appendUniq(passExited, pid)
+				default:
+					moveErr = fmt.Errorf("moving process %d: %w", pid, err)
+				}
+				if moveErr != nil {
+					break
+				}
+			}
+			if moveErr != nil {
+				break
+			}
+		}
+		if len(pass) > 0 || len(passExited) > 0 {
+			if _, jerr := j.Append(journal.Entry{Type: journal.Progress, Apply: run, Ref: ref, Pids: pass, Exited: passExited}); jerr != nil {
+				return moved, exited, errors.Join(moveErr, fmt.Errorf("moved processes %v but could not journal it (revert moves back whatever is in the target): %w", pass, jerr))
+			}
+		}
+		for _, p := range pass {
+			moved = appendUniq(moved, p)
+		}
+		for _, p := range passExited {
+			exited = appendUniq(exited, p)
+		}
+		if moveErr != nil {
+			return moved, exited, moveErr
+		}
+		e.hook(StageMoveRound, i, 0)
+		if !seen {
+			break
+		}
+	}
+	if len(gone) == len(op.Pairs) && len(moved) == 0 {
+		return moved, exited, fmt.Errorf("the source cgroups %s are gone (the container stopped?)", strings.Join(gone, ", "))
+	}
+	return moved, exited, nil
+}
+
+func appendUniq(s []int, v int) []int {
+	if slices.Contains(s, v) {
+		return s
+	}
+	return append(s, v)
+}

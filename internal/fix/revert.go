@@ -1,0 +1,291 @@
+package fix
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cgwarden/cgwarden/internal/journal"
+	"github.com/cgwarden/cgwarden/internal/plan"
+)
+
+// Undo is what a revert did with one journaled operation.
+type Undo struct {
+	Run string  `json:"run"`
+	Op  plan.Op `json:"op"`
+	// Status is "undone", "nothing to undo" (the state was already as
+	// before) or "not undone".
+	Status string `json:"status"`
+	Note   string `json:"note,omitempty"`
+	// MovedBack and Exited are the processes a move's undo moved back,
+	// and those recorded as moved that have exited since.
+	MovedBack []int `json:"movedBack,omitempty"`
+	Exited    []int `json:"exited,omitempty"`
+}
+
+// Undo statuses.
+const (
+	Undone     = "undone"
+	NothingTo  = "nothing to undo"
+	NotUndone  = "not undone"
+	rmdirTries = 50
+)
+
+// RevertReport is what a revert did, newest operation first.
+type RevertReport struct {
+	Runs  []string `json:"runs"`
+	Undos []Undo   `json:"undos"`
+}
+
+// Failed lists what could not be undone.
+func (r *RevertReport) Failed() []Undo {
+	var out []Undo
+	for _, u := range r.Undos {
+		if u.Status == NotUndone {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// Revert undoes the last run that has something left to undo, or every
+// such run (all), newest operation first.
+func (e *Engine) Revert(all bool) (*RevertReport, error) {
+	j, err := journal.Open(e.JournalDir)
+	if err != nil {
+		return nil, err
+	}
+	defer j.Close()
+	runs := journal.Applies(j.Entries())
+	rep := &RevertReport{Runs: []string{}, Undos: []Undo{}}
+	for i := len(runs) - 1; i >= 0; i-- {
+		r := runs[i]
+		pending := r.Pending()
+		if len(pending) == 0 {
+			continue
+		}
+		rep.Runs = append(rep.Runs, r.ID)
+		if err := e.revertRun(j, r, pending, rep); err != nil {
+			return rep, err
+		}
+		if !all {
+			break
+		}
+	}
+	return rep, nil
+}
+
+func (e *Engine) revertRun(j *journal.Journal, r *journal.Run, pending []*journal.Step, rep *RevertReport) error {
+	allowed := map[string]bool{}
+	var exact []string
+	allow := func(k plan.Kind, p string) {
+		allowed[string(k)+" "+path.Clean(p)] = true
+		exact = append(exact, p)
+	}
+	for _, s := range pending {
+		switch s.Op.Kind {
+		case plan.Write:
+			allow(plan.Write, s.Op.Path)
+		case plan.Mkdir:
+			allow(plan.Rmdir, s.Op.Path)
+		case plan.Move:
+			for _, pr := range s.Op.Pairs {
+				allow(plan.Write, path.Join(pr.Source, "cgroup.procs"))
+			}
+		case plan.Rmdir:
+			allow(plan.Mkdir, s.Op.Path)
+			for f := range s.Prev.Values {
+				allow(plan.Write, path.Join(s.Op.Path, f))
+			}
+		}
+	}
+	if g, ok := e.FS.(granter); ok {
+		g.AllowExact(exact...)
+	}
+	w := &guard{w: e.FS, check: exactCheck(allowed)}
+	if _, err := j.Append(journal.Entry{Type: journal.RevertBegin, Apply: r.ID}); err != nil {
+		return fmt.Errorf("nothing reverted: %w", err)
+	}
+	failed := false
+	for _, s := range pending {
+		u := e.undo(w, s)
+		u.Run = r.ID
+		rep.Undos = append(rep.Undos, u)
+		ent := journal.Entry{Type: journal.Undone, Apply: r.ID, Ref: s.Seq, Pids: u.MovedBack, Exited: u.Exited, Note: u.Status}
+		if u.Note != "" {
+			ent.Note += ": " + u.Note
+		}
+		if u.Status == NotUndone {
+			failed = true
+			ent.Type, ent.Error, ent.Note = journal.UndoFailed, u.Note, ""
+		}
+		if _, err := j.Append(ent); err != nil {
+			return fmt.Errorf("%s %s: %s, but the journal could not record it (a new revert checks again): %w", s.Op.Kind, opPath(s.Op), u.Status, err)
+		}
+	}
+	if !failed {
+		if _, err := j.Append(journal.Entry{Type: journal.RevertEnd, Apply: r.ID}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func opPath(op plan.Op) string {
+	if op.Path != "" {
+		return op.Path
+	}
+	if len(op.Pairs) > 0 {
+		return op.Pairs[0].Target
+	}
+	return ""
+}
+
+// undo settles one step by looking at the current state.
+func (e *Engine) undo(w *guard, s *journal.Step) Undo {
+	u := Undo{Op: s.Op, Status: Undone}
+	notUndone := func(format string, a ...any) Undo {
+		u.Status, u.Note = NotUndone, fmt.Sprintf(format, a...)
+		return u
+	}
+	op := s.Op
+	switch op.Kind {
+	case plan.Write:
+		if s.Prev.Value == nil {
+			return notUndone("the journal has no previous value for %s", op.Path)
+		}
+		prev := *s.Prev.Value
+		cur, err := e.read(op.Path)
+		if errors.Is(err, fs.ErrNotExist) {
+			u.Status, u.Note = NothingTo, "the cgroup is gone"
+			return u
+		}
+		if err != nil {
+			return notUndone("%v", err)
+		}
+		val := prev
+		if op.File() == "cgroup.subtree_control" {
+			val = plan.ControlUndo(prev, cur)
+			if val == "" {
+				u.Status = NothingTo
+				return u
+			}
+		} else if cur == prev {
+			u.Status = NothingTo
+			return u
+		}
+		if err := w.WriteFile(op.Path, []byte(val)); err != nil {
+			return notUndone("restoring %q: %v", prev, err)
+		}
+		u.Note = fmt.Sprintf("%q restored", prev)
+	case plan.Mkdir:
+		if s.Prev.Existed {
+			u.Status, u.Note = NothingTo, "cgwarden did not create it"
+			return u
+		}
+		var err error
+		for try := 0; try < rmdirTries; try++ {
+			err = w.Rmdir(op.Path)
+			if err == nil || !errors.Is(err, unix.EBUSY) {
+				break
+			}
+			time.Sleep(20 * time.Millisecond) // exiting processes take a moment to leave
+		}
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			u.Status, u.Note = NothingTo, "already gone"
+		case errors.Is(err, unix.EBUSY):
+			pids, _ := e.pids(op.Path)
+			return notUndone("%s still holds processes %v or child cgroups", op.Path, pids)
+		case err != nil:
+			return notUndone("%v", err)
+		}
+	case plan.Move:
+		return e.undoMove(w, s, u)
+	case plan.Rmdir:
+		if _, err := e.FS.ReadDirs(op.Path); err == nil {
+			u.Status, u.Note = NothingTo, "it is there"
+			return u
+		}
+		if err := w.Mkdir(op.Path); err != nil {
+			return notUndone("recreating it: %v", err)
+		}
+		for _, f := range op.Keep {
+			v, ok := s.Prev.Values[f]
+			if !ok {
+				continue
+			}
+			if err := w.WriteFile(path.Join(op.Path, f), []byte(v)); err != nil {
+				return notUndone("recreated, but restoring %s = %q: %v", f, v, err)
+			}
+		}
+		u.Note = "recreated with its recorded settings"
+	}
+	return u
+}
+
+// undoMove moves every process in the targets back to the sources. The
+// target is a cgroup cgwarden created, so whatever is in it came from the
+// source (or was forked there by what came from it).
+func (e *Engine) undoMove(w *guard, s *journal.Step, u Undo) Undo {
+	var notes []string
+	for _, pr := range s.Op.Pairs {
+		if _, err := e.FS.ReadDirs(pr.Source); errors.Is(err, fs.ErrNotExist) {
+			left, _ := e.pids(pr.Target)
+			u.Status = NotUndone
+			notes = append(notes, fmt.Sprintf("the source %s was removed (by its runtime?): processes %v stay in %s", pr.Source, left, pr.Target))
+			continue
+		}
+		for round := 0; ; round++ {
+			pids, err := e.pids(pr.Target)
+			if errors.Is(err, fs.ErrNotExist) || len(pids) == 0 {
+				break
+			}
+			if err != nil || round == MaxMoveRounds {
+				u.Status = NotUndone
+				notes = append(notes, fmt.Sprintf("emptying %s: %v", pr.Target, err))
+				break
+			}
+			for _, pid := range pids {
+				err := w.WriteFile(path.Join(pr.Source, "cgroup.procs"), []byte(strconv.Itoa(pid)))
+				switch {
+				case err == nil:
+					u.MovedBack = appendUniq(u.MovedBack, pid)
+				case errors.Is(err, errESRCH):
+				default:
+					u.Status = NotUndone
+					notes = append(notes, fmt.Sprintf("moving %d back: %v", pid, err))
+				}
+			}
+			if u.Status == NotUndone {
+				break
+			}
+		}
+	}
+	// Processes the journal says were moved and that no longer exist.
+	recorded := slices.Clone(s.Pids)
+	for _, ps := range s.Prev.Pids {
+		recorded = append(recorded, ps...)
+	}
+	slices.Sort(recorded)
+	for _, pid := range slices.Compact(recorded) {
+		if _, err := e.FS.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); errors.Is(err, fs.ErrNotExist) {
+			u.Exited = append(u.Exited, pid)
+		}
+	}
+	if len(u.Exited) > 0 {
+		notes = append(notes, fmt.Sprintf("processes %v have exited and cannot be moved back", u.Exited))
+	}
+	if u.Status == Undone && len(u.MovedBack) == 0 && len(u.Exited) == 0 {
+		u.Status = NothingTo
+	}
+	u.Note = strings.Join(notes, "; ")
+	return u
+}

@@ -1,0 +1,17 @@
+// Package journal is cgwarden's append-only record of every cgroup change
+// it makes, and what it needs to undo them.
+//
+// The journal is one file of JSON lines (journal.jsonl) in a directory
+// that only root may read (default /var/lib/cgwarden). Before an operation
+// is applied, an intent entry with the state it replaces is appended and
+// fsync'd; after it, a done or failed entry. A crash between the two
+// leaves an intent without an outcome: "in doubt", which the undo treats
+// as possibly applied and settles by looking at the cgroup's current
+// state. A torn last line (the disk filled mid-write, or power was lost)
+// was never fsync'd, so the operation it announced was never started; it
+// is cut off when the journal is next opened for writing.
+//
+// A lock file (flock) in the same directory keeps two cgwarden processes
+// from applying or reverting at once. Applies groups the entries into
+// runs, Owned tells which cgroups cgwarden created and still owns.
+package journal

@@ -1,0 +1,145 @@
+package journal
+
+import (
+	"path"
+	"slices"
+
+	"github.com/cgwarden/cgwarden/internal/plan"
+)
+
+// Status is how an intent was settled.
+type Status string
+
+const (
+	StatusDone   Status = "done"
+	StatusFailed Status = "failed"
+	// StatusInDoubt is an intent without an outcome: the process died
+	// (or the journal filled up) after announcing the operation. It may
+	// or may not have been applied.
+	StatusInDoubt Status = "in-doubt"
+)
+
+// Step is one journaled operation with everything recorded about it.
+type Step struct {
+	Seq    int
+	Op     plan.Op
+	Prev   plan.Prev
+	Status Status
+	Error  string
+	// Pids are the processes a move moved (progress and done entries).
+	Pids []int
+	// Undone is set once a revert settled the step.
+	Undone bool
+}
+
+// NeedsUndo reports whether a revert has to look at the step: anything
+// done or in doubt, and failed moves (which may have moved some
+// processes before failing). A failed mkdir, write or rmdir changed
+// nothing: the kernel refused it.
+func (s *Step) NeedsUndo() bool {
+	if s.Undone {
+		return false
+	}
+	return s.Status != StatusFailed || s.Op.Kind == plan.Move
+}
+
+// Run is one apply run (resumed runs keep their ID).
+type Run struct {
+	ID    string
+	Steps []*Step
+	// Ended is set when the run closed normally (even with an error).
+	Ended bool
+	// Reverted is set when a revert of the run finished; RevertStarted
+	// when one began.
+	Reverted, RevertStarted bool
+}
+
+// Pending lists the steps a revert must still settle, newest first.
+func (r *Run) Pending() []*Step {
+	var out []*Step
+	for i := len(r.Steps) - 1; i >= 0; i-- {
+		if r.Steps[i].NeedsUndo() {
+			out = append(out, r.Steps[i])
+		}
+	}
+	return out
+}
+
+// Applies groups entries into runs, oldest first.
+func Applies(entries []Entry) []*Run {
+	var runs []*Run
+	byID := map[string]*Run{}
+	bySeq := map[int]*Step{}
+	for _, e := range entries {
+		r := byID[e.Apply]
+		if r == nil {
+			r = &Run{ID: e.Apply}
+			byID[e.Apply] = r
+			runs = append(runs, r)
+		}
+		switch e.Type {
+		case Intent:
+			if e.Op == nil {
+				continue
+			}
+			s := &Step{Seq: e.Seq, Op: *e.Op, Status: StatusInDoubt}
+			if e.Prev != nil {
+				s.Prev = *e.Prev
+			}
+			r.Steps = append(r.Steps, s)
+			bySeq[e.Seq] = s
+		case Progress, Done, Failed:
+			s := bySeq[e.Ref]
+			if s == nil {
+				continue
+			}
+			s.Pids = append(s.Pids, e.Pids...)
+			switch e.Type {
+			case Done:
+				s.Status = StatusDone
+			case Failed:
+				s.Status, s.Error = StatusFailed, e.Error
+			}
+		case Undone:
+			if s := bySeq[e.Ref]; s != nil {
+				s.Undone = true
+			}
+		case End:
+			r.Ended = true
+		case RevertBegin:
+			r.RevertStarted = true
+		case RevertEnd:
+			r.Reverted = true
+		}
+	}
+	return runs
+}
+
+// Unfinished returns the last run if it was cut off (no end, no revert)
+// so a new apply can continue it; nil otherwise.
+func Unfinished(runs []*Run) *Run {
+	if len(runs) == 0 {
+		return nil
+	}
+	r := runs[len(runs)-1]
+	if r.Ended || r.RevertStarted {
+		return nil
+	}
+	return r
+}
+
+// Owned lists the host paths of cgroups cgwarden created and has not
+// removed again: mkdir steps done or in doubt, not undone, whose
+// directory was not there before.
+func Owned(runs []*Run) []string {
+	var out []string
+	for _, r := range runs {
+		for _, s := range r.Steps {
+			if s.Op.Kind == plan.Mkdir && !s.Prev.Existed && !s.Undone && s.Status != StatusFailed {
+				out = append(out, path.Clean(s.Op.Path))
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}

@@ -1,0 +1,329 @@
+package plan
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/cgwarden/cgwarden/internal/cgroupfs"
+	"github.com/cgwarden/cgwarden/internal/inventory"
+	"github.com/cgwarden/cgwarden/internal/layout"
+	"github.com/cgwarden/cgwarden/internal/stats"
+)
+
+// Input is what Adopt plans from.
+type Input struct {
+	Node   *inventory.Node
+	Places stats.Places
+	// FS reads the current values the plan copies and replaces.
+	FS cgroupfs.FS
+	// Owned reports whether cgwarden created the cgroup at a host path
+	// (its journal says so, and it was not undone).
+	Owned func(hostPath string) bool
+	// Pod narrows the plan to one pod (UID, name or namespace/name).
+	Pod string
+	// Only narrows the plan to one rule.
+	Only string
+	// RemoveEmptySource removes the runtime's emptied cgroup.
+	RemoveEmptySource bool
+}
+
+// Hierarchy is one mounted hierarchy cgwarden manages, with the
+// controllers (v1 names) it carries.
+type Hierarchy struct {
+	Point       string
+	Controllers []string
+	// V2 marks the unified hierarchy.
+	V2 bool
+}
+
+// Name says which hierarchy it is in plain words.
+func (h Hierarchy) Name() string {
+	if h.V2 {
+		return "unified"
+	}
+	return strings.Join(h.Controllers, ",")
+}
+
+// Hierarchies lists the hierarchies a node's cgroups live in: the unified
+// mount on v2; on v1 the cpu, cpuacct, memory and pids mounts (one entry
+// per mount point, so a shared "cpu,cpuacct" mount appears once). Other
+// v1 hierarchies (devices, freezer, blkio, ...) are left alone.
+func Hierarchies(pl stats.Places) []Hierarchy {
+	if pl.V2 {
+		return []Hierarchy{{Point: pl.Unified, Controllers: []string{"cpu", "cpuacct", "memory", "pids"}, V2: true}}
+	}
+	var out []Hierarchy
+	for _, c := range []struct{ name, point string }{{"cpu", pl.CPU}, {"cpuacct", pl.CPUAcct}, {"memory", pl.Memory}, {"pids", pl.Pids}} {
+		if c.point == "" {
+			continue
+		}
+		if i := slices.IndexFunc(out, func(h Hierarchy) bool { return h.Point == c.point }); i >= 0 {
+			out[i].Controllers = append(out[i].Controllers, c.name)
+			continue
+		}
+		out = append(out, Hierarchy{Point: c.point, Controllers: []string{c.name}})
+	}
+	return out
+}
+
+func (h Hierarchy) has(ctl string) bool { return slices.Contains(h.Controllers, ctl) }
+
+// setting is a resource file Adopt copies, with the controller it belongs
+// to. Order matters: on v1 the period is set before the quota it is
+// measured against.
+type setting struct{ file, ctl string }
+
+var (
+	settingsV1 = []setting{{"cpu.shares", "cpu"}, {"cpu.cfs_period_us", "cpu"}, {"cpu.cfs_quota_us", "cpu"}, {"memory.limit_in_bytes", "memory"}, {"pids.max", "pids"}}
+	settingsV2 = []setting{{"cpu.weight", "cpu"}, {"cpu.max", "cpu"}, {"memory.max", "memory"}, {"pids.max", "pids"}}
+)
+
+// Settings lists the files Adopt copies (and a revert restores) for a
+// cgroup version.
+func Settings(v2 bool) []string {
+	s := settingsV1
+	if v2 {
+		s = settingsV2
+	}
+	out := make([]string, len(s))
+	for i, x := range s {
+		out[i] = x.file
+	}
+	return out
+}
+
+// NoteV2Charges is said in every v2 plan that moves processes.
+const NoteV2Charges = "cgroup v2 does not move memory charges with processes: memory the container used before the move stays charged to the runtime's cgroup until it is freed; new allocations are charged to the pod."
+
+// NoteV1Charges is said in every v1 plan that moves processes.
+const NoteV1Charges = "on cgroup v1 the new container cgroup gets memory.move_charge_at_immigrate=3, so the memory the processes use moves with them to the pod."
+
+// NoteRuntime is said in every plan that adopts containers.
+const NoteRuntime = "the runtime still believes the container lives in its own cgroup: processes it starts there later (exec, restarts) land outside the pod again; `cgwarden audit` or `cgwarden inspect` shows the container as misplaced again when that happens."
+
+// ContainerName is the name the kubelet's layout gives a container's
+// cgroup for a driver and runtime: with systemd a scope named for the
+// runtime, with cgroupfs the bare ID (CRI-O: crio-<id>).
+func ContainerName(d layout.Driver, runtime, id string) (string, error) {
+	if len(id) != 64 || strings.Trim(id, "0123456789abcdef") != "" {
+		return "", fmt.Errorf("container ID %q is not 64 hex digits", id)
+	}
+	prefix := map[string]string{"containerd": "cri-containerd", "crio": "crio", "docker": "docker"}[runtime]
+	if prefix == "" {
+		return "", fmt.Errorf("runtime %q has no known container cgroup name", runtime)
+	}
+	switch d {
+	case layout.Systemd:
+		return prefix + "-" + id + ".scope", nil
+	case layout.Cgroupfs:
+		if runtime == "crio" {
+			return "crio-" + id, nil
+		}
+		return id, nil
+	}
+	return "", fmt.Errorf("unknown cgroup driver %q", d)
+}
+
+// Adopt plans the repair of every misplaced container whose pod cgroup is
+// known: create the container's cgroup under its pod where the kubelet's
+// layout puts it, copy its resource settings, and move its processes
+// there. It returns the plan and the policy the plan is applied under.
+func Adopt(in Input) (*Plan, Policy, error) {
+	n := in.Node
+	p := &Plan{Version: string(n.Version), Driver: string(n.Driver), Ops: []Op{}}
+	var pol Policy
+	if in.Only != "" && !slices.Contains(Rules, in.Only) {
+		return nil, pol, fmt.Errorf("--only %s: fix repairs only %s", in.Only, strings.Join(Rules, ", "))
+	}
+	if n.KubeRoot == nil {
+		p.Notes = append(p.Notes, "no kubepods hierarchy found: nothing to repair")
+		return p, pol, nil
+	}
+	hs := Hierarchies(in.Places)
+	for _, h := range hs {
+		pol.Trees = append(pol.Trees, path.Join(h.Point, n.KubeRoot.Path))
+	}
+	pol.RemoveSources = in.RemoveEmptySource
+	matched := in.Pod == ""
+	for _, pod := range n.Pods {
+		if in.Pod != "" && in.Pod != pod.UID && in.Pod != pod.Name && in.Pod != pod.Namespace+"/"+pod.Name {
+			continue
+		}
+		matched = true
+		for _, c := range pod.Containers {
+			if !c.Misplaced || c.Sandbox {
+				continue
+			}
+			skip := func(why string) { p.Skipped = append(p.Skipped, Skip{Pod: pod.UID, Container: c.ID, Reason: why}) }
+			if pod.Cgroup == nil {
+				skip("the pod has no cgroup in the kubelet's tree to move the container into")
+				continue
+			}
+			if c.ID == "" {
+				skip(fmt.Sprintf("%s names the pod but no container: cgwarden does not guess which container it is", c.Cgroup.Path))
+				continue
+			}
+			if len(c.Cgroup.Children) > 0 {
+				skip(fmt.Sprintf("%s has child cgroups; cgwarden moves only flat container cgroups", c.Cgroup.Path))
+				continue
+			}
+			ops, sources, owned, note, err := adoptOne(in, hs, pod, c)
+			if err != nil {
+				skip(err.Error())
+				continue
+			}
+			if note != "" {
+				p.Notes = appendOnce(p.Notes, note)
+			}
+			p.Ops = append(p.Ops, ops...)
+			pol.Sources = append(pol.Sources, sources...)
+			pol.Owned = append(pol.Owned, owned...)
+		}
+	}
+	if !matched {
+		return nil, pol, fmt.Errorf("--pod %s: no such pod on this node (pod names need --pods)", in.Pod)
+	}
+	if slices.ContainsFunc(p.Ops, func(o Op) bool { return o.Kind == Move }) {
+		if in.Places.V2 {
+			p.Notes = appendOnce(p.Notes, NoteV2Charges)
+		}
+		p.Notes = appendOnce(p.Notes, NoteRuntime)
+	}
+	return p, pol, nil
+}
+
+func appendOnce(s []string, v string) []string {
+	if slices.Contains(s, v) {
+		return s
+	}
+	return append(s, v)
+}
+
+// adoptOne plans one container.
+func adoptOne(in Input, hs []Hierarchy, pod *inventory.Pod, c *inventory.Container) (ops []Op, sources, owned []string, note string, err error) {
+	n := in.Node
+	name, err := ContainerName(n.Driver, c.Runtime, c.ID)
+	if err != nil {
+		return nil, nil, nil, "", err
+	}
+	target := path.Join(pod.Cgroup.Path, name)
+	short := c.ID[:12]
+	op := func(o Op) Op { o.Rule, o.Pod, o.Container = RuleMisplaced, pod.UID, c.ID; return o }
+	var pairs []Pair
+	var targets []Hierarchy
+	busy := false
+	for _, h := range hs {
+		podDir := path.Join(h.Point, pod.Cgroup.Path)
+		kids, err := in.FS.ReadDirs(podDir)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // the pod has no cgroup in this hierarchy; nothing to create there
+		}
+		if err != nil {
+			return nil, nil, nil, "", fmt.Errorf("reading the pod cgroup: %w", err)
+		}
+		tdir := path.Join(h.Point, target)
+		if slices.Contains(kids, name) {
+			if in.Owned == nil || !in.Owned(tdir) {
+				return nil, nil, nil, "", fmt.Errorf("%s already exists and cgwarden did not create it: not moving processes into a cgroup it was not asked about", tdir)
+			}
+		} else {
+			if in.Places.V2 {
+				if w := enableControllers(in.FS, podDir); w != "" {
+					cur, _ := readTrim(in.FS, path.Join(podDir, "cgroup.subtree_control"))
+					ops = append(ops, op(Op{Kind: Write, Path: path.Join(podDir, "cgroup.subtree_control"), Value: w, Current: cur,
+						Description: fmt.Sprintf("enable %s for the children of pod cgroup %s, so container %s can be limited there", w, pod.Cgroup.Path, short)}))
+				}
+			}
+			ops = append(ops, op(Op{Kind: Mkdir, Path: tdir,
+				Description: fmt.Sprintf("create cgroup %s for container %s (%s hierarchy), where the kubelet's layout puts it", target, short, h.Name())}))
+		}
+		owned = append(owned, tdir)
+		targets = append(targets, h)
+		src := path.Join(h.Point, c.Cgroup.Path)
+		if procs, err := in.FS.ReadFile(path.Join(src, "cgroup.procs")); err == nil {
+			pairs = append(pairs, Pair{Source: src, Target: tdir})
+			sources = append(sources, src)
+			busy = busy || len(strings.Fields(string(procs))) > 0
+		}
+	}
+	if !busy && len(pairs) > 0 {
+		// Already emptied (by an earlier fix, or the container stopped):
+		// planning writes and a move of nothing would only add noise.
+		return nil, nil, nil, "", fmt.Errorf("%s holds no processes: nothing to move", c.Cgroup.Path)
+	}
+	if len(targets) == 0 {
+		return nil, nil, nil, "", fmt.Errorf("pod cgroup %s exists in none of the managed hierarchies", pod.Cgroup.Path)
+	}
+	if len(pairs) == 0 {
+		return nil, nil, nil, "", fmt.Errorf("%s has no cgroup.procs to move processes from", c.Cgroup.Path)
+	}
+	settings := settingsV1
+	if in.Places.V2 {
+		settings = settingsV2
+	}
+	for _, s := range settings {
+		i := slices.IndexFunc(targets, func(h Hierarchy) bool { return h.has(s.ctl) })
+		if i < 0 {
+			continue
+		}
+		h := targets[i]
+		v, err := readTrim(in.FS, path.Join(h.Point, c.Cgroup.Path, s.file))
+		if err != nil {
+			continue // the runtime's cgroup lacks it (controller not there): nothing to copy
+		}
+		if err := Validate(s.file, v); err != nil {
+			return nil, nil, nil, "", fmt.Errorf("copying from %s: %w", c.Cgroup.Path, err)
+		}
+		ops = append(ops, op(Op{Kind: Write, Path: path.Join(h.Point, target, s.file), Value: v,
+			Description: fmt.Sprintf("copy %s = %s from the runtime's cgroup to container %s's new cgroup", s.file, v, short)}))
+	}
+	if !in.Places.V2 {
+		if i := slices.IndexFunc(targets, func(h Hierarchy) bool { return h.has("memory") }); i >= 0 {
+			podFile := path.Join(targets[i].Point, pod.Cgroup.Path, "memory.move_charge_at_immigrate")
+			if _, err := in.FS.ReadFile(podFile); err == nil {
+				ops = append(ops, op(Op{Kind: Write, Path: path.Join(targets[i].Point, target, "memory.move_charge_at_immigrate"), Value: "3",
+					Description: fmt.Sprintf("make memory charges follow container %s's processes into the pod (memory.move_charge_at_immigrate = 3)", short)}))
+				note = NoteV1Charges
+			}
+		}
+	}
+	ops = append(ops, op(Op{Kind: Move, Pairs: pairs,
+		Description: fmt.Sprintf("move every process and thread of container %s from %s into %s, repeating until the source is empty", short, c.Cgroup.Path, target)}))
+	if in.RemoveEmptySource {
+		keep := Settings(in.Places.V2)
+		for _, pr := range pairs {
+			ops = append(ops, op(Op{Kind: Rmdir, Path: pr.Source, Keep: keep,
+				Description: fmt.Sprintf("remove the runtime's emptied cgroup %s (--remove-empty-source)", pr.Source)}))
+		}
+	}
+	return ops, sources, owned, note, nil
+}
+
+// enableControllers returns the cgroup.subtree_control write that enables
+// cpu, memory and pids (those the pod cgroup has) for its children, or ""
+// when they are enabled already. When cgroup.controllers cannot be read
+// the three are asked for and the kernel will say if one is missing.
+func enableControllers(fsys cgroupfs.FS, podDir string) string {
+	have := []string{"cpu", "memory", "pids"}
+	if t, err := readTrim(fsys, path.Join(podDir, "cgroup.controllers")); err == nil {
+		f := strings.Fields(t)
+		have = slices.DeleteFunc(have, func(c string) bool { return !slices.Contains(f, c) })
+	}
+	on, _ := readTrim(fsys, path.Join(podDir, "cgroup.subtree_control"))
+	var want []string
+	for _, c := range have {
+		if !slices.Contains(strings.Fields(on), c) {
+			want = append(want, "+"+c)
+		}
+	}
+	return strings.Join(want, " ")
+}
+
+func readTrim(fsys cgroupfs.FS, p string) (string, error) {
+	b, err := fsys.ReadFile(p)
+	return strings.TrimSpace(string(b)), err
+}

@@ -1,0 +1,97 @@
+package plan
+
+import (
+	"path"
+)
+
+// Kind is what an operation does.
+type Kind string
+
+const (
+	// Mkdir creates one cgroup directory in one hierarchy.
+	Mkdir Kind = "mkdir"
+	// Write writes one value to one cgroup file.
+	Write Kind = "write"
+	// Move moves every process (with all its threads) from the source
+	// cgroups into the target cgroups, repeating until the sources are
+	// empty.
+	Move Kind = "move"
+	// Rmdir removes one empty cgroup directory.
+	Rmdir Kind = "rmdir"
+)
+
+// RuleMisplaced is the audit's rule id for a container cgroup outside its
+// pod's cgroup; Adopt repairs it.
+const RuleMisplaced = "misplaced-container"
+
+// Rules lists the findings fix can repair.
+var Rules = []string{RuleMisplaced}
+
+// Pair is one hierarchy's source and target of a move (host paths of
+// cgroup directories).
+type Pair struct {
+	Source string `json:"source"`
+	Target string `json:"target"`
+}
+
+// Op is one operation of a plan.
+type Op struct {
+	Kind Kind `json:"kind"`
+	// Rule is the finding the operation repairs.
+	Rule string `json:"rule"`
+	// Pod and Container name what it is done for (pod UID, container ID).
+	Pod       string `json:"pod,omitempty"`
+	Container string `json:"container,omitempty"`
+	// Description says in plain words what the operation does.
+	Description string `json:"description"`
+	// Path is the host path of the directory (Mkdir, Rmdir) or file
+	// (Write) the operation acts on; empty for Move.
+	Path string `json:"path,omitempty"`
+	// Value is what Write writes.
+	Value string `json:"value,omitempty"`
+	// Current is the value (Write) found when the plan was made; the
+	// value actually replaced is read again just before writing and
+	// journaled.
+	Current string `json:"current,omitempty"`
+	// Pairs are a Move's sources and targets, one per hierarchy.
+	Pairs []Pair `json:"pairs,omitempty"`
+	// Keep lists the files whose values Rmdir records so that an undo
+	// can recreate the directory as it was.
+	Keep []string `json:"keep,omitempty"`
+}
+
+// File is the base name of a Write's file.
+func (o Op) File() string { return path.Base(o.Path) }
+
+// Prev is the state an operation replaces, read just before it is applied
+// and journaled with its intent.
+type Prev struct {
+	// Value is a Write's file content before the write.
+	Value *string `json:"value,omitempty"`
+	// Existed is set when a Mkdir's directory was already there (so
+	// nothing was created and nothing is to be removed on undo).
+	Existed bool `json:"existed,omitempty"`
+	// Pids are the processes found in each source of a Move (by source
+	// path) when it started.
+	Pids map[string][]int `json:"pids,omitempty"`
+	// Values are the files an Rmdir recorded (file name → content).
+	Values map[string]string `json:"values,omitempty"`
+}
+
+// Skip is something the plan deliberately does not do, and why.
+type Skip struct {
+	Pod       string `json:"pod,omitempty"`
+	Container string `json:"container,omitempty"`
+	Reason    string `json:"reason"`
+}
+
+// Plan is an ordered list of operations.
+type Plan struct {
+	// Version is the node's cgroup mode (v1, v2, hybrid).
+	Version string `json:"cgroupVersion"`
+	Driver  string `json:"driver,omitempty"`
+	Ops     []Op   `json:"ops"`
+	// Notes are what a reader must know about the plan's effect.
+	Notes   []string `json:"notes,omitempty"`
+	Skipped []Skip   `json:"skipped,omitempty"`
+}

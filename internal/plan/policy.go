@@ -1,0 +1,99 @@
+package plan
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+
+	"github.com/cgwarden/cgwarden/internal/cgroupfs"
+)
+
+// Policy says where a plan may write. It is checked for every operation
+// before the first one is applied, and again for every single write.
+type Policy struct {
+	// Trees are the host paths of the kubelet's root cgroup in each
+	// hierarchy: cgwarden writes only inside them.
+	Trees []string `json:"trees"`
+	// Owned are cgroups cgwarden created (its journal says so) or that
+	// the plan creates; only these receive moved processes, and only
+	// these may be removed.
+	Owned []string `json:"owned,omitempty"`
+	// Sources are the misplaced cgroups the plan moves processes out of:
+	// read only, and removed only when RemoveSources is set.
+	Sources       []string `json:"sources,omitempty"`
+	RemoveSources bool     `json:"removeSources,omitempty"`
+}
+
+// ErrPolicy marks an operation the policy refuses.
+var ErrPolicy = errors.New("refused by cgwarden's write policy")
+
+func (p Policy) inTree(dir string) bool {
+	return slices.ContainsFunc(p.Trees, func(t string) bool { return cgroupfs.Within(dir, t) })
+}
+
+func (p Policy) owned(dir string) bool {
+	return slices.ContainsFunc(p.Owned, func(o string) bool { return cgroupfs.Within(dir, o) }) && p.inTree(dir)
+}
+
+// Check tells whether op may be applied.
+func (p Policy) Check(op Op) error {
+	refuse := func(what string) error { return fmt.Errorf("%s %s: %s: %w", op.Kind, op.Path, what, ErrPolicy) }
+	switch op.Kind {
+	case Mkdir:
+		if !p.owned(op.Path) || slices.Contains(p.Trees, path.Clean(op.Path)) {
+			return refuse("not a cgroup cgwarden creates inside the kubelet's tree")
+		}
+	case Write:
+		if op.File() == "cgroup.procs" {
+			return refuse("processes are moved only by a move operation")
+		}
+		if err := Validate(op.File(), op.Value); err != nil {
+			return err
+		}
+		if !p.inTree(path.Dir(op.Path)) {
+			return refuse("outside the kubelet's tree")
+		}
+	case Move:
+		if len(op.Pairs) == 0 {
+			return refuse("nothing to move")
+		}
+		for _, pr := range op.Pairs {
+			if !slices.Contains(p.Sources, path.Clean(pr.Source)) {
+				return fmt.Errorf("move from %s: not a source the plan names: %w", pr.Source, ErrPolicy)
+			}
+			if err := p.CheckTarget(pr.Target); err != nil {
+				return err
+			}
+		}
+	case Rmdir:
+		src := slices.Contains(p.Sources, path.Clean(op.Path))
+		if !(p.owned(op.Path) || src && p.RemoveSources) {
+			return refuse("neither a cgroup cgwarden created nor a source it was asked to remove")
+		}
+	default:
+		return refuse("unknown operation")
+	}
+	return nil
+}
+
+// CheckTarget tells whether processes may be moved into dir: only into a
+// cgroup cgwarden created, never into one holding processes it was not
+// asked about.
+func (p Policy) CheckTarget(dir string) error {
+	if !p.owned(dir) {
+		return fmt.Errorf("move into %s: not a cgroup cgwarden created: %w", dir, ErrPolicy)
+	}
+	return nil
+}
+
+// CheckAll checks every operation of a plan; the first refusal is
+// returned, and then nothing at all may be applied.
+func (p Policy) CheckAll(ops []Op) error {
+	for i, op := range ops {
+		if err := p.Check(op); err != nil {
+			return fmt.Errorf("operation %d: %w", i+1, err)
+		}
+	}
+	return nil
+}
