@@ -1,0 +1,22 @@
+// Package serve is cgwarden's long-running agent: it scans the node once
+// per interval in the background and serves the latest result over HTTP in
+// the kubelet's own formats, so that metrics-server, Prometheus and the
+// Prometheus Adapter can read pod and container CPU and memory from where
+// the processes really are (package aggregate), whatever the runtime did
+// with the cgroups.
+//
+// Endpoints:
+//
+//   - /metrics/resource: the kubelet's resource metrics (same names, types,
+//     HELP texts, label names and millisecond sample timestamps).
+//   - /stats/summary: the kubelet Summary API (k8s.io/kubelet stats
+//     v1alpha1), CPU and memory of the node, pods and containers.
+//   - /metrics: cgwarden's own metrics (cgwarden_*): corrected usage,
+//     weights, guaranteed and fair CPU, misplaced flags, scan health.
+//   - /healthz (always ok) and /readyz (ok once a scan has completed).
+//
+// Cost does not depend on the number of scrapers: one scan per interval
+// feeds an immutable state that requests read through an atomic pointer;
+// the two kubelet formats are rendered at most once per scan and the bytes
+// are shared by every request. Requests never trigger scans.
+package serve

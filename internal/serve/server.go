@@ -1,0 +1,359 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/cgwarden/cgwarden/internal/aggregate"
+	"github.com/cgwarden/cgwarden/internal/inventory"
+	"github.com/cgwarden/cgwarden/internal/metadata"
+)
+
+// DefaultListen is where serve listens unless told otherwise: loopback
+// only, on a port nothing in Kubernetes uses by default.
+const DefaultListen = "127.0.0.1:9530"
+
+// DefaultInterval is the time between two scans.
+const DefaultInterval = 10 * time.Second
+
+// Sample is one scan of the node.
+type Sample struct {
+	Node *inventory.Node
+	// Meminfo is the node's /proc/meminfo; nil when it could not be read
+	// (the node's memory figures then stay unknown on cgroup v2).
+	Meminfo *aggregate.Meminfo
+	// Meta is the metadata the scan named pods with (start times come
+	// from it); may be nil.
+	Meta *metadata.Set
+}
+
+// Sampler takes one scan of the node, naming pods with meta (may be nil).
+type Sampler interface {
+	Sample(now time.Time, meta *metadata.Set) (Sample, error)
+}
+
+// Lister lists the pods of this node from a metadata source.
+type Lister interface {
+	Pods(ctx context.Context) ([]metadata.Pod, error)
+}
+
+// ScannerSampler scans with an inventory.Scanner and reads /proc/meminfo
+// through the same FS.
+type ScannerSampler struct {
+	Scanner *inventory.Scanner
+}
+
+var _ Sampler = (*ScannerSampler)(nil)
+
+// Sample implements Sampler.
+func (s *ScannerSampler) Sample(now time.Time, meta *metadata.Set) (Sample, error) {
+	s.Scanner.Meta = meta
+	n, err := s.Scanner.Scan(now)
+	if err != nil {
+		return Sample{}, err
+	}
+	out := Sample{Node: n, Meta: meta}
+	raw, err := s.Scanner.FS.ReadFile(aggregate.MeminfoPath)
+	switch {
+	case err == nil:
+		mi, perr := aggregate.ParseMeminfo(string(raw))
+		if perr != nil {
+			n.Errors = append(n.Errors, fmt.Errorf("%s: %w", aggregate.MeminfoPath, perr))
+		} else {
+			out.Meminfo = &mi
+		}
+	case !errors.Is(err, fs.ErrNotExist):
+		n.Errors = append(n.Errors, err)
+	}
+	return out, nil
+}
+
+// Config configures a Server.
+type Config struct {
+	// NodeName is the node's name in the Summary API.
+	NodeName string
+	// Interval is the time between two scans (DefaultInterval if 0).
+	Interval time.Duration
+	Sampler  Sampler
+	// Lister names pods and containers; nil serves them by UID and ID.
+	Lister Lister
+	Clock  Clock
+	Logger *slog.Logger
+	// Findings counts audit findings per rule and severity for a scan;
+	// nil leaves cgwarden_audit_findings out.
+	Findings func(*inventory.Node) []FindingCount
+}
+
+// FindingCount is the number of audit findings of one rule and severity.
+type FindingCount struct {
+	Rule, Severity string
+	Count          int
+}
+
+// Server scans in the background and serves the latest scan.
+type Server struct {
+	cfg Config
+	log *slog.Logger
+	cur atomic.Pointer[state]
+
+	// Owned by the scan loop (one goroutine at a time).
+	prev    *inventory.Node
+	meta    *metadata.Set
+	metaBad bool
+
+	own          *prometheus.Registry
+	scans        prometheus.Counter
+	scanFailures prometheus.Counter
+	scanDuration prometheus.Histogram
+	metaFailures prometheus.Counter
+}
+
+// New builds a Server; call Run (live) or Feed (snapshot) to give it data.
+func New(cfg Config) *Server {
+	if cfg.Interval <= 0 {
+		cfg.Interval = DefaultInterval
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = RealClock{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "serve")}
+	s.scans = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "cgwarden_scans_total", Help: "Scans of the node's cgroups completed, failed ones included.",
+	})
+	s.scanFailures = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "cgwarden_scan_failures_total", Help: "Scans that failed as a whole (the cgroup tree could not be listed); the previous scan keeps being served.",
+	})
+	s.scanDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "cgwarden_scan_duration_seconds", Help: "Time one scan of the node's cgroups took.",
+		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+	})
+	s.metaFailures = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "cgwarden_metadata_failures_total", Help: "Times the pod metadata source failed; pods keep the names last known, or their UIDs.",
+	})
+	s.own = prometheus.NewRegistry()
+	s.own.MustRegister(s.scans, s.scanFailures, s.scanDuration, s.metaFailures,
+		&ownCollector{s: s},
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		collectors.NewGoCollector())
+	return s
+}
+
+// state is one scan, immutable once stored, with the kubelet formats
+// rendered lazily at most once.
+type state struct {
+	time      time.Time
+	node      *inventory.Node
+	nodeName  string
+	nodeUsage aggregate.Usage
+	pods      []aggregate.Pod
+	findings  []FindingCount
+	meta      *metadata.Set
+	log       *slog.Logger
+	// failed is set when the latest scan attempt failed: the figures are
+	// those of the scan before (the kubelet's resource_scrape_error).
+	failed bool
+
+	resource lazy
+	summary  lazy
+}
+
+type lazy struct {
+	once sync.Once
+	b    []byte
+	err  error
+}
+
+func (l *lazy) get(render func() ([]byte, error)) ([]byte, error) {
+	l.once.Do(func() { l.b, l.err = render() })
+	return l.b, l.err
+}
+
+// Feed makes smp the served scan, with CPU rates from the scan fed
+// before it.
+func (s *Server) Feed(smp Sample) {
+	if s.prev != nil {
+		inventory.Rate(s.prev, smp.Node)
+	}
+	s.prev = smp.Node
+	st := &state{
+		time: smp.Node.Time, node: smp.Node, nodeName: s.cfg.NodeName, meta: smp.Meta, log: s.log,
+		nodeUsage: aggregate.Node(smp.Node, smp.Meminfo),
+		pods:      aggregate.Pods(smp.Node),
+	}
+	if s.cfg.Findings != nil {
+		st.findings = s.cfg.Findings(smp.Node)
+	}
+	s.cur.Store(st)
+}
+
+// Ready reports whether a scan has been served.
+func (s *Server) Ready() bool { return s.cur.Load() != nil }
+
+// ScanOnce refreshes the metadata, scans, and serves the result.
+func (s *Server) ScanOnce(ctx context.Context) error {
+	s.refreshMeta(ctx)
+	start := s.cfg.Clock.Now()
+	smp, err := s.cfg.Sampler.Sample(start, s.meta)
+	s.scanDuration.Observe(s.cfg.Clock.Now().Sub(start).Seconds())
+	s.scans.Inc()
+	if err != nil {
+		s.scanFailures.Inc()
+		if old := s.cur.Load(); old != nil && !old.failed {
+			s.cur.Store(&state{time: old.time, node: old.node, nodeName: old.nodeName, nodeUsage: old.nodeUsage,
+				pods: old.pods, findings: old.findings, meta: old.meta, log: old.log, failed: true})
+		}
+		return err
+	}
+	s.Feed(smp)
+	return nil
+}
+
+func (s *Server) refreshMeta(ctx context.Context) {
+	if s.cfg.Lister == nil {
+		return
+	}
+	pods, err := s.cfg.Lister.Pods(ctx)
+	if err != nil {
+		s.metaFailures.Inc()
+		// Warn once per outage, not once per scan.
+		if !s.metaBad {
+			s.log.Warn("pod metadata unavailable; serving pods under the names last known, or their UIDs", "err", err)
+		}
+		s.metaBad = true
+		return
+	}
+	if s.metaBad {
+		s.log.Info("pod metadata available again", "pods", len(pods))
+	}
+	s.metaBad = false
+	s.meta = metadata.NewSet(pods)
+}
+
+// Run scans every interval until ctx is done. Scans start on a fixed
+// schedule (not interval after the previous one ended); a scan that
+// overruns makes the next one start at once rather than pile up.
+func (s *Server) Run(ctx context.Context) {
+	next := s.cfg.Clock.Now()
+	for {
+		if err := s.ScanOnce(ctx); err != nil {
+			s.log.Error("scan failed; serving the previous scan", "err", err)
+		}
+		next = next.Add(s.cfg.Interval)
+		now := s.cfg.Clock.Now()
+		if wait := next.Sub(now); wait > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-s.cfg.Clock.After(wait):
+			}
+		} else {
+			next = now
+			if ctx.Err() != nil {
+				return
+			}
+		}
+	}
+}
+
+// Handler serves every endpoint.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /metrics/resource", s.serveResource)
+	mux.HandleFunc("GET /stats/summary", s.serveSummary)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.own, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelError)}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !s.Ready() {
+			http.Error(w, "no scan completed yet", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	return mux
+}
+
+func (s *Server) latest(w http.ResponseWriter) *state {
+	st := s.cur.Load()
+	if st == nil {
+		http.Error(w, "no scan completed yet", http.StatusServiceUnavailable)
+	}
+	return st
+}
+
+func (s *Server) serveResource(w http.ResponseWriter, r *http.Request) {
+	st := s.latest(w)
+	if st == nil {
+		return
+	}
+	b, err := st.resource.get(st.renderResource)
+	if err != nil {
+		s.log.Error("rendering /metrics/resource", "err", err)
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", resourceContentType)
+	_, _ = w.Write(b)
+}
+
+func (s *Server) serveSummary(w http.ResponseWriter, r *http.Request) {
+	// The kubelet accepts only_cpu_and_memory=true to leave out network,
+	// filesystem and volume figures; cgwarden serves CPU and memory only,
+	// so both forms are the same document.
+	if v := r.URL.Query().Get("only_cpu_and_memory"); v != "" && v != "true" && v != "false" {
+		http.Error(w, "only_cpu_and_memory: want true or false", http.StatusBadRequest)
+		return
+	}
+	st := s.latest(w)
+	if st == nil {
+		return
+	}
+	b, err := st.summary.get(st.renderSummary)
+	if err != nil {
+		s.log.Error("rendering /stats/summary", "err", err)
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(b)
+}
+
+// CheckListen refuses a non-loopback listen address unless allowRemote:
+// the endpoints show every pod on the node and are not authenticated.
+func CheckListen(addr string, allowRemote bool) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("--listen %q: %w", addr, err)
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return fmt.Errorf("--listen %q: bad port: %w", addr, err)
+	}
+	if allowRemote {
+		return nil
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	what := host
+	if host == "" {
+		what = "every interface"
+	}
+	return fmt.Errorf("--listen %q would serve on %s, beyond this host; the endpoints are unauthenticated, so pass --allow-remote to mean it (or listen on 127.0.0.1)", addr, what)
+}
