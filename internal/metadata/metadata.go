@@ -19,6 +19,9 @@ type Pod struct {
 	// and limits (plus pod overhead); nil when unknown, 0 when none.
 	RequestMilliCPU *int64
 	LimitMilliCPU   *int64
+	// VMSize is the size of the VM the pod runs, when the pod itself says
+	// (a NeonVM runner's -vmspec argument); nil otherwise.
+	VMSize *Size
 	// SandboxID is the CRI pod sandbox ID when known.
 	SandboxID  string
 	Containers []Container
@@ -29,6 +32,9 @@ type Container struct {
 	Name      string
 	ID        string // 64-hex, without the "containerd://" scheme
 	StartTime time.Time
+	// RequestMilliCPU is the container's CPU request from the pod spec;
+	// nil when unknown (a status without a matching spec entry).
+	RequestMilliCPU *int64
 }
 
 // Lookup finds pods by UID, container ID or name. A nil *Set answers

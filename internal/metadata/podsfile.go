@@ -69,14 +69,28 @@ func FromAPI(k *corev1.Pod) Pod {
 		lim = 0
 	}
 	p.LimitMilliCPU = &lim
+	p.VMSize = runnerVMSize(k)
 	for _, st := range append(append([]corev1.ContainerStatus{}, k.Status.InitContainerStatuses...), k.Status.ContainerStatuses...) {
-		c := Container{Name: st.Name, ID: StripScheme(st.ContainerID)}
+		c := Container{Name: st.Name, ID: StripScheme(st.ContainerID), RequestMilliCPU: specRequest(k, st.Name)}
 		if st.State.Running != nil {
 			c.StartTime = st.State.Running.StartedAt.Time
 		}
 		p.Containers = append(p.Containers, c)
 	}
 	return p
+}
+
+// specRequest is the CPU request of the (init) container called name.
+func specRequest(k *corev1.Pod, name string) *int64 {
+	for _, cs := range [][]corev1.Container{k.Spec.InitContainers, k.Spec.Containers} {
+		for _, c := range cs {
+			if c.Name == name {
+				m := milli(c.Resources.Requests, corev1.ResourceCPU)
+				return &m
+			}
+		}
+	}
+	return nil
 }
 
 // StripScheme turns "containerd://<id>" into "<id>".

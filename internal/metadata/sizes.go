@@ -17,7 +17,8 @@ func (s *Set) SetSize(uid string, sz Size) {
 	}
 }
 
-// Size is a pod's declared size: a VM's size, else the cgwarden.io/cpu
+// Size is a pod's declared size: a VM's size (from a VMs file, else from
+// the pod's own runner arguments), else the cgwarden.io/cpu
 // annotation, else its CPU limits, else its CPU requests. ok is false when
 // nothing declares one.
 func (s *Set) Size(uid string) (Size, bool) {
@@ -30,6 +31,9 @@ func (s *Set) Size(uid string) (Size, bool) {
 	p, ok := s.byUID[uid]
 	if !ok {
 		return Size{}, false
+	}
+	if p.VMSize != nil {
+		return *p.VMSize, true
 	}
 	if a, ok := p.Annotation[AnnotationCPU]; ok {
 		if m, err := Quantity(a); err == nil && m > 0 {

@@ -1,0 +1,243 @@
+package audit
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/cgwarden/cgwarden/internal/inventory"
+	"github.com/cgwarden/cgwarden/internal/metadata"
+)
+
+// Severity says how urgent a finding is.
+type Severity string
+
+const (
+	// Error: something is broken now (a pod is starved, its metrics are
+	// wrong, its limits do not apply).
+	Error Severity = "error"
+	// Warning: something will break under load or drifts from what the
+	// kubelet intends.
+	Warning Severity = "warning"
+	// Info: worth knowing, nothing breaks.
+	Info Severity = "info"
+)
+
+// Rank orders severities, most severe first (0).
+func (s Severity) Rank() int {
+	switch s {
+	case Error:
+		return 0
+	case Warning:
+		return 1
+	case Info:
+		return 2
+	}
+	return 3
+}
+
+// ParseSeverity reads a --fail-on value.
+func ParseSeverity(s string) (Severity, error) {
+	switch v := Severity(strings.ToLower(strings.TrimSpace(s))); v {
+	case Error, Warning, Info:
+		return v, nil
+	}
+	return "", fmt.Errorf("severity %q: want error, warning or info", s)
+}
+
+// Subject is what a finding is about. Kind is "pod", "container", "tier"
+// or "cgroup"; the other fields are filled as far as they are known.
+type Subject struct {
+	Kind        string `json:"kind"`
+	PodUID      string `json:"podUID,omitempty"`
+	PodName     string `json:"podName,omitempty"`
+	Namespace   string `json:"namespace,omitempty"`
+	Container   string `json:"container,omitempty"`
+	ContainerID string `json:"containerID,omitempty"`
+	Cgroup      string `json:"cgroup,omitempty"`
+}
+
+// String names the subject for people: the pod's namespace/name when
+// known, else its UID; containers by name, else by short ID.
+func (s Subject) String() string {
+	pod := s.PodUID
+	if s.PodName != "" {
+		pod = s.PodName
+		if s.Namespace != "" {
+			pod = s.Namespace + "/" + s.PodName
+		}
+	}
+	switch s.Kind {
+	case "pod":
+		return "pod " + pod
+	case "container":
+		c := s.Container
+		if c == "" {
+			c = shortID(s.ContainerID)
+		}
+		if pod == "" {
+			return "container " + c
+		}
+		return "container " + c + " of pod " + pod
+	}
+	if s.PodName != "" {
+		return s.Kind + " " + s.Cgroup + " (pod " + pod + ")"
+	}
+	return s.Kind + " " + s.Cgroup
+}
+
+// Evidence is the numbers behind a finding: a one-line summary for people
+// and the same figures as named values for tools. Values keep their order.
+type Evidence struct {
+	Summary string
+	Values  []Value
+}
+
+// Value is one named figure of the evidence.
+type Value struct {
+	Name  string
+	Value any
+}
+
+// Add appends a named value and returns the evidence, for chaining.
+func (e *Evidence) Add(name string, v any) *Evidence {
+	e.Values = append(e.Values, Value{name, v})
+	return e
+}
+
+// Get returns the value called name.
+func (e Evidence) Get(name string) (any, bool) {
+	for _, v := range e.Values {
+		if v.Name == name {
+			return v.Value, true
+		}
+	}
+	return nil, false
+}
+
+// MarshalJSON writes {"summary": ..., <values in order>}.
+func (e Evidence) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	s, err := json.Marshal(e.Summary)
+	if err != nil {
+		return nil, err
+	}
+	b.WriteString(`"summary":`)
+	b.Write(s)
+	for _, v := range e.Values {
+		k, _ := json.Marshal(v.Name)
+		val, err := json.Marshal(v.Value)
+		if err != nil {
+			return nil, fmt.Errorf("evidence %s: %w", v.Name, err)
+		}
+		b.WriteByte(',')
+		b.Write(k)
+		b.WriteByte(':')
+		b.Write(val)
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// Finding is one problem found on the node.
+type Finding struct {
+	Rule     string   `json:"rule"`
+	Severity Severity `json:"severity"`
+	Subject  Subject  `json:"subject"`
+	Evidence Evidence `json:"evidence"`
+	// Message is the consequence, in the words of the person paged.
+	Message string `json:"message"`
+	// Remedy is what to change by hand today.
+	Remedy string `json:"remedy"`
+}
+
+// Input is what the rules read.
+type Input struct {
+	Node *inventory.Node
+	// Meta is the pod (and VM) metadata; nil when none was given.
+	Meta *metadata.Set
+	// StarvationCores is the besteffort-starvation threshold.
+	StarvationCores float64
+}
+
+// DefaultStarvationCores is the default besteffort-starvation threshold.
+const DefaultStarvationCores = 0.05
+
+// Rule is one check.
+type Rule struct {
+	ID    string
+	Check func(in *Input, r *Report)
+}
+
+// Rules in the order findings of equal severity are listed.
+var Rules = []Rule{
+	{RuleBestEffortStarvation, checkStarvation},
+	{RuleSizeBlindWeights, checkSizeBlind},
+	{RuleMisplacedContainer, checkMisplaced},
+	{RulePodAccountingGap, checkAccountingGap},
+	{RuleEscapedProcess, checkEscaped},
+	{RuleTierDrift, checkTierDrift},
+	{RuleOrphanCgroup, checkOrphans},
+}
+
+// Report is the outcome of an audit.
+type Report struct {
+	Findings []Finding `json:"findings"`
+	// Notes say which checks could not be made and what they miss.
+	Notes []string `json:"notes,omitempty"`
+}
+
+func (r *Report) add(f Finding) { r.Findings = append(r.Findings, f) }
+
+func (r *Report) note(format string, a ...any) {
+	n := fmt.Sprintf(format, a...)
+	if !slices.Contains(r.Notes, n) {
+		r.Notes = append(r.Notes, n)
+	}
+}
+
+// Run applies every rule to the input and sorts the findings.
+func Run(in *Input) *Report {
+	if in.StarvationCores <= 0 {
+		in.StarvationCores = DefaultStarvationCores
+	}
+	r := &Report{Findings: []Finding{}}
+	if in.Node == nil {
+		return r
+	}
+	for _, rule := range Rules {
+		rule.Check(in, r)
+	}
+	Sort(r.Findings)
+	return r
+}
+
+// Sort orders findings: severity, then rule order, then subject.
+func Sort(fs []Finding) {
+	order := map[string]int{}
+	for i, r := range Rules {
+		order[r.ID] = i
+	}
+	slices.SortStableFunc(fs, func(a, b Finding) int {
+		if c := a.Severity.Rank() - b.Severity.Rank(); c != 0 {
+			return c
+		}
+		if c := order[a.Rule] - order[b.Rule]; c != 0 {
+			return c
+		}
+		return strings.Compare(a.Subject.String()+a.Subject.Cgroup, b.Subject.String()+b.Subject.Cgroup)
+	})
+}
+
+// AtOrAbove reports whether any finding is at least as severe as s.
+func (r *Report) AtOrAbove(s Severity) bool {
+	for _, f := range r.Findings {
+		if f.Severity.Rank() <= s.Rank() {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,94 @@
+package audit
+
+import (
+	"fmt"
+
+	"github.com/cgwarden/cgwarden/internal/inventory"
+	"github.com/cgwarden/cgwarden/internal/layout"
+)
+
+// RuleMisplacedContainer: a container cgroup outside its pod's cgroup.
+const RuleMisplacedContainer = "misplaced-container"
+
+// checkMisplaced reports containers a runtime put outside their pod's
+// cgroup (seed 003's literal "<slice>:cri-containerd:<id>" directory,
+// Kata's sandbox cgroups beside the pod). VM processes moved out of
+// kubepods altogether are escaped-process findings instead.
+func checkMisplaced(in *Input, r *Report) {
+	n := in.Node
+	for _, p := range n.Pods {
+		for _, c := range p.Containers {
+			if !c.Misplaced || c.Cgroup.Identity.Kind == layout.Escaped {
+				continue
+			}
+			cg := c.Cgroup
+			ev := Evidence{}
+			ev.Add("cgroup", cg.Path).Add("shape", cg.Identity.Shape)
+			podPath := "(none)"
+			if p.Cgroup != nil {
+				podPath = p.Cgroup.Path
+			}
+			ev.Add("podCgroup", podPath)
+			summary := fmt.Sprintf("container cgroup %s is not under the pod cgroup %s", cg.Path, podPath)
+			if cg.UsageCores != nil {
+				ev.Add("containerUsageCores", round(*cg.UsageCores))
+				summary += fmt.Sprintf("; the container uses %s cores", cores(*cg.UsageCores))
+			}
+			if p.Cgroup != nil && p.Cgroup.UsageCores != nil {
+				ev.Add("podCgroupUsageCores", round(*p.Cgroup.UsageCores))
+				summary += fmt.Sprintf(", the pod cgroup %s", cores(*p.Cgroup.UsageCores))
+			}
+			where := competes(n, cg)
+			ev.Add("competesIn", parentPath(cg)).Add("weight", ptrVal(cg.Stats.CPU.Weight)).
+				Add("guaranteedCores", round(cg.GuaranteedCores))
+			summary += "; " + where
+			ev.Summary = summary
+			r.add(Finding{
+				Rule: RuleMisplacedContainer, Severity: Error, Subject: containerSubject(p, c), Evidence: ev,
+				Message: fmt.Sprintf("The kubelet reads pod %s's CPU and memory from its pod cgroup, which does not hold these processes: "+
+					"it reports the pod's CPU and memory as 0 (Summary API, pod_cpu_usage_seconds_total), so anything built on pod "+
+					"figures is blind and kubectl top and the HPA are only as right as the runtime's own container stats. The pod's "+
+					"limits and its QoS tier's weight do not apply to these processes: %s.", podLabel(p), where),
+				Remedy: "Move the processes under the pod cgroup (for each PID in " + cg.Path + "/cgroup.procs, write it to a " +
+					"container cgroup made under " + podPath + ", then rmdir the empty misplaced cgroup; `cgwarden fix` will plan " +
+					"this move), and fix the runtime so new containers land there: runwasi-based shims before their 2025 fix, " +
+					"Kata with sandbox_cgroup_only=false.",
+			})
+		}
+	}
+}
+
+func parentPath(c *inventory.Cgroup) string {
+	if c.Parent == nil {
+		return "/"
+	}
+	return c.Parent.Path
+}
+
+// competes says where a cgroup competes for CPU, with which weight
+// against whom, and what that guarantees.
+func competes(n *inventory.Node, c *inventory.Cgroup) string {
+	w := "unknown weight"
+	if v, ok := weightOf(c); ok {
+		w = fmt.Sprintf("%s %d", weightFile(n), v)
+	}
+	sib := siblingsOf(n, c)
+	s := fmt.Sprintf("it competes in %s with %s against %.0f for its siblings", parentPath(c), w, sib.Total)
+	if n.KubeRoot != nil && c.Parent == n.Root {
+		if kw, ok := weightOf(n.KubeRoot); ok {
+			s += fmt.Sprintf(" (the whole kubepods tree among them at %d)", kw)
+		}
+	}
+	s += fmt.Sprintf(", guaranteed %s cores", cores(c.GuaranteedCores))
+	if q := c.Stats.CPU.QuotaUs; q != nil && *q > 0 && c.Stats.CPU.PeriodUs != nil && *c.Stats.CPU.PeriodUs > 0 {
+		s += fmt.Sprintf(", its own quota %s cores", cores(float64(*q)/float64(*c.Stats.CPU.PeriodUs)))
+	}
+	return s
+}
+
+func ptrVal[T any](p *T) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}

@@ -1,0 +1,112 @@
+package audit
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/cgwarden/cgwarden/internal/inventory"
+)
+
+// RuleSizeBlindWeights: sibling pods whose sizes differ but whose weights
+// do not follow.
+const RuleSizeBlindWeights = "size-blind-weights"
+
+// proportionalTolerance is how far a pod's share by weight may stray from
+// its share by size before the weights are called size-blind.
+const proportionalTolerance = 0.10
+
+type sizedPod struct {
+	pod    *inventory.Pod
+	milli  int64
+	source string
+	weight uint64
+}
+
+// checkSizeBlind compares, among the pods of one parent cgroup (a QoS tier
+// or the kubelet root), each pod's share of the siblings' weights with its
+// share of their sizes (fairSize). Under contention the scheduler splits
+// the parent's CPU by weight, so a pod whose weight share is below its size
+// share gets less than its size says. One finding per parent; an error
+// when some pod gets less than half of what its size says.
+func checkSizeBlind(in *Input, r *Report) {
+	if in.Meta == nil {
+		r.note("%s not checked: pod sizes unknown (give --pods, and --vms for VM pods)", RuleSizeBlindWeights)
+		return
+	}
+	groups := map[*inventory.Cgroup][]sizedPod{}
+	var parents []*inventory.Cgroup
+	unsized := map[*inventory.Cgroup]int{}
+	for _, p := range in.Node.Pods {
+		c := p.Cgroup
+		if c == nil || c.Parent == nil {
+			continue
+		}
+		w, ok := weightOf(c)
+		sz, sized := fairSize(in.Meta, p.UID)
+		if !ok || !sized {
+			unsized[c.Parent]++
+			continue
+		}
+		if _, seen := groups[c.Parent]; !seen {
+			parents = append(parents, c.Parent)
+		}
+		groups[c.Parent] = append(groups[c.Parent], sizedPod{p, sz.MilliCPU, sz.Source, w})
+	}
+	for _, parent := range parents {
+		g := groups[parent]
+		if len(g) < 2 {
+			continue
+		}
+		var sumSize, sumW float64
+		for _, s := range g {
+			sumSize += float64(s.milli)
+			sumW += float64(s.weight)
+		}
+		lo, hi := math.Inf(1), 0.0
+		var off []sizedPod
+		var rows []map[string]any
+		for _, s := range g {
+			sizeShare := float64(s.milli) / sumSize
+			weightShare := float64(s.weight) / sumW
+			ratio := weightShare / sizeShare
+			lo, hi = min(lo, ratio), max(hi, ratio)
+			if math.Abs(ratio-1) > proportionalTolerance {
+				off = append(off, s)
+			}
+			rows = append(rows, map[string]any{"pod": podLabel(s.pod), "sizeCores": float64(s.milli) / 1000,
+				"sizeSource": s.source, "weight": s.weight, "sizeShare": round(sizeShare), "weightShare": round(weightShare)})
+		}
+		if len(off) == 0 {
+			continue
+		}
+		sev := Warning
+		if hi/lo >= 2 {
+			sev = Error
+		}
+		// Show the pods that are off, biggest first, at most six.
+		slices.SortFunc(off, func(a, b sizedPod) int { return int(b.milli - a.milli) })
+		var sizes, weights []string
+		for i, s := range off {
+			if i == 6 {
+				sizes, weights = append(sizes, "…"), append(weights, "…")
+				break
+			}
+			sizes = append(sizes, strings.TrimSuffix(strings.TrimSuffix(cpuCount(s.milli), "s"), " CPU"))
+			weights = append(weights, fmt.Sprint(s.weight))
+		}
+		ev := Evidence{Summary: fmt.Sprintf("%d of %d sized pods are off their size share by more than %.0f%%: sizes %s CPUs at %s %s; the pod getting the most per CPU gets %.1f× what the one getting the least does",
+			len(off), len(g), proportionalTolerance*100, strings.Join(sizes, ", "), weightFile(in.Node), strings.Join(weights, ", "), hi/lo)}
+		ev.Add("pods", rows).Add("unsizedSiblings", unsized[parent]).Add("spread", round(hi/lo))
+		big := off[0]
+		msg := fmt.Sprintf("Under contention these pods split %s by weight, not by size: %s (%s) gets %s of the CPU it would get if weights followed sizes.",
+			parent.Name(), podLabel(big.pod), cpuCount(big.milli), pct(float64(big.weight)/sumW/(float64(big.milli)/sumSize)))
+		r.add(Finding{Rule: RuleSizeBlindWeights, Severity: sev,
+			Subject: Subject{Kind: "cgroup", Cgroup: parent.Path}, Evidence: ev, Message: msg,
+			Remedy: "Set each pod's CPU requests from its real size (NeonVM: spec.guest.cpus.use; KubeVirt: the VMI's vCPUs), or " +
+				"by hand write each pod cgroup's " + weightFile(in.Node) + " in proportion to its size (v1: MilliCPUToShares(size)); " +
+				"the kubelet leaves pod weights alone, but a pod recreated gets the kubelet's value back.",
+		})
+	}
+}

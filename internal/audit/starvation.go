@@ -1,0 +1,84 @@
+package audit
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/cgwarden/cgwarden/internal/layout"
+)
+
+// RuleBestEffortStarvation: a BestEffort pod whose guaranteed CPU under
+// full contention is below the threshold.
+const RuleBestEffortStarvation = "besteffort-starvation"
+
+// checkStarvation reports every BestEffort pod guaranteed less than
+// Input.StarvationCores. The kubelet gives the whole BestEffort tier the
+// minimum weight (2 shares) and each pod in it 2 more, so under contention
+// the tier shares a sliver among all its pods, whatever their size. A pod
+// that declares a size (a VM, the cgwarden.io/cpu annotation, limits) is
+// an error: it was meant to get that size. A pod without one is a warning:
+// BestEffort may be what its owner wanted.
+func checkStarvation(in *Input, r *Report) {
+	n := in.Node
+	for _, p := range n.Pods {
+		c := p.Cgroup
+		if p.QoS != layout.BestEffort || c == nil || c.Parent == nil || c.Parent.Identity.Kind != layout.QoSTier {
+			continue
+		}
+		if c.GuaranteedCores >= in.StarvationCores {
+			continue
+		}
+		tier := c.Parent
+		tierW, _ := weightOf(tier)
+		podW, _ := weightOf(c)
+		sib := siblingsOf(n, tier)
+		inTier := siblingsOf(n, c)
+		ev := Evidence{}
+		ev.Add("tierWeight", tierW).Add("tierSiblingsWeight", sib.Total).
+			Add("tierGuaranteedCores", round(tier.GuaranteedCores)).
+			Add("podWeight", podW).Add("podsInTier", len(tier.Children)).
+			Add("podGuaranteedCores", round(c.GuaranteedCores)).
+			Add("thresholdCores", in.StarvationCores)
+		summary := fmt.Sprintf("%s %d against %s = %.0f → tier guaranteed %s cores of %s; pod %d of %.0f in a tier of %d → %s cores",
+			weightFile(n), tierW, sib.describe(), sib.Total, cores(tier.GuaranteedCores), cores(tier.Parent.GuaranteedCores),
+			podW, inTier.Total+float64(podW), len(tier.Children), cores(c.GuaranteedCores))
+
+		mp, _ := in.Meta.Pod(p.UID)
+		sz, sized := in.Meta.Size(p.UID)
+		sev := Warning
+		msg := fmt.Sprintf("Under CPU contention pod %s is guaranteed %s cores: any busy Burstable or Guaranteed pod can starve it.",
+			podLabel(p), cores(c.GuaranteedCores))
+		if sized {
+			sev = Error
+			ev.Add("sizeCores", float64(sz.MilliCPU)/1000).Add("sizeSource", sz.Source)
+			share := c.GuaranteedCores / (float64(sz.MilliCPU) / 1000)
+			summary += fmt.Sprintf("; declared size %s (%s) → %s of it", cpuCount(sz.MilliCPU), sz.Source, pct(share))
+			what := "pod"
+			if vm, ok := vmLabel(mp); ok {
+				what = vm
+			}
+			msg = fmt.Sprintf("Under CPU contention this %s-CPU %s is guaranteed %s cores, %s of its size: any busy Burstable or Guaranteed pod can starve it, and it gets the same sliver as every other BestEffort pod whatever its size.",
+				strconv.FormatFloat(float64(sz.MilliCPU)/1000, 'f', -1, 64), what, cores(c.GuaranteedCores), pct(share))
+		} else if vm, ok := vmLabel(mp); ok {
+			r.note("%s runs %s, whose size is unknown: give --vms to judge it against its size", podLabel(p), vm)
+		} else if in.Meta == nil {
+			r.note("BestEffort pods without metadata cannot be told from VMs of any size: give --pods (and --vms)")
+		}
+		if c.FairCores != nil {
+			ev.Add("fairCores", round(*c.FairCores))
+			summary += fmt.Sprintf("; fair share under the current demand %s cores", cores(*c.FairCores))
+		}
+		if c.UsageCores != nil {
+			ev.Add("usageCores", round(*c.UsageCores))
+			summary += fmt.Sprintf("; using %s", cores(*c.UsageCores))
+		}
+		ev.Summary = summary
+		r.add(Finding{
+			Rule: RuleBestEffortStarvation, Severity: sev, Subject: podSubject(p), Evidence: ev, Message: msg,
+			Remedy: "Give the pod CPU requests that match its size (it becomes Burstable and weighs what it requests; NeonVM: " +
+				"requests from spec.guest.cpus.use, resized in place on Kubernetes ≥ 1.27). By hand today there is no lasting fix: " +
+				"the kubelet resets the BestEffort tier's weight to the minimum within a minute, and raising the pod's own weight " +
+				"only changes its part of the tier's sliver.",
+		})
+	}
+}

@@ -1,0 +1,219 @@
+package metadata
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// VM is a virtual machine's declared CPU size, as read from its custom
+// resource, and how its pod is found.
+type VM struct {
+	// Kind is "neonvm" (vm.neon.tech VirtualMachine) or "kubevirt"
+	// (kubevirt.io VirtualMachineInstance); it becomes Size.Source.
+	Kind      string
+	Namespace string
+	Name      string
+	MilliCPU  int64
+	// PodLabel is the label (key=Name) that marks the VM's pod.
+	PodLabel string
+	// PodName is the pod named by the VM's status, if any.
+	PodName string
+}
+
+// Labels that tie a VM's pod to the VM.
+const (
+	LabelNeonVM   = "vm.neon.tech/name"
+	LabelKubeVirt = "kubevirt.io/domain"
+)
+
+// ParseVMs reads `kubectl get virtualmachines.vm.neon.tech -A -o json`,
+// `kubectl get vmis -A -o json`, a List holding both, or one such object.
+// The custom resources are decoded as unstructured objects, so no CRD Go
+// types are needed; only the fields cgwarden uses are read:
+//   - NeonVM (vm.neon.tech/v1 VirtualMachine): spec.guest.cpus.use, else
+//     .max, else .min — milli-CPU quantities written "250m", 0.25 or 4;
+//     the runner pod carries the label vm.neon.tech/name=<VM>, and
+//     status.podName names it.
+//   - KubeVirt (kubevirt.io/v1 VirtualMachineInstance): vCPUs =
+//     spec.domain.cpu.sockets × cores × threads, each defaulting to 1 as
+//     KubeVirt does; the virt-launcher pod carries kubevirt.io/domain=<VMI>.
+func ParseVMs(r io.Reader) ([]VM, error) {
+	raw, err := io.ReadAll(io.LimitReader(r, MaxFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("VMs file: %w", err)
+	}
+	if len(raw) > MaxFileBytes {
+		return nil, fmt.Errorf("VMs file: larger than %d MiB", MaxFileBytes>>20)
+	}
+	var top map[string]any
+	if err := json.Unmarshal(raw, &top); err != nil {
+		return nil, fmt.Errorf("VMs file: not a JSON object: %w", err)
+	}
+	obj := unstructured.Unstructured{Object: top}
+	var items []map[string]any
+	if strings.HasSuffix(obj.GetKind(), "List") {
+		list, found, err := unstructured.NestedSlice(top, "items")
+		if err != nil {
+			return nil, fmt.Errorf("VMs file: items: %w", err)
+		}
+		if !found {
+			return nil, fmt.Errorf("VMs file: a %s without items", obj.GetKind())
+		}
+		for i, it := range list {
+			m, ok := it.(map[string]any)
+			if !ok {
+				return nil, fmt.Errorf("VMs file: item %d is not an object", i)
+			}
+			items = append(items, m)
+		}
+	} else {
+		items = []map[string]any{top}
+	}
+	out := make([]VM, 0, len(items))
+	for i, m := range items {
+		vm, err := parseVM(unstructured.Unstructured{Object: m})
+		if err != nil {
+			return nil, fmt.Errorf("VMs file: item %d: %w", i, err)
+		}
+		out = append(out, vm)
+	}
+	return out, nil
+}
+
+func parseVM(u unstructured.Unstructured) (VM, error) {
+	group, _, _ := strings.Cut(u.GetAPIVersion(), "/")
+	id := fmt.Sprintf("%s %s/%s", u.GetKind(), u.GetNamespace(), u.GetName())
+	if u.GetName() == "" {
+		return VM{}, fmt.Errorf("%s has no metadata.name", u.GetKind())
+	}
+	vm := VM{Namespace: u.GetNamespace(), Name: u.GetName()}
+	switch {
+	case group == "vm.neon.tech" && u.GetKind() == "VirtualMachine":
+		vm.Kind, vm.PodLabel = "neonvm", LabelNeonVM
+		found := false
+		for _, f := range []string{"use", "max", "min"} {
+			v, ok, err := unstructured.NestedFieldNoCopy(u.Object, "spec", "guest", "cpus", f)
+			if err != nil || !ok || v == nil {
+				continue
+			}
+			m, err := milliOf(v)
+			if err != nil {
+				return VM{}, fmt.Errorf("%s: spec.guest.cpus.%s: %w", id, f, err)
+			}
+			vm.MilliCPU, found = m, true
+			break
+		}
+		if !found {
+			return VM{}, fmt.Errorf("%s: no spec.guest.cpus.use, max or min", id)
+		}
+		vm.PodName, _, _ = unstructured.NestedString(u.Object, "status", "podName")
+	case group == "kubevirt.io" && u.GetKind() == "VirtualMachineInstance":
+		vm.Kind, vm.PodLabel = "kubevirt", LabelKubeVirt
+		vcpus := int64(1)
+		for _, f := range []string{"sockets", "cores", "threads"} {
+			v, ok, err := unstructured.NestedFieldNoCopy(u.Object, "spec", "domain", "cpu", f)
+			if err != nil || !ok || v == nil {
+				continue
+			}
+			n, ok := v.(float64)
+			if !ok || n < 1 || n != float64(int64(n)) || n > 4096 {
+				return VM{}, fmt.Errorf("%s: spec.domain.cpu.%s is %v, want a whole number from 1 to 4096", id, f, v)
+			}
+			vcpus *= int64(n)
+		}
+		vm.MilliCPU = vcpus * 1000
+	default:
+		return VM{}, fmt.Errorf("%s (%s) is neither a NeonVM VirtualMachine (vm.neon.tech/v1) nor a KubeVirt VirtualMachineInstance (kubevirt.io/v1)",
+			id, u.GetAPIVersion())
+	}
+	if vm.MilliCPU <= 0 {
+		return VM{}, fmt.Errorf("%s: CPU size %dm is not positive", id, vm.MilliCPU)
+	}
+	return vm, nil
+}
+
+// milliOf reads a quantity written as a string ("250m", "4") or a JSON
+// number (0.25, 4).
+func milliOf(v any) (int64, error) {
+	switch x := v.(type) {
+	case string:
+		return Quantity(x)
+	case float64:
+		return Quantity(strconv.FormatFloat(x, 'f', -1, 64))
+	}
+	return 0, fmt.Errorf("%v is neither a quantity string nor a number", v)
+}
+
+// ApplyVMs records each VM's size on its pod: the pod in the VM's
+// namespace whose label (vm.neon.tech/name or kubevirt.io/domain) names the
+// VM, else the pod its status names. VMs whose pod is not in the set are
+// returned.
+func (s *Set) ApplyVMs(vms []VM) (unmatched []VM) {
+	if s == nil {
+		return vms
+	}
+	for _, vm := range vms {
+		var pod *Pod
+		for _, p := range s.byUID {
+			if p.Namespace == vm.Namespace && p.Labels[vm.PodLabel] == vm.Name {
+				if pod == nil || p.UID < pod.UID { // deterministic if two match
+					pod = p
+				}
+			}
+		}
+		if pod == nil && vm.PodName != "" {
+			pod = s.byName[vm.Namespace+"/"+vm.PodName]
+		}
+		if pod == nil {
+			unmatched = append(unmatched, vm)
+			continue
+		}
+		s.SetSize(pod.UID, Size{MilliCPU: vm.MilliCPU, Source: vm.Kind})
+	}
+	return unmatched
+}
+
+// runnerVMSize reads a NeonVM runner pod's own statement of its VM's size:
+// the controller starts the runner with "-vmspec <base64 JSON of the
+// VirtualMachine spec>" (neondatabase/autoscaling, neonvm controller), so
+// `kubectl get pods -o json` alone carries spec.guest.cpus. Anything that
+// does not decode is ignored: the VMs file remains the authority.
+func runnerVMSize(k *corev1.Pod) *Size {
+	if _, ok := k.Labels[LabelNeonVM]; !ok {
+		return nil
+	}
+	for _, c := range k.Spec.Containers {
+		argv := append(append([]string{}, c.Command...), c.Args...)
+		for i := 0; i+1 < len(argv); i++ {
+			if argv[i] != "-vmspec" && argv[i] != "--vmspec" {
+				continue
+			}
+			raw, err := base64.StdEncoding.DecodeString(argv[i+1])
+			if err != nil {
+				return nil
+			}
+			var spec map[string]any
+			if json.Unmarshal(raw, &spec) != nil {
+				return nil
+			}
+			for _, f := range []string{"use", "max", "min"} {
+				v, ok, err := unstructured.NestedFieldNoCopy(spec, "guest", "cpus", f)
+				if err != nil || !ok || v == nil {
+					continue
+				}
+				if m, err := milliOf(v); err == nil && m > 0 {
+					return &Size{MilliCPU: m, Source: "neonvm"}
+				}
+				return nil
+			}
+		}
+	}
+	return nil
+}
