@@ -110,6 +110,9 @@ func writeResult(w io.Writer, output string, res *fix.Result) error {
 	}
 	fmt.Fprintf(w, "%s %d of %d operations (journal run %s).\n", verb, len(res.Steps), len(res.Plan.Ops), res.Run)
 	for _, s := range res.Steps {
+		if s.Note != "" && s.Op.Optional {
+			fmt.Fprintf(w, "  %s: %s\n", s.Op.Path, s.Note)
+		}
 		if s.Op.Kind == plan.Move {
 			fmt.Fprintf(w, "  moved processes %v", s.Moved)
 			if len(s.Exited) > 0 {

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cgwarden/cgwarden/internal/cgroupfs"
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/journal"
@@ -240,6 +242,14 @@ func (e *Engine) applyOne(j *journal.Journal, w *guard, run string, i int, op pl
 		sr.Moved, sr.Exited, opErr = e.move(j, w, run, intent.Seq, i, op)
 	}
 	e.hook(StageApplied, i, 0)
+	if opErr != nil && op.Optional && errors.Is(opErr, unix.EINVAL) {
+		sr.Note = "refused by the kernel: " + op.IfRefused
+		if _, jerr := j.Append(journal.Entry{Type: journal.Failed, Apply: run, Ref: intent.Seq, Error: opErr.Error(), Note: sr.Note}); jerr != nil {
+			return sr, fail(fmt.Errorf("%v, and that could not be journaled: %w", opErr, jerr))
+		}
+		e.log().Info("optional step refused", "op", i+1, "path", op.Path, "meaning", op.IfRefused)
+		return sr, nil
+	}
 	if opErr != nil {
 		if _, jerr := j.Append(journal.Entry{Type: journal.Failed, Apply: run, Ref: intent.Seq, Error: opErr.Error()}); jerr != nil {
 			return sr, fail(errors.Join(opErr, fmt.Errorf("the failure could not be journaled either (revert will check the state): %w", jerr)))

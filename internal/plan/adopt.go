@@ -100,7 +100,11 @@ func Settings(v2 bool) []string {
 const NoteV2Charges = "cgroup v2 does not move memory charges with processes: memory the container used before the move stays charged to the runtime's cgroup until it is freed; new allocations are charged to the pod."
 
 // NoteV1Charges is said in every v1 plan that moves processes.
-const NoteV1Charges = "on cgroup v1 the new container cgroup gets memory.move_charge_at_immigrate=3, so the memory the processes use moves with them to the pod."
+const NoteV1Charges = "on cgroup v1 the new container cgroup gets memory.move_charge_at_immigrate=3, so the memory the processes use moves with them to the pod — on kernels that still move charges: Linux 6.13 removed charge moving (the file then refuses anything but 0), and there, as on v2, the charges stay in the runtime's cgroup until freed."
+
+// refusedV1Charges is what a refused memory.move_charge_at_immigrate write
+// means.
+const refusedV1Charges = "this kernel no longer moves memory charges (removed in Linux 6.13): memory charged before the move stays with the runtime's cgroup until freed; new allocations are charged to the pod"
 
 // NoteRuntime is said in every plan that adopts containers.
 const NoteRuntime = "the runtime still believes the container lives in its own cgroup: processes it starts there later (exec, restarts) land outside the pod again; `cgwarden audit` or `cgwarden inspect` shows the container as misplaced again when that happens."
@@ -286,6 +290,7 @@ func adoptOne(in Input, hs []Hierarchy, pod *inventory.Pod, c *inventory.Contain
 			podFile := path.Join(targets[i].Point, pod.Cgroup.Path, "memory.move_charge_at_immigrate")
 			if _, err := in.FS.ReadFile(podFile); err == nil {
 				ops = append(ops, op(Op{Kind: Write, Path: path.Join(targets[i].Point, target, "memory.move_charge_at_immigrate"), Value: "3",
+					Optional: true, IfRefused: refusedV1Charges,
 					Description: fmt.Sprintf("make memory charges follow container %s's processes into the pod (memory.move_charge_at_immigrate = 3)", short)}))
 				note = NoteV1Charges
 			}

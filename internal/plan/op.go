@@ -55,6 +55,10 @@ type Op struct {
 	Current string `json:"current,omitempty"`
 	// Pairs are a Move's sources and targets, one per hierarchy.
 	Pairs []Pair `json:"pairs,omitempty"`
+	// Optional marks a write whose refusal by the kernel does not stop
+	// the plan; IfRefused says what that refusal means.
+	Optional  bool   `json:"optional,omitempty"`
+	IfRefused string `json:"ifRefused,omitempty"`
 	// Keep lists the files whose values Rmdir records so that an undo
 	// can recreate the directory as it was.
 	Keep []string `json:"keep,omitempty"`
