@@ -232,10 +232,17 @@ func (e *Engine) applyOne(j *journal.Journal, w *guard, run string, i int, op pl
 		}
 		opErr = w.Mkdir(op.Path)
 		if errors.Is(opErr, fs.ErrNotExist) {
-			opErr = fmt.Errorf("its parent cgroup %s is gone (the pod was deleted?): %w", path.Dir(op.Path), opErr)
+			opErr = fmt.Errorf("the cgroup %s is gone (the pod was deleted?): %w", path.Dir(op.Path), opErr)
 		}
 	case plan.Write:
 		opErr = w.WriteFile(op.Path, []byte(op.Value))
+		if errors.Is(opErr, fs.ErrNotExist) {
+			opErr = fmt.Errorf("the cgroup %s is gone (the pod was deleted?): %w", path.Dir(op.Path), opErr)
+		} else if errors.Is(opErr, unix.EINVAL) && op.File() == "cpu.cfs_quota_us" {
+			opErr = fmt.Errorf("%w (on cgroup v1 a container's quota may not exceed its pod's)", opErr)
+		} else if errors.Is(opErr, unix.EBUSY) && op.File() == "cgroup.subtree_control" {
+			opErr = fmt.Errorf("%w (cgroup v2 enables controllers for children only in a cgroup without processes of its own)", opErr)
+		}
 	case plan.Rmdir:
 		opErr = w.Rmdir(op.Path)
 	case plan.Move:
