@@ -33,7 +33,7 @@ func TestAdoptSeed003(t *testing.T) {
 	for _, file := range plan.Settings(f.s.V2()) {
 		f.s.Write(src, file, want[file])
 	}
-	burner := f.burner(src, 1)
+	burner := f.burner(src, -1)
 	mem := f.memUser(src)
 	before := f.pids(src)
 
@@ -101,12 +101,12 @@ func TestAdoptSeed003(t *testing.T) {
 	// window matches theirs per /proc.
 	burners := slices.DeleteFunc(slices.Clone(in), func(p int) bool { return p == mem.Process.Pid })
 	c0, p0 := f.cpuSeconds(podRel(uidA)), procCPU(t, burners)
-	time.Sleep(2 * time.Second)
+	time.Sleep(3 * time.Second)
 	c1, p1 := f.cpuSeconds(podRel(uidA)), procCPU(t, burners)
 	cg, pr := c1-c0, p1-p0
-	t.Logf("pod cgroup charged %.3f s of CPU in 2 s; its processes used %.3f s per /proc", cg, pr)
-	if pr < 0.5 {
-		t.Fatalf("burners used only %.3f s in 2 s", pr)
+	t.Logf("pod cgroup charged %.3f s of CPU in 3 s; its processes used %.3f s per /proc", cg, pr)
+	if pr < 0.2 {
+		t.Fatalf("burners used only %.3f s in 3 s: too little to compare", pr)
 	}
 	if math.Abs(cg-pr) > 0.1*pr {
 		t.Errorf("pod cgroup charged %.3f s, its processes used %.3f s: more than 10%% apart", cg, pr)

@@ -194,12 +194,12 @@ func procCPU(t *testing.T, pids []int) float64 {
 	return sum
 }
 
-// burner starts a CPU burner pinned to cpu that, on SIGUSR1, forks a
+// burner starts a CPU burner pinned to cpu (unless cpu < 0) that, on SIGUSR1, forks a
 // second burner (a child the move has to follow).
 func (f *fixture) burner(rel string, cpu int) *exec.Cmd {
 	script := `trap '(while :; do :; done) &' USR1; while :; do :; done`
 	argv := []string{"/bin/sh", "-c", script}
-	if tp, err := exec.LookPath("taskset"); err == nil {
+	if tp, err := exec.LookPath("taskset"); err == nil && cpu >= 0 {
 		argv = append([]string{tp, "-c", strconv.Itoa(cpu)}, argv...)
 	}
 	return f.s.Start(rel, argv...)
