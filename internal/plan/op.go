@@ -2,6 +2,8 @@ package plan
 
 import (
 	"path"
+
+	"github.com/cgwarden/cgwarden/internal/audit"
 )
 
 // Kind is what an operation does.
@@ -22,7 +24,7 @@ const (
 
 // RuleMisplaced is the audit's rule id for a container cgroup outside its
 // pod's cgroup; Adopt repairs it.
-const RuleMisplaced = "misplaced-container"
+const RuleMisplaced = audit.RuleMisplacedContainer
 
 // Rules lists the findings fix can repair.
 var Rules = []string{RuleMisplaced}

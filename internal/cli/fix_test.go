@@ -1,0 +1,62 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func runCLI(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	root := NewRoot(&out, &errb)
+	root.SetArgs(args)
+	err := root.Execute()
+	return out.String(), err
+}
+
+// The dry run from the seed-003 snapshot prints the adopt plan and says
+// nothing changed; the exact text is golden-tested in internal/plan.
+func TestFixDryRunFromSnapshot(t *testing.T) {
+	out, err := runCLI(t, "fix", "--snapshot", "example:seed-003-k3s-spin", "--journal-dir", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Plan: 7 operations.", "[misplaced-container] move every process", "This was a dry run: nothing was changed."} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	out, err = runCLI(t, "fix", "--snapshot", "example:seed-003-k3s-spin", "--journal-dir", t.TempDir(), "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p struct {
+		Ops []struct{ Kind, Rule string }
+	}
+	if err := json.Unmarshal([]byte(out), &p); err != nil || len(p.Ops) != 7 || p.Ops[6].Kind != "move" || p.Ops[6].Rule != "misplaced-container" {
+		t.Fatalf("json plan %+v, %v:\n%s", p, err, out)
+	}
+}
+
+func TestFixRefusesBadRequests(t *testing.T) {
+	for name, args := range map[string][]string{
+		"apply a snapshot": {"fix", "--snapshot", "example:seed-003-k3s-spin", "--apply"},
+		"unknown rule":     {"fix", "--snapshot", "example:seed-003-k3s-spin", "--only", "cpu-weights"},
+		"unknown pod":      {"fix", "--snapshot", "example:seed-003-k3s-spin", "--pod", "nope"},
+		"bad output":       {"fix", "--snapshot", "example:seed-003-k3s-spin", "-o", "yaml"},
+		"revert snapshot":  {"revert", "--snapshot", "example:seed-003-k3s-spin"},
+	} {
+		if _, err := runCLI(t, append(args, "--journal-dir", t.TempDir())...); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func TestRevertWithEmptyJournal(t *testing.T) {
+	out, err := runCLI(t, "revert", "--journal-dir", t.TempDir())
+	if err != nil || !strings.Contains(out, "Nothing to revert.") {
+		t.Fatalf("revert with an empty journal: %q, %v", out, err)
+	}
+}
