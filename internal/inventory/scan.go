@@ -254,7 +254,8 @@ func qosRank(q string) string {
 // almost always asleep, and counting them as busy would bury every figure
 // under a number that has nothing to do with contention. v2 allows
 // processes only in leaves (and the root), so nothing is counted there.
-// A cgroup whose weight is unknown is counted at the default weight.
+// A cgroup whose weight is unknown is counted at the default weight; one
+// that vanished during the scan is not counted.
 func (s *Scanner) guarantee(n *Node) {
 	def := float64(fairness.DefaultShares)
 	if s.Places.V2 {
@@ -265,6 +266,8 @@ func (s *Scanner) guarantee(n *Node) {
 		g := &fairness.Group{Weight: def, ThreadWeight: fairness.ThreadWeightV1, Children: make([]*fairness.Group, len(c.Children))}
 		if w := c.Stats.CPU.Weight; w != nil {
 			g.Weight = float64(*w)
+		} else if c.Stats.Gone {
+			g.Weight = 0 // vanished while scanned: it competes for nothing
 		}
 		if !s.Places.V2 && c.Parent != nil && len(c.Children) > 0 && c.Stats.Threads != nil {
 			g.Threads = *c.Stats.Threads
