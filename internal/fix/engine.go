@@ -227,7 +227,9 @@ func (e *Engine) applyOne(j *journal.Journal, w *guard, run string, i int, op pl
 	switch op.Kind {
 	case plan.Mkdir:
 		if prev.Existed {
-			sr.Note = "already there (created by cgwarden earlier)"
+			// The plan saw no such directory (it reuses one cgwarden made
+			// without a mkdir): someone else made it since.
+			opErr = fmt.Errorf("%s appeared after the plan was made: not moving processes into a cgroup cgwarden did not create", op.Path)
 			break
 		}
 		opErr = w.Mkdir(op.Path)

@@ -175,13 +175,13 @@ func Adopt(in Input) (*Plan, Policy, error) {
 				skip(fmt.Sprintf("%s has child cgroups; cgwarden moves only flat container cgroups", c.Cgroup.Path))
 				continue
 			}
-			ops, sources, owned, note, err := adoptOne(in, hs, pod, c)
+			ops, sources, owned, notes, err := adoptOne(in, hs, pod, c)
 			if err != nil {
 				skip(err.Error())
 				continue
 			}
-			if note != "" {
-				p.Notes = appendOnce(p.Notes, note)
+			for _, n := range notes {
+				p.Notes = appendOnce(p.Notes, n)
 			}
 			p.Ops = append(p.Ops, ops...)
 			pol.Sources = append(pol.Sources, sources...)
@@ -208,11 +208,11 @@ func appendOnce(s []string, v string) []string {
 }
 
 // adoptOne plans one container.
-func adoptOne(in Input, hs []Hierarchy, pod *inventory.Pod, c *inventory.Container) (ops []Op, sources, owned []string, note string, err error) {
+func adoptOne(in Input, hs []Hierarchy, pod *inventory.Pod, c *inventory.Container) (ops []Op, sources, owned, notes []string, err error) {
 	n := in.Node
 	name, err := ContainerName(n.Driver, c.Runtime, c.ID)
 	if err != nil {
-		return nil, nil, nil, "", err
+		return nil, nil, nil, nil, err
 	}
 	target := path.Join(pod.Cgroup.Path, name)
 	short := c.ID[:12]
@@ -224,15 +224,18 @@ func adoptOne(in Input, hs []Hierarchy, pod *inventory.Pod, c *inventory.Contain
 		podDir := path.Join(h.Point, pod.Cgroup.Path)
 		kids, err := in.FS.ReadDirs(podDir)
 		if errors.Is(err, fs.ErrNotExist) {
-			continue // the pod has no cgroup in this hierarchy; nothing to create there
+			if _, serr := in.FS.ReadFile(path.Join(h.Point, c.Cgroup.Path, "cgroup.procs")); serr == nil {
+				notes = append(notes, fmt.Sprintf("pod cgroup %s does not exist in the %s hierarchy: container %s's processes stay in the runtime's cgroup there", pod.Cgroup.Path, h.Name(), short))
+			}
+			continue // nothing to create there
 		}
 		if err != nil {
-			return nil, nil, nil, "", fmt.Errorf("reading the pod cgroup: %w", err)
+			return nil, nil, nil, nil, fmt.Errorf("reading the pod cgroup: %w", err)
 		}
 		tdir := path.Join(h.Point, target)
 		if slices.Contains(kids, name) {
 			if in.Owned == nil || !in.Owned(tdir) {
-				return nil, nil, nil, "", fmt.Errorf("%s already exists and cgwarden did not create it: not moving processes into a cgroup it was not asked about", tdir)
+				return nil, nil, nil, nil, fmt.Errorf("%s already exists and cgwarden did not create it: not moving processes into a cgroup it was not asked about", tdir)
 			}
 		} else {
 			if in.Places.V2 {
@@ -257,13 +260,13 @@ func adoptOne(in Input, hs []Hierarchy, pod *inventory.Pod, c *inventory.Contain
 	if !busy && len(pairs) > 0 {
 		// Already emptied (by an earlier fix, or the container stopped):
 		// planning writes and a move of nothing would only add noise.
-		return nil, nil, nil, "", fmt.Errorf("%s holds no processes: nothing to move", c.Cgroup.Path)
+		return nil, nil, nil, nil, fmt.Errorf("%s holds no processes: nothing to move", c.Cgroup.Path)
 	}
 	if len(targets) == 0 {
-		return nil, nil, nil, "", fmt.Errorf("pod cgroup %s exists in none of the managed hierarchies", pod.Cgroup.Path)
+		return nil, nil, nil, nil, fmt.Errorf("pod cgroup %s exists in none of the managed hierarchies", pod.Cgroup.Path)
 	}
 	if len(pairs) == 0 {
-		return nil, nil, nil, "", fmt.Errorf("%s has no cgroup.procs to move processes from", c.Cgroup.Path)
+		return nil, nil, nil, nil, fmt.Errorf("%s has no cgroup.procs to move processes from", c.Cgroup.Path)
 	}
 	settings := settingsV1
 	if in.Places.V2 {
@@ -280,7 +283,7 @@ func adoptOne(in Input, hs []Hierarchy, pod *inventory.Pod, c *inventory.Contain
 			continue // the runtime's cgroup lacks it (controller not there): nothing to copy
 		}
 		if err := Validate(s.file, v); err != nil {
-			return nil, nil, nil, "", fmt.Errorf("copying from %s: %w", c.Cgroup.Path, err)
+			return nil, nil, nil, nil, fmt.Errorf("copying from %s: %w", c.Cgroup.Path, err)
 		}
 		ops = append(ops, op(Op{Kind: Write, Path: path.Join(h.Point, target, s.file), Value: v,
 			Description: fmt.Sprintf("copy %s = %s from the runtime's cgroup to container %s's new cgroup", s.file, v, short)}))
@@ -292,7 +295,7 @@ func adoptOne(in Input, hs []Hierarchy, pod *inventory.Pod, c *inventory.Contain
 				ops = append(ops, op(Op{Kind: Write, Path: path.Join(targets[i].Point, target, "memory.move_charge_at_immigrate"), Value: "3",
 					Optional: true, IfRefused: refusedV1Charges,
 					Description: fmt.Sprintf("make memory charges follow container %s's processes into the pod (memory.move_charge_at_immigrate = 3)", short)}))
-				note = NoteV1Charges
+				notes = append(notes, NoteV1Charges)
 			}
 		}
 	}
@@ -305,7 +308,7 @@ func adoptOne(in Input, hs []Hierarchy, pod *inventory.Pod, c *inventory.Contain
 				Description: fmt.Sprintf("remove the runtime's emptied cgroup %s (--remove-empty-source)", pr.Source)}))
 		}
 	}
-	return ops, sources, owned, note, nil
+	return ops, sources, owned, notes, nil
 }
 
 // enableControllers returns the cgroup.subtree_control write that enables

@@ -140,6 +140,8 @@ func TestPolicyRefuses(t *testing.T) {
 		"remove the source unasked":    {Kind: Rmdir, Path: "/sys/fs/cgroup/literal"},
 		"remove a kubelet cgroup":      {Kind: Rmdir, Path: "/sys/fs/cgroup/kubepods.slice/pod.slice"},
 		"owned but outside the tree":   {Kind: Mkdir, Path: "/sys/fs/cgroup/kubepods.slice-not/x"},
+		"write a kubelet cgroup":       {Kind: Write, Path: "/sys/fs/cgroup/kubepods.slice/pod.slice/cpu.weight", Value: "100"},
+		"enable controllers elsewhere": {Kind: Write, Path: "/sys/fs/cgroup/kubepods.slice/cgroup.subtree_control", Value: "+cpu"},
 	}
 	for name, op := range refused {
 		err := pol.Check(op)

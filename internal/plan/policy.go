@@ -13,7 +13,8 @@ import (
 // before the first one is applied, and again for every single write.
 type Policy struct {
 	// Trees are the host paths of the kubelet's root cgroup in each
-	// hierarchy: cgwarden writes only inside them.
+	// hierarchy: cgwarden writes only inside them, and there only in
+	// cgroups it creates (and the cgroup.subtree_control of their parent).
 	Trees []string `json:"trees"`
 	// Owned are cgroups cgwarden created (its journal says so) or that
 	// the plan creates; only these receive moved processes, and only
@@ -51,8 +52,17 @@ func (p Policy) Check(op Op) error {
 		if err := Validate(op.File(), op.Value); err != nil {
 			return err
 		}
-		if !p.inTree(path.Dir(op.Path)) {
+		dir := path.Dir(op.Path)
+		if !p.inTree(dir) {
 			return refuse("outside the kubelet's tree")
+		}
+		// Settings are written only in cgroups cgwarden creates; the one
+		// file of a kubelet cgroup it writes is the subtree_control that
+		// lets those new children be limited.
+		parentOfOwned := op.File() == "cgroup.subtree_control" &&
+			slices.ContainsFunc(p.Owned, func(o string) bool { return path.Dir(path.Clean(o)) == dir })
+		if !p.owned(dir) && !parentOfOwned {
+			return refuse("not a cgroup cgwarden creates (nor the parent of one, for cgroup.subtree_control)")
 		}
 	case Move:
 		if len(op.Pairs) == 0 {
