@@ -45,10 +45,10 @@ func checkMisplaced(in *Input, r *Report) {
 			ev.Summary = summary
 			r.add(Finding{
 				Rule: RuleMisplacedContainer, Severity: Error, Subject: containerSubject(p, c), Evidence: ev,
-				Message: fmt.Sprintf("The kubelet reads pod %s's CPU and memory from its pod cgroup, which does not hold these processes: "+
-					"it reports the pod's CPU and memory as 0 (Summary API, pod_cpu_usage_seconds_total), so anything built on pod "+
-					"figures is blind and kubectl top and the HPA are only as right as the runtime's own container stats. The pod's "+
-					"limits and its QoS tier's weight do not apply to these processes: %s.", podLabel(p), where),
+				Message: fmt.Sprintf("The kubelet reads pod %s's CPU and memory from its pod cgroup, which does not hold these "+
+					"processes: it reports the pod at 0 CPU and 0 memory, and kubectl top and the HPA are only as right as the "+
+					"runtime's own container stats. The pod's limits and its QoS tier's weight do not apply to these processes.",
+					podLabel(p)),
 				Remedy: "Move the processes under the pod cgroup (for each PID in " + cg.Path + "/cgroup.procs, write it to a " +
 					"container cgroup made under " + podPath + ", then rmdir the empty misplaced cgroup; `cgwarden fix` will plan " +
 					"this move), and fix the runtime so new containers land there: runwasi-based shims before their 2025 fix, " +

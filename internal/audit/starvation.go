@@ -39,7 +39,7 @@ func checkStarvation(in *Input, r *Report) {
 			Add("podWeight", podW).Add("podsInTier", len(tier.Children)).
 			Add("podGuaranteedCores", round(c.GuaranteedCores)).
 			Add("thresholdCores", in.StarvationCores)
-		summary := fmt.Sprintf("%s %d against %s = %.0f → tier guaranteed %s cores of %s; pod %d of %.0f in a tier of %d → %s cores",
+		summary := fmt.Sprintf("%s %d against %s = %.0f → tier guaranteed %s cores of %s; pod weight %d of the tier's %.0f (%d pods) → %s cores",
 			weightFile(n), tierW, sib.describe(), sib.Total, cores(tier.GuaranteedCores), cores(tier.Parent.GuaranteedCores),
 			podW, inTier.Total+float64(podW), len(tier.Children), cores(c.GuaranteedCores))
 

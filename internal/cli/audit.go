@@ -1,15 +1,66 @@
 package cli
 
 import (
-	"errors"
+	"encoding/json"
+	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/cgwarden/cgwarden/internal/audit"
 )
 
 func newAudit(o *Options) *cobra.Command {
-	return &cobra.Command{
+	var failOn string
+	var starvation float64
+	cmd := &cobra.Command{
 		Use:   "audit",
-		Short: "(not built yet)",
-		RunE:  func(*cobra.Command, []string) error { return errors.New("audit is not built yet") },
+		Short: "Find what is wrong with the pods' cgroups: the cause, the numbers, what it breaks and how to fix it",
+		Long: "audit reads the node (or a snapshot) and reports findings: BestEffort pods starved under contention, " +
+			"weights blind to VM sizes, containers outside their pod, pods whose CPU reads short, processes outside " +
+			"kubepods, weights that drifted, leftover pod cgroups. Exit code 0 when nothing is at or above --fail-on, " +
+			"1 when something is, 2 when the audit itself failed.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fail, err := audit.ParseSeverity(failOn)
+			if err != nil {
+				return &ExitError{Code: 2, Err: fmt.Errorf("--fail-on: %w", err)}
+			}
+			if o.Output != "text" && o.Output != "json" && o.Output != "" {
+				return &ExitError{Code: 2, Err: fmt.Errorf("-o %s: want text or json", o.Output)}
+			}
+			if starvation <= 0 || starvation > 1e6 {
+				return &ExitError{Code: 2, Err: fmt.Errorf("--starvation-cores %v: want a positive number of cores", starvation)}
+			}
+			meta, err := LoadMeta(o)
+			if err != nil {
+				return &ExitError{Code: 2, Err: err}
+			}
+			n, err := ScanNode(o, meta, time.Duration(o.Interval))
+			if err != nil {
+				return &ExitError{Code: 2, Err: err}
+			}
+			r := audit.Run(&audit.Input{Node: n, Meta: meta, StarvationCores: starvation})
+			if o.Output == "json" {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				err = enc.Encode(r)
+			} else {
+				err = audit.WriteText(cmd.OutOrStdout(), n, r)
+			}
+			if err != nil {
+				return &ExitError{Code: 2, Err: err}
+			}
+			if r.AtOrAbove(fail) {
+				return &ExitError{Code: 1}
+			}
+			return nil
+		},
 	}
+	addOutput(cmd, o)
+	addVMs(cmd.Flags(), o)
+	cmd.Flags().Var(&o.Interval, "interval", "time between the two samples CPU usage is measured over (0 for one sample: no usage-based checks)")
+	cmd.Flags().StringVar(&failOn, "fail-on", "error", "exit 1 when a finding is at least this severe: error, warning or info")
+	cmd.Flags().Float64Var(&starvation, "starvation-cores", audit.DefaultStarvationCores, "besteffort-starvation threshold: a BestEffort pod guaranteed fewer cores than this under contention is reported")
+	return cmd
 }

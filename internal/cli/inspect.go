@@ -17,7 +17,7 @@ func newInspect(o *Options) *cobra.Command {
 		Short: "Show the node's cgroups as pods and containers, with weights, limits, guaranteed and used CPU, and memory",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			meta, err := LoadPods(o.PodsFile)
+			meta, err := LoadMeta(o)
 			if err != nil {
 				return err
 			}
@@ -42,6 +42,7 @@ func newInspect(o *Options) *cobra.Command {
 		},
 	}
 	addOutput(cmd, o)
+	addVMs(cmd.Flags(), o)
 	cmd.Flags().Var(&o.Interval, "interval", "time between the two samples CPU rates are measured over (0 for one sample, no rates)")
 	return cmd
 }
