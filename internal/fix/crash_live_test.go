@@ -2,6 +2,7 @@ package fix
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -335,5 +336,64 @@ func TestJournalDiskFull(t *testing.T) {
 	}
 	if after := f.dump(pids); after != before {
 		t.Errorf("tree after the failed apply + revert differs.\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+}
+
+// TestRevertLastAndAll: two applies (one pod each); revert undoes only the
+// newest, revert --all the rest, and the tree is as before.
+func TestRevertLastAndAll(t *testing.T) {
+	f := newFixture(t)
+	f.seed()
+	f.s.Mkdir(podRel(uidB))
+	f.s.Mkdir(literalRel(uidB, idB))
+	pids := []int{f.s.Start(literalRel(uidA, idA), "sleep", "600").Process.Pid, f.s.Start(literalRel(uidB, idB), "sleep", "600").Process.Pid}
+	before := f.dump(pids)
+	for _, uid := range []string{uidA, uidB} {
+		if _, err := f.e.Apply(Options{Pod: uid}); err != nil {
+			t.Fatalf("apply --pod %s: %v", uid, err)
+		}
+	}
+	if len(f.pids(literalRel(uidA, idA))) != 0 || len(f.pids(literalRel(uidB, idB))) != 0 {
+		t.Fatal("the two applies did not empty both sources")
+	}
+	rep, err := f.e.Revert(false)
+	if err != nil || len(rep.Runs) != 1 || len(rep.Failed()) > 0 {
+		t.Fatalf("revert: %+v, %v", rep, err)
+	}
+	if got := f.pids(literalRel(uidB, idB)); !slices.Equal(got, pids[1:]) {
+		t.Errorf("after revert pod B's source holds %v, want %v", got, pids[1:])
+	}
+	if got := f.pids(literalRel(uidA, idA)); len(got) != 0 {
+		t.Errorf("revert without --all undid the older run too: pod A's source holds %v", got)
+	}
+	rep, err = f.e.Revert(true)
+	if err != nil || len(rep.Runs) != 1 || len(rep.Failed()) > 0 {
+		t.Fatalf("revert --all: %+v, %v", rep, err)
+	}
+	if after := f.dump(pids); after != before {
+		t.Errorf("tree after two applies and two reverts differs.\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+}
+
+// TestConcurrentRunIsExcluded: while another process holds the journal's
+// lock, an apply changes nothing and says why.
+func TestConcurrentRunIsExcluded(t *testing.T) {
+	f := newFixture(t)
+	f.seed()
+	pids := []int{f.s.Start(literalRel(uidA, idA), "sleep", "600").Process.Pid}
+	before := f.dump(pids)
+	j, err := journal.Open(f.journal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	if _, err := f.e.Apply(Options{}); !errors.Is(err, journal.ErrLocked) {
+		t.Fatalf("apply beside a locked journal: %v, want ErrLocked", err)
+	}
+	if _, err := f.e.Revert(false); !errors.Is(err, journal.ErrLocked) {
+		t.Fatalf("revert beside a locked journal: %v, want ErrLocked", err)
+	}
+	if after := f.dump(pids); after != before {
+		t.Errorf("the tree changed although the journal was locked")
 	}
 }
