@@ -71,25 +71,38 @@ func ParseCPUList(text string) (int, error) {
 	if s == "" {
 		return 0, errors.New("empty CPU list")
 	}
-	n := 0
+	// The kernel prints ascending, disjoint ranges; anything else (or a
+	// range so wide that counting it would overflow) is not a CPU list.
+	n, next := 0, 0
 	for _, part := range strings.Split(s, ",") {
 		lo, hi, isRange := strings.Cut(part, "-")
 		a, err := strconv.Atoi(lo)
-		if err != nil || a < 0 {
-			return 0, fmt.Errorf("bad CPU list %q", s)
+		if err != nil || a < next {
+			return 0, fmt.Errorf("bad CPU list %q", clipList(s))
 		}
 		b := a
 		if isRange {
 			if b, err = strconv.Atoi(hi); err != nil || b < a {
-				return 0, fmt.Errorf("bad CPU list %q", s)
+				return 0, fmt.Errorf("bad CPU list %q", clipList(s))
 			}
 		}
-		n += b - a + 1
-		if n > 1<<20 {
-			return 0, fmt.Errorf("absurd CPU list %q", s)
+		if b-a >= maxCPUs || n+(b-a+1) > maxCPUs {
+			return 0, fmt.Errorf("absurd CPU list %q", clipList(s))
 		}
+		n += b - a + 1
+		next = b + 1
 	}
 	return n, nil
+}
+
+// maxCPUs bounds a CPU list; Linux's NR_CPUS tops out at 8192.
+const maxCPUs = 1 << 20
+
+func clipList(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
 }
 
 // MaxDepth bounds the walk; real trees are under 15 levels deep.
