@@ -1,0 +1,123 @@
+package podsource
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cgwarden/cgwarden/internal/metadata"
+)
+
+// criMaxMsg is the kubelet's own limit for CRI responses (16 MiB): a node
+// with many pods exceeds gRPC's 4 MiB default.
+const criMaxMsg = 16 << 20
+
+// criTimeout bounds one listing; the runtime answers in milliseconds when
+// healthy.
+const criTimeout = 5 * time.Second
+
+// CRISource lists pods from the container runtime.
+type CRISource struct {
+	Socket string
+	conn   *grpc.ClientConn
+	client runtimeapi.RuntimeServiceClient
+	err    error
+}
+
+var _ Lister = (*CRISource)(nil)
+
+// dialCRI prepares a client for socket; gRPC connects lazily, so an absent
+// runtime shows up as an error from Pods, not here.
+func dialCRI(socket string) *CRISource {
+	c := &CRISource{Socket: socket}
+	c.conn, c.err = grpc.NewClient("unix://"+socket,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(criMaxMsg)))
+	if c.err == nil {
+		c.client = runtimeapi.NewRuntimeServiceClient(c.conn)
+	}
+	return c
+}
+
+// NewCRI returns a CRI source on socket.
+func NewCRI(socket string) *CRISource { return dialCRI(socket) }
+
+// Close closes the connection.
+func (c *CRISource) Close() error {
+	if c.conn == nil {
+		return nil
+	}
+	return c.conn.Close()
+}
+
+// Pods lists every sandbox and container the runtime knows. A pod with
+// several sandboxes (recreated after a failure) is one pod: the newest
+// sandbox gives its start time and sandbox ID; containers of all its
+// sandboxes are kept, since an old one's cgroup may still be there.
+func (c *CRISource) Pods(ctx context.Context) ([]metadata.Pod, error) {
+	if c.err != nil {
+		return nil, fmt.Errorf("CRI %s: %w", c.Socket, c.err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, criTimeout)
+	defer cancel()
+	sbs, err := c.client.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("CRI %s: ListPodSandbox: %w", c.Socket, err)
+	}
+	cts, err := c.client.ListContainers(ctx, &runtimeapi.ListContainersRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("CRI %s: ListContainers: %w", c.Socket, err)
+	}
+	return fromCRI(sbs.GetItems(), cts.GetContainers()), nil
+}
+
+func fromCRI(sbs []*runtimeapi.PodSandbox, cts []*runtimeapi.Container) []metadata.Pod {
+	var pods []metadata.Pod
+	byUID := map[string]int{}
+	bySandbox := map[string]int{}
+	newest := map[string]int64{}
+	for _, sb := range sbs {
+		md := sb.GetMetadata()
+		if md.GetUid() == "" {
+			continue
+		}
+		i, ok := byUID[md.GetUid()]
+		if !ok {
+			i = len(pods)
+			byUID[md.GetUid()] = i
+			pods = append(pods, metadata.Pod{UID: md.GetUid(), Name: md.GetName(), Namespace: md.GetNamespace()})
+		}
+		bySandbox[sb.GetId()] = i
+		if sb.GetCreatedAt() >= newest[md.GetUid()] {
+			newest[md.GetUid()] = sb.GetCreatedAt()
+			p := &pods[i]
+			p.SandboxID = sb.GetId()
+			p.StartTime = nsTime(sb.GetCreatedAt())
+			p.Labels, p.Annotation = sb.GetLabels(), sb.GetAnnotations()
+		}
+	}
+	for _, ct := range cts {
+		i, ok := bySandbox[ct.GetPodSandboxId()]
+		if !ok {
+			continue
+		}
+		// The CRI list gives the creation time; the kubelet's container
+		// start time comes from the cgroup's creation, which is the same
+		// moment give or take the runtime's setup.
+		pods[i].Containers = append(pods[i].Containers, metadata.Container{
+			Name: ct.GetMetadata().GetName(), ID: ct.GetId(), StartTime: nsTime(ct.GetCreatedAt()),
+		})
+	}
+	return pods
+}
+
+func nsTime(ns int64) time.Time {
+	if ns <= 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns).UTC()
+}

@@ -1,0 +1,149 @@
+package podsource
+
+import (
+	"context"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// fakeRuntime is a CRI RuntimeService speaking the real protocol over a
+// unix socket; only the two list calls are implemented, as in a runtime
+// that cgwarden only reads.
+type fakeRuntime struct {
+	runtimeapi.UnimplementedRuntimeServiceServer
+	sandboxes  []*runtimeapi.PodSandbox
+	containers []*runtimeapi.Container
+	fail       error
+}
+
+func (f *fakeRuntime) ListPodSandbox(context.Context, *runtimeapi.ListPodSandboxRequest) (*runtimeapi.ListPodSandboxResponse, error) {
+	if f.fail != nil {
+		return nil, f.fail
+	}
+	return &runtimeapi.ListPodSandboxResponse{Items: f.sandboxes}, nil
+}
+
+func (f *fakeRuntime) ListContainers(context.Context, *runtimeapi.ListContainersRequest) (*runtimeapi.ListContainersResponse, error) {
+	return &runtimeapi.ListContainersResponse{Containers: f.containers}, nil
+}
+
+func startRuntime(t *testing.T, rt *fakeRuntime) string {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "cri.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	runtimeapi.RegisterRuntimeServiceServer(srv, rt)
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(srv.Stop)
+	return sock
+}
+
+const (
+	spinUID = "99afd520-5b3e-4c8d-8471-4b6c8ee26b4c"
+	spinCtr = "c339025b3f0d9bec908636b49764fbca659636f54ad45c2eddd281049eb4df00"
+)
+
+func seedRuntime() *fakeRuntime {
+	t0 := time.Date(2024, 8, 21, 17, 22, 33, 0, time.UTC).UnixNano()
+	return &fakeRuntime{
+		sandboxes: []*runtimeapi.PodSandbox{
+			{Id: "sb-old", CreatedAt: t0 - 1e9, Metadata: &runtimeapi.PodSandboxMetadata{Name: "spin-test-66d9dd45f5-csf5j", Namespace: "default", Uid: spinUID}},
+			{Id: "sb-new", CreatedAt: t0, Labels: map[string]string{"app": "spin-test"}, Metadata: &runtimeapi.PodSandboxMetadata{Name: "spin-test-66d9dd45f5-csf5j", Namespace: "default", Uid: spinUID, Attempt: 1}},
+			{Id: "sb-other", CreatedAt: t0, Metadata: &runtimeapi.PodSandboxMetadata{Name: "coredns-1", Namespace: "kube-system", Uid: "79c5176e-2321-b374-1f55-aee0036af2a9"}},
+		},
+		containers: []*runtimeapi.Container{
+			{Id: spinCtr, PodSandboxId: "sb-new", CreatedAt: t0 + 5e8, Metadata: &runtimeapi.ContainerMetadata{Name: "spin-test"}},
+			{Id: "orphan", PodSandboxId: "sb-gone", Metadata: &runtimeapi.ContainerMetadata{Name: "x"}},
+			{Id: "dns", PodSandboxId: "sb-other", Metadata: &runtimeapi.ContainerMetadata{Name: "coredns"}},
+		},
+	}
+}
+
+func TestCRIListsPodsAndContainers(t *testing.T) {
+	sock := startRuntime(t, seedRuntime())
+	c := NewCRI(sock)
+	defer c.Close()
+	pods, err := c.Pods(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pods) != 2 {
+		t.Fatalf("%d pods, want 2 (two sandboxes of one pod are one pod): %+v", len(pods), pods)
+	}
+	p := pods[0]
+	if p.UID != spinUID || p.Name != "spin-test-66d9dd45f5-csf5j" || p.Namespace != "default" {
+		t.Errorf("pod = %+v", p)
+	}
+	if p.SandboxID != "sb-new" || !p.StartTime.Equal(time.Date(2024, 8, 21, 17, 22, 33, 0, time.UTC)) || p.Labels["app"] != "spin-test" {
+		t.Errorf("newest sandbox not used: %s %s %v", p.SandboxID, p.StartTime, p.Labels)
+	}
+	if len(p.Containers) != 1 || p.Containers[0].Name != "spin-test" || p.Containers[0].ID != spinCtr ||
+		!p.Containers[0].StartTime.Equal(time.Date(2024, 8, 21, 17, 22, 33, 5e8, time.UTC)) {
+		t.Errorf("containers = %+v", p.Containers)
+	}
+	if pods[1].Containers[0].Name != "coredns" {
+		t.Errorf("second pod = %+v", pods[1])
+	}
+}
+
+func TestCRIErrorsAreReported(t *testing.T) {
+	rt := seedRuntime()
+	rt.fail = status.Error(codes.Unavailable, "runtime is restarting")
+	c := NewCRI(startRuntime(t, rt))
+	defer c.Close()
+	if _, err := c.Pods(context.Background()); err == nil || !strings.Contains(err.Error(), "runtime is restarting") {
+		t.Fatalf("err = %v", err)
+	}
+	// No runtime at all on the socket path.
+	c2 := NewCRI(filepath.Join(t.TempDir(), "absent.sock"))
+	defer c2.Close()
+	if _, err := c2.Pods(context.Background()); err == nil {
+		t.Fatal("no error for an absent runtime")
+	}
+}
+
+func TestOpenAutoPrefersAnsweringCRI(t *testing.T) {
+	sock := startRuntime(t, seedRuntime())
+	l, name, err := Open(context.Background(), Config{Mode: Auto, CRISocket: sock}, nil)
+	if err != nil || name != CRI || l == nil {
+		t.Fatalf("auto = %v %q %v", l, name, err)
+	}
+	// A socket nobody answers on, no API server, no file: none.
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	l, name, err = Open(context.Background(), Config{Mode: Auto, CRISocket: filepath.Join(t.TempDir(), "x.sock")}, nil)
+	if err != nil || name != None || l != nil {
+		t.Fatalf("auto without sources = %v %q %v", l, name, err)
+	}
+}
+
+func TestOpenModes(t *testing.T) {
+	if _, _, err := Open(context.Background(), Config{Mode: "magic"}, nil); err == nil {
+		t.Error("bad mode accepted")
+	}
+	if _, _, err := Open(context.Background(), Config{Mode: File}, nil); err == nil {
+		t.Error("file mode without --pods accepted")
+	}
+	// A forced source that cannot be set up degrades to a failing lister.
+	l, name, err := Open(context.Background(), Config{Mode: Kubernetes}, nil)
+	if err != nil || name != Kubernetes {
+		t.Fatalf("kubernetes without node name: %v %q %v", l, name, err)
+	}
+	if _, err := l.Pods(context.Background()); err == nil || !strings.Contains(err.Error(), "node") {
+		t.Errorf("failing lister err = %v", err)
+	}
+	l, name, err = Open(context.Background(), Config{Mode: None}, nil)
+	if l != nil || name != None || err != nil {
+		t.Errorf("none = %v %q %v", l, name, err)
+	}
+}

@@ -1,0 +1,75 @@
+package podsource
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+func apiPod(name, uid, node, ctrID string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(uid)},
+		Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "app"}}},
+		Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{
+			Name: "app", ContainerID: "containerd://" + ctrID,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(time.Unix(1724260953, 0))}},
+		}}},
+	}
+}
+
+func TestKubernetesInformerOnThisNode(t *testing.T) {
+	cs := fake.NewClientset(apiPod("spin-test", spinUID, "node-a", spinCtr))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	k, err := NewKubernetes(ctx, cs, "node-a", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods, err := k.Pods(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pods) != 1 || pods[0].Name != "spin-test" || pods[0].Containers[0].ID != spinCtr || pods[0].Containers[0].Name != "app" {
+		t.Fatalf("pods = %+v", pods)
+	}
+	// The list and watch sent to the API server are limited to the node.
+	var listed, watched bool
+	for _, a := range cs.Actions() {
+		switch act := a.(type) {
+		case k8stesting.ListAction:
+			listed = true
+			if got := act.GetListRestrictions().Fields.String(); got != "spec.nodeName=node-a" {
+				t.Errorf("list field selector %q", got)
+			}
+		case k8stesting.WatchAction:
+			watched = true
+			if got := act.GetWatchRestrictions().Fields.String(); got != "spec.nodeName=node-a" {
+				t.Errorf("watch field selector %q", got)
+			}
+		}
+	}
+	if !listed || !watched {
+		t.Errorf("listed %v watched %v", listed, watched)
+	}
+	// A pod scheduled later arrives through the watch.
+	if _, err := cs.CoreV1().Pods("default").Create(ctx, apiPod("late", "11111111-2222-3333-4444-555555555555", "node-a", "abc"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		pods, _ = k.Pods(ctx)
+		if len(pods) == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the watched pod never arrived: %d pods", len(pods))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

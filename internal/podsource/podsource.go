@@ -1,0 +1,181 @@
+package podsource
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/cgwarden/cgwarden/internal/metadata"
+)
+
+// Lister lists the pods of this node.
+type Lister interface {
+	Pods(ctx context.Context) ([]metadata.Pod, error)
+}
+
+// Modes of --metadata.
+const (
+	Auto       = "auto"
+	CRI        = "cri"
+	Kubernetes = "kubernetes"
+	File       = "file"
+	None       = "none"
+)
+
+// Modes lists the accepted --metadata values.
+var Modes = []string{Auto, CRI, Kubernetes, File, None}
+
+// DefaultCRISockets are tried in order when no socket is given: containerd,
+// k3s's embedded containerd, CRI-O.
+var DefaultCRISockets = []string{
+	"/run/containerd/containerd.sock",
+	"/run/k3s/containerd/containerd.sock",
+	"/var/run/crio/crio.sock",
+}
+
+// Config selects and configures a source.
+type Config struct {
+	Mode string
+	// CRISocket is the runtime's socket; empty tries DefaultCRISockets.
+	CRISocket string
+	// HostRoot prefixes the default socket paths (the host's / mounted
+	// elsewhere in a container).
+	HostRoot   string
+	Kubeconfig string
+	// NodeName limits the Kubernetes source to this node's pods.
+	NodeName string
+	PodsFile string
+	// SyncTimeout bounds the wait for the Kubernetes informer's first
+	// list (30 s if 0).
+	SyncTimeout time.Duration
+}
+
+// Open returns the configured source and its name ("none" when there is
+// none). An explicitly chosen source that cannot be set up is returned as
+// a Lister that reports why at every call, so the agent logs it and keeps
+// serving by UID. Only a bad mode is an error.
+func Open(ctx context.Context, cfg Config, log *slog.Logger) (Lister, string, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With("component", "podsource")
+	switch cfg.Mode {
+	case File:
+		if cfg.PodsFile == "" {
+			return nil, "", fmt.Errorf("--metadata file needs --pods FILE")
+		}
+		l, err := OpenFile(cfg.PodsFile)
+		if err != nil {
+			return nil, "", err
+		}
+		return l, File, nil
+	case CRI:
+		sock := cfg.CRISocket
+		if sock == "" {
+			sock = firstSocket(cfg.HostRoot)
+		}
+		if sock == "" {
+			return failing{fmt.Errorf("no CRI socket found at %s", strings.Join(DefaultCRISockets, ", "))}, CRI, nil
+		}
+		return dialCRI(sock), CRI, nil
+	case Kubernetes:
+		k, err := OpenKubernetes(ctx, cfg, log)
+		if err != nil {
+			return failing{err}, Kubernetes, nil
+		}
+		return k, Kubernetes, nil
+	case None:
+		return nil, None, nil
+	case Auto, "":
+		return openAuto(ctx, cfg, log)
+	}
+	return nil, "", fmt.Errorf("--metadata %q: want one of %s", cfg.Mode, strings.Join(Modes, ", "))
+}
+
+func openAuto(ctx context.Context, cfg Config, log *slog.Logger) (Lister, string, error) {
+	if cfg.PodsFile != "" {
+		l, err := OpenFile(cfg.PodsFile)
+		if err != nil {
+			return nil, "", err
+		}
+		return l, File, nil
+	}
+	socks := []string{cfg.CRISocket}
+	if cfg.CRISocket == "" {
+		socks = nil
+		for _, s := range DefaultCRISockets {
+			socks = append(socks, filepath.Join(orRoot(cfg.HostRoot), s))
+		}
+	}
+	for _, s := range socks {
+		if _, err := os.Stat(s); err != nil {
+			continue
+		}
+		c := dialCRI(s)
+		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		_, err := c.Pods(pctx)
+		cancel()
+		if err == nil {
+			log.Info("pod metadata from the CRI runtime", "socket", s)
+			return c, CRI, nil
+		}
+		log.Info("CRI socket does not answer; trying the next source", "socket", s, "err", err)
+		c.Close()
+	}
+	if cfg.Kubeconfig != "" || os.Getenv("KUBERNETES_SERVICE_HOST") != "" {
+		k, err := OpenKubernetes(ctx, cfg, log)
+		if err == nil {
+			log.Info("pod metadata from the Kubernetes API", "node", cfg.NodeName)
+			return k, Kubernetes, nil
+		}
+		log.Info("Kubernetes API not usable", "err", err)
+	}
+	log.Warn("no pod metadata source works; pods are served by UID and containers by ID")
+	return nil, None, nil
+}
+
+func orRoot(r string) string {
+	if r == "" {
+		return "/"
+	}
+	return r
+}
+
+func firstSocket(hostRoot string) string {
+	for _, s := range DefaultCRISockets {
+		p := filepath.Join(orRoot(hostRoot), s)
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// failing is a source that could not be set up.
+type failing struct{ err error }
+
+func (f failing) Pods(context.Context) ([]metadata.Pod, error) { return nil, f.err }
+
+// FileSource serves a pods file read once.
+type FileSource struct{ pods []metadata.Pod }
+
+// OpenFile reads a `kubectl get pods -A -o json` file.
+func OpenFile(name string) (*FileSource, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	pods, err := metadata.ParsePods(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return &FileSource{pods: pods}, nil
+}
+
+// Pods implements Lister.
+func (f *FileSource) Pods(context.Context) ([]metadata.Pod, error) { return f.pods, nil }
