@@ -32,11 +32,13 @@ type Undo struct {
 
 // Undo statuses.
 const (
-	Undone     = "undone"
-	NothingTo  = "nothing to undo"
-	NotUndone  = "not undone"
-	rmdirTries = 50
+	Undone        = "undone"
+	NothingToUndo = "nothing to undo"
+	NotUndone     = "not undone"
 )
+
+// rmdirTries bounds the wait for exiting processes to leave a cgroup.
+const rmdirTries = 50
 
 // RevertReport is what a revert did, newest operation first.
 type RevertReport struct {
@@ -164,7 +166,7 @@ func (e *Engine) undo(w *guard, s *journal.Step) Undo {
 		prev := *s.Prev.Value
 		cur, err := e.read(op.Path)
 		if errors.Is(err, fs.ErrNotExist) {
-			u.Status, u.Note = NothingTo, "the cgroup is gone"
+			u.Status, u.Note = NothingToUndo, "the cgroup is gone"
 			return u
 		}
 		if err != nil {
@@ -174,11 +176,11 @@ func (e *Engine) undo(w *guard, s *journal.Step) Undo {
 		if op.File() == "cgroup.subtree_control" {
 			val = plan.ControlUndo(prev, cur)
 			if val == "" {
-				u.Status = NothingTo
+				u.Status = NothingToUndo
 				return u
 			}
 		} else if cur == prev {
-			u.Status = NothingTo
+			u.Status = NothingToUndo
 			return u
 		}
 		if err := w.WriteFile(op.Path, []byte(val)); err != nil {
@@ -187,7 +189,7 @@ func (e *Engine) undo(w *guard, s *journal.Step) Undo {
 		u.Note = fmt.Sprintf("%q restored", prev)
 	case plan.Mkdir:
 		if s.Prev.Existed {
-			u.Status, u.Note = NothingTo, "cgwarden did not create it"
+			u.Status, u.Note = NothingToUndo, "cgwarden did not create it"
 			return u
 		}
 		var err error
@@ -200,7 +202,7 @@ func (e *Engine) undo(w *guard, s *journal.Step) Undo {
 		}
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
-			u.Status, u.Note = NothingTo, "already gone"
+			u.Status, u.Note = NothingToUndo, "already gone"
 		case errors.Is(err, unix.EBUSY):
 			pids, _ := e.pids(op.Path)
 			return notUndone("%s still holds processes %v or child cgroups", op.Path, pids)
@@ -211,7 +213,7 @@ func (e *Engine) undo(w *guard, s *journal.Step) Undo {
 		return e.undoMove(w, s, u)
 	case plan.Rmdir:
 		if _, err := e.FS.ReadDirs(op.Path); err == nil {
-			u.Status, u.Note = NothingTo, "it is there"
+			u.Status, u.Note = NothingToUndo, "it is there"
 			return u
 		}
 		if err := w.Mkdir(op.Path); err != nil {
@@ -284,7 +286,7 @@ func (e *Engine) undoMove(w *guard, s *journal.Step, u Undo) Undo {
 		notes = append(notes, fmt.Sprintf("processes %v have exited and cannot be moved back", u.Exited))
 	}
 	if u.Status == Undone && len(u.MovedBack) == 0 && len(u.Exited) == 0 {
-		u.Status = NothingTo
+		u.Status = NothingToUndo
 	}
 	u.Note = strings.Join(notes, "; ")
 	return u
