@@ -75,8 +75,12 @@ func checkSizeBlind(in *Input, r *Report) {
 			if math.Abs(ratio-1) > proportionalTolerance {
 				off = append(off, s)
 			}
-			rows = append(rows, map[string]any{"pod": podLabel(s.pod), "sizeCores": float64(s.milli) / 1000,
-				"sizeSource": s.source, "weight": s.weight, "sizeShare": round(sizeShare), "weightShare": round(weightShare)})
+			row := map[string]any{"pod": podLabel(s.pod), "sizeCores": float64(s.milli) / 1000,
+				"sizeSource": s.source, "weight": s.weight, "sizeShare": round(sizeShare), "weightShare": round(weightShare)}
+			if c := s.pod.Cgroup; c.FairCores != nil && c.DemandCores != nil {
+				row["demandCores"], row["fairCores"] = round(*c.DemandCores), round(*c.FairCores)
+			}
+			rows = append(rows, row)
 		}
 		if len(off) == 0 {
 			continue

@@ -64,9 +64,10 @@ func checkStarvation(in *Input, r *Report) {
 		} else if in.Meta == nil {
 			r.note("BestEffort pods without metadata cannot be told from VMs of any size: give --pods (and --vms)")
 		}
-		if c.FairCores != nil {
-			ev.Add("fairCores", round(*c.FairCores))
-			summary += fmt.Sprintf("; fair share under the current demand %s cores", cores(*c.FairCores))
+		if c.DemandCores != nil && c.FairCores != nil {
+			ev.Add("demandCores", round(*c.DemandCores)).Add("fairCores", round(*c.FairCores))
+			summary += fmt.Sprintf("; it wants %s cores now (its threads' run + wait time) and its fair share under the current demand is %s",
+				cores(*c.DemandCores), cores(*c.FairCores))
 		}
 		if c.UsageCores != nil {
 			ev.Add("usageCores", round(*c.UsageCores))

@@ -36,7 +36,7 @@ func newAudit(o *Options) *cobra.Command {
 			if err != nil {
 				return &ExitError{Code: 2, Err: err}
 			}
-			n, err := ScanNode(o, meta, time.Duration(o.Interval))
+			n, err := ScanNodeDemand(o, meta, time.Duration(o.Interval))
 			if err != nil {
 				return &ExitError{Code: 2, Err: err}
 			}

@@ -12,6 +12,7 @@ import (
 )
 
 func newInspect(o *Options) *cobra.Command {
+	var demand bool
 	cmd := &cobra.Command{
 		Use:   "inspect",
 		Short: "Show the node's cgroups as pods and containers, with weights, limits, guaranteed and used CPU, and memory",
@@ -21,7 +22,11 @@ func newInspect(o *Options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			n, err := ScanNode(o, meta, time.Duration(o.Interval))
+			scan := ScanNode
+			if demand {
+				scan = ScanNodeDemand
+			}
+			n, err := scan(o, meta, time.Duration(o.Interval))
 			if err != nil {
 				return err
 			}
@@ -43,6 +48,7 @@ func newInspect(o *Options) *cobra.Command {
 	}
 	addOutput(cmd, o)
 	addVMs(cmd.Flags(), o)
+	cmd.Flags().BoolVar(&demand, "demand", false, "also measure each cgroup's CPU demand over --interval (its threads' run + wait time) and show its fair share under that demand")
 	cmd.Flags().Var(&o.Interval, "interval", "time between the two samples CPU rates are measured over (0 for one sample, no rates)")
 	return cmd
 }

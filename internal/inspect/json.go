@@ -40,6 +40,7 @@ type CPUJSON struct {
 	GuaranteedCores float64  `json:"guaranteedCores"`
 	UsageCores      *float64 `json:"usageCores"`
 	FairCores       *float64 `json:"fairCores,omitempty"`
+	DemandCores     *float64 `json:"demandCores,omitempty"`
 	ThrottledPeriod *uint64  `json:"throttledPeriods,omitempty"`
 }
 
@@ -85,7 +86,7 @@ type CgroupJS struct {
 
 // CPUOf builds the CPU view of a cgroup.
 func CPUOf(c *inventory.Cgroup) CPUJSON {
-	j := CPUJSON{Weight: c.Stats.CPU.Weight, GuaranteedCores: c.GuaranteedCores, UsageCores: c.UsageCores, FairCores: c.FairCores, ThrottledPeriod: c.Stats.CPU.Throttled}
+	j := CPUJSON{Weight: c.Stats.CPU.Weight, GuaranteedCores: c.GuaranteedCores, UsageCores: c.UsageCores, FairCores: c.FairCores, DemandCores: c.DemandCores, ThrottledPeriod: c.Stats.CPU.Throttled}
 	j.QuotaCores = QuotaCores(c.Stats.CPU)
 	return j
 }

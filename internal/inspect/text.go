@@ -28,6 +28,7 @@ func short(s string) string {
 type row struct {
 	name, kind, who                         string
 	weight, quota, guaranteed, used, memory string
+	demand, fair                            string
 }
 
 // WriteText writes the human view: a header line, then the cgroup tree
@@ -43,9 +44,9 @@ func WriteText(w io.Writer, n *inventory.Node, hints []string) error {
 	if n.KubeRoot != nil {
 		kube = fmt.Sprintf("kubelet root %s, %s driver", n.KubeRoot.Path, n.Driver)
 	}
-	fmt.Fprintf(w, "node: %d CPUs, cgroup %s, %s, %d cgroups, %d pods\n", n.CPUs, ver, kube, n.Count, len(n.Pods))
+	fmt.Fprintf(w, "node: %s, cgroup %s, %s, %s, %s\n", plural(n.CPUs, "CPU"), ver, kube, plural(n.Count, "cgroup"), plural(len(n.Pods), "pod"))
 	if len(n.Errors) > 0 {
-		fmt.Fprintf(w, "warning: %d cgroup files could not be read; their figures show as ?\n", len(n.Errors))
+		fmt.Fprintf(w, "warning: %s could not be read; their figures show as ?\n", plural(len(n.Errors), "cgroup file"))
 	}
 	if n.KubeRoot == nil {
 		fmt.Fprintln(w, NoKubepods)
@@ -56,9 +57,17 @@ func WriteText(w io.Writer, n *inventory.Node, hints []string) error {
 	fmt.Fprintln(w)
 
 	podOf := map[*inventory.Cgroup]*inventory.Pod{}
+	type attached struct {
+		pod *inventory.Pod
+		ctr *inventory.Container
+	}
+	ctrOf := map[*inventory.Cgroup]attached{}
 	for _, p := range n.Pods {
 		if p.Cgroup != nil {
 			podOf[p.Cgroup] = p
+		}
+		for _, ct := range p.Containers {
+			ctrOf[ct.Cgroup] = attached{p, ct}
 		}
 	}
 	var rows []row
@@ -74,6 +83,15 @@ func WriteText(w io.Writer, n *inventory.Node, hints []string) error {
 		r := cgroupRow(c, branch+short(c.Name()))
 		if p := podOf[c]; p != nil && p.Name != "" {
 			r.who = p.Namespace + "/" + p.Name
+		}
+		// A container under its pod shows its name (blank when unknown,
+		// as for sandbox containers kubectl does not list); one away from
+		// its pod points at the pod, by name when known.
+		if a, ok := ctrOf[c]; ok {
+			r.who = a.ctr.Name
+			if a.ctr.Misplaced {
+				r.who = "→ " + podLabel(a.pod)
+			}
 		}
 		rows = append(rows, r)
 		kids := c.Children
@@ -101,22 +119,37 @@ func WriteText(w io.Writer, n *inventory.Node, hints []string) error {
 				b = childPrefix + "└─ "
 			}
 			r := cgroupRow(ct.Cgroup, b+MisplacedMarker+" "+short(ct.ID)+" at "+short(ct.Cgroup.Path))
-			r.kind = "container"
+			r.kind, r.who = "container", ct.Name
 			rows = append(rows, r)
 		}
 	}
 	visit(n.Root, "", true, 0)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "CGROUP\tKIND\tPOD\tWEIGHT\tQUOTA\tGUARANTEED\tCPU USED\tMEM WS\t")
+	// With a demand-aware fair share (inspect --demand), two more columns:
+	// what each cgroup wanted and what it should get under that demand.
+	withFair := n.Root.FairCores != nil
+	if withFair {
+		fmt.Fprintln(tw, "CGROUP\tKIND\tPOD\tWEIGHT\tQUOTA\tGUARANTEED\tCPU USED\tDEMAND\tFAIR\tMEM WS\t")
+	} else {
+		fmt.Fprintln(tw, "CGROUP\tKIND\tPOD\tWEIGHT\tQUOTA\tGUARANTEED\tCPU USED\tMEM WS\t")
+	}
 	for _, r := range rows {
+		if withFair {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.name, r.kind, r.who, r.weight, r.quota, r.guaranteed, r.used, r.demand, r.fair, r.memory)
+			continue
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.name, r.kind, r.who, r.weight, r.quota, r.guaranteed, r.used, r.memory)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	if len(n.Unattached) > 0 {
-		fmt.Fprintf(w, "\n%d cgroups look like containers or VM processes but name no known pod (give --pods to attach them):\n", len(n.Unattached))
+		verb := "look"
+		if len(n.Unattached) == 1 {
+			verb = "looks"
+		}
+		fmt.Fprintf(w, "\n%s %s like containers or VM processes but name no known pod (give --pods to attach them):\n", plural(len(n.Unattached), "cgroup"), verb)
 		for _, c := range n.Unattached {
 			fmt.Fprintf(w, "  %s (%s)\n", short(c.Path), c.Identity.Shape)
 		}
@@ -144,23 +177,48 @@ func cgroupRow(c *inventory.Cgroup, name string) row {
 	}
 	if w := c.Stats.CPU.Weight; w != nil {
 		r.weight = fmt.Sprint(*w)
-	} else if c.Path == "/" {
-		r.weight = "-"
+	} else if c.Parent == nil && c.Path == "/" {
+		r.weight = "-" // the root has no weight file: it competes with nothing
 	}
 	if q := QuotaCores(c.Stats.CPU); q != nil {
 		r.quota = "-"
 		if *q >= 0 {
 			r.quota = fmt.Sprintf("%.2f", *q)
 		}
+	} else if c.Parent == nil && c.Path == "/" {
+		r.quota = "-" // nor a quota file on v2
 	}
 	r.guaranteed = Cores(c.GuaranteedCores)
 	if c.UsageCores != nil {
 		r.used = fmt.Sprintf("%.3f", *c.UsageCores)
 	}
+	r.demand, r.fair = "?", "?"
+	if c.DemandCores != nil {
+		r.demand = Cores(*c.DemandCores)
+	}
+	if c.FairCores != nil {
+		r.fair = Cores(*c.FairCores)
+	}
 	if ws := c.Stats.Memory.WorkingSetBytes; ws != nil {
 		r.memory = Bytes(*ws)
 	}
 	return r
+}
+
+// plural writes "1 pod", "2 pods".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// podLabel names a pod for people: namespace/name when known, else its UID.
+func podLabel(p *inventory.Pod) string {
+	if p.Name != "" {
+		return p.Namespace + "/" + p.Name
+	}
+	return "pod " + p.UID
 }
 
 // Cores prints a CPU figure with enough digits to tell 0.002 from 0.

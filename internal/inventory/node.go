@@ -24,6 +24,9 @@ type Cgroup struct {
 	UsageCores *float64
 	// FairCores is the demand-aware fair share, when computed.
 	FairCores *float64
+	// DemandCores is the CPU the cgroup wanted over the interval (see
+	// FairShare), when computed.
+	DemandCores *float64
 }
 
 // Name is the last element of the path.

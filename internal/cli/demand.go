@@ -1,0 +1,78 @@
+package cli
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/cgwarden/cgwarden/internal/cgroupfs"
+	"github.com/cgwarden/cgwarden/internal/inventory"
+	"github.com/cgwarden/cgwarden/internal/metadata"
+)
+
+// ScanNodeDemand is ScanNode plus the demand-aware fair share: with each
+// of the two samples it reads the threads' run and wait times (from the
+// live host, or from the snapshot when it carries them; leaves without
+// them fall back to their usage) and fills Cgroup.DemandCores and
+// FairCores. With one sample there is no fair share.
+func ScanNodeDemand(o *Options, meta *metadata.Set, interval time.Duration) (*inventory.Node, error) {
+	if o.Snapshot != "" {
+		s, err := LoadSnapshot(o.Snapshot)
+		if err != nil {
+			return nil, err
+		}
+		var samples []Sample
+		for _, smp := range s.Samples {
+			samples = append(samples, Sample{smp.FS, smp.Time})
+		}
+		return demandSamples(samples, meta, nil)
+	}
+	host, err := cgroupfs.OpenHost(o.HostRoot)
+	if err != nil {
+		return nil, err
+	}
+	defer host.Close()
+	if interval <= 0 {
+		return LiveScan(host, meta, 0)
+	}
+	now := time.Now()
+	return demandSamples([]Sample{{host, now}, {host, time.Time{}}}, meta, func() time.Time {
+		time.Sleep(interval)
+		return time.Now()
+	})
+}
+
+// demandSamples scans each sample and reads its thread times; a zero
+// sample time is filled by wait (the live case sleeps there).
+func demandSamples(samples []Sample, meta *metadata.Set, wait func() time.Time) (*inventory.Node, error) {
+	var prev *inventory.Node
+	var prevTT *inventory.ThreadTimes
+	for _, s := range samples {
+		if s.Time.IsZero() && wait != nil {
+			s.Time = wait()
+		}
+		sc, err := inventory.Open(s.FS)
+		if err != nil {
+			return nil, fmt.Errorf("snapshot: %w", err)
+		}
+		sc.Meta = meta
+		n, err := sc.Scan(s.Time)
+		if err != nil {
+			return nil, err
+		}
+		at := s.Time
+		if wait != nil {
+			at = time.Now() // live: when the threads are read, not when the scan began
+		}
+		tt, errs := sc.ReadThreadTimes(n, at)
+		for _, e := range errs {
+			slog.Debug("thread times", "err", e)
+		}
+		if prev != nil {
+			inventory.Rate(prev, n)
+			inventory.FairShare(prevTT, tt, n, sc.Places.V2)
+		}
+		prev, prevTT = n, tt
+	}
+	return prev, nil
+}
