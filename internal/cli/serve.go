@@ -1,15 +1,167 @@
 package cli
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/cgwarden/cgwarden/internal/cgroupfs"
+	"github.com/cgwarden/cgwarden/internal/inventory"
+	"github.com/cgwarden/cgwarden/internal/metadata"
+	"github.com/cgwarden/cgwarden/internal/podsource"
+	"github.com/cgwarden/cgwarden/internal/serve"
 )
 
 func newServe(o *Options) *cobra.Command {
-	return &cobra.Command{
+	var (
+		listen      string
+		allowRemote bool
+		interval    = Duration(serve.DefaultInterval)
+		metaMode    string
+		criSocket   string
+		kubeconfig  string
+		nodeName    string
+	)
+	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "(not built yet)",
-		RunE:  func(*cobra.Command, []string) error { return errors.New("serve is not built yet") },
+		Short: "Serve pod and container CPU and memory from where the processes really are, in the kubelet's formats (/metrics/resource, /stats/summary) and as Prometheus metrics (/metrics)",
+		Long: `serve scans the node's cgroups once per --interval and serves the latest scan:
+  /metrics/resource  the kubelet's resource metrics (for metrics-server)
+  /stats/summary     the kubelet's Summary API (CPU and memory)
+  /metrics           cgwarden's own metrics
+  /healthz, /readyz  health; ready once the first scan completed
+Pod figures include containers a runtime put outside the pod's cgroup. With --snapshot it serves the snapshot's scan.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := serve.CheckListen(listen, allowRemote); err != nil {
+				return err
+			}
+			if interval <= 0 {
+				return fmt.Errorf("--interval must be above 0")
+			}
+			if nodeName == "" {
+				nodeName = os.Getenv("NODE_NAME")
+			}
+			if nodeName == "" {
+				nodeName, _ = os.Hostname()
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
+			defer stop()
+			log := slog.Default()
+
+			if o.Snapshot != "" && metaMode == podsource.Auto {
+				// A snapshot comes from another node: only a file can
+				// name its pods.
+				metaMode = podsource.None
+				if o.PodsFile != "" {
+					metaMode = podsource.File
+				}
+			}
+			lister, source, err := podsource.Open(ctx, podsource.Config{
+				Mode: metaMode, CRISocket: criSocket, HostRoot: o.HostRoot,
+				Kubeconfig: kubeconfig, NodeName: nodeName, PodsFile: o.PodsFile,
+			}, log)
+			if err != nil {
+				return err
+			}
+			cfg := serve.Config{NodeName: nodeName, Interval: time.Duration(interval), Logger: log}
+			if lister != nil {
+				cfg.Lister = lister
+			}
+			var srv *serve.Server
+			if o.Snapshot != "" {
+				srv = serve.New(cfg)
+				if err := feedSnapshot(ctx, srv, o.Snapshot, lister); err != nil {
+					return err
+				}
+			} else {
+				host, err := cgroupfs.OpenHost(o.HostRoot)
+				if err != nil {
+					return err
+				}
+				defer host.Close()
+				sc, err := inventory.Open(host)
+				if err != nil {
+					return err
+				}
+				cfg.Sampler = &serve.ScannerSampler{Scanner: sc}
+				srv = serve.New(cfg)
+				go srv.Run(ctx)
+			}
+
+			ln, err := net.Listen("tcp", listen)
+			if err != nil {
+				return err
+			}
+			hs := &http.Server{
+				Handler:           srv.Handler(),
+				ReadHeaderTimeout: 10 * time.Second,
+				ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+			}
+			log.Info("serving", "addr", ln.Addr().String(), "node", nodeName, "metadata", source, "interval", time.Duration(interval).String(), "snapshot", o.Snapshot)
+			errc := make(chan error, 1)
+			go func() { errc <- hs.Serve(ln) }()
+			select {
+			case err := <-errc:
+				return err
+			case <-ctx.Done():
+			}
+			log.Info("shutting down")
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		},
 	}
+	f := cmd.Flags()
+	f.StringVar(&listen, "listen", serve.DefaultListen, "address to serve on; beyond loopback needs --allow-remote")
+	f.BoolVar(&allowRemote, "allow-remote", false, "allow a --listen address reachable from other hosts (the endpoints are unauthenticated)")
+	f.Var(&interval, "interval", "time between two scans; every request reads the latest scan")
+	f.StringVar(&metaMode, "metadata", podsource.Auto, "where pod and container names come from: "+strings.Join(podsource.Modes, ", ")+" (auto: --pods if given, else the CRI socket, else the Kubernetes API)")
+	f.StringVar(&criSocket, "cri-socket", "", "CRI runtime socket (default: the first of "+strings.Join(podsource.DefaultCRISockets, ", ")+" that exists)")
+	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig for the Kubernetes metadata source (default: in-cluster config)")
+	f.StringVar(&nodeName, "node-name", "", "this node's name (default: $NODE_NAME, else the hostname)")
+	return cmd
+}
+
+// feedSnapshot serves a snapshot: its samples are fed in order, so a
+// two-sample snapshot gives rates; nothing is rescanned afterwards.
+func feedSnapshot(ctx context.Context, srv *serve.Server, name string, lister podsource.Lister) error {
+	snap, err := LoadSnapshot(name)
+	if err != nil {
+		return err
+	}
+	var meta *metadata.Set
+	if lister != nil {
+		pods, err := lister.Pods(ctx)
+		if err != nil {
+			slog.Warn("pod metadata unavailable; serving pods by UID", "err", err)
+		} else {
+			meta = metadata.NewSet(pods)
+		}
+	}
+	for _, smp := range snap.Samples {
+		sc, err := inventory.Open(smp.FS)
+		if err != nil {
+			return fmt.Errorf("snapshot: %w", err)
+		}
+		got, err := (&serve.ScannerSampler{Scanner: sc}).Sample(smp.Time, meta)
+		if err != nil {
+			return fmt.Errorf("snapshot: %w", err)
+		}
+		srv.Feed(got)
+	}
+	return nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cgwarden/cgwarden/internal/aggregate"
 	"github.com/cgwarden/cgwarden/internal/cgroupfs"
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/snapshot"
@@ -86,6 +87,11 @@ func scanOnce(fsys cgroupfs.FS, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	_, err = sc.Scan(now)
-	return err
+	if _, err = sc.Scan(now); err != nil {
+		return err
+	}
+	// serve reads the node's memory from /proc/meminfo on cgroup v2 (the
+	// root cgroup has no memory.current); record it so snapshots serve it.
+	_, _ = fsys.ReadFile(aggregate.MeminfoPath)
+	return nil
 }
