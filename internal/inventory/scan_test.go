@@ -13,6 +13,7 @@ import (
 
 	"github.com/cgwarden/cgwarden/internal/examples"
 	"github.com/cgwarden/cgwarden/internal/layout"
+	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/snapshot"
 )
 
@@ -397,5 +398,65 @@ func TestOpenErrors(t *testing.T) {
 		if _, err := Open(tc.fs); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
 		}
+	}
+}
+
+func TestAttachOutsideShapes(t *testing.T) {
+	// Shapes that name no pod UID are attached through metadata: Kata's
+	// kata_<sandbox id> beside the pod (by sandbox ID), NeonVM's
+	// /<pod>-vm-runner (by pod name), and a container-shaped cgroup outside
+	// kubepods (by container ID). Without metadata they stay unattached.
+	const (
+		uid = "0f3c4d2a-8b1e-4f6a-9c7d-2e5b8a1f0c3d"
+		sbx = "6a3f1e9b0c2d4e5f8a7b6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f"
+		cid = "c339025b3f0d9bec908636b49764fbca659636f54ad45c2eddd281049eb4df00"
+	)
+	m := memFS{
+		"/proc/self/mountinfo":                                                    "35 24 0:30 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n",
+		"/sys/devices/system/cpu/online":                                          "0-3\n",
+		"/sys/fs/cgroup/kubepods/besteffort/pod" + uid + "/cpu.weight":            "1\n",
+		"/sys/fs/cgroup/kubepods/besteffort/kata_" + sbx + "/cpu.weight":          "1\n",
+		"/sys/fs/cgroup/compute-quiet-river-vm-runner/cpu.weight":                 "100\n",
+		"/sys/fs/cgroup/system.slice/cri-containerd-" + cid + ".scope/cpu.weight": "100\n",
+	}
+	n := scanMem(t, m)
+	if n.Pod(uid) == nil || len(n.Pod(uid).Containers) != 0 || len(n.Unattached) != 3 {
+		t.Fatalf("without metadata: pod %+v, %d unattached (want 3): %v", n.Pod(uid), len(n.Unattached), n.Unattached)
+	}
+
+	sc, err := Open(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Meta = metadata.NewSet([]metadata.Pod{{
+		UID: uid, Name: "compute-quiet-river", Namespace: "default", QoS: layout.BestEffort, SandboxID: sbx,
+		Containers: []metadata.Container{{Name: "app", ID: cid}},
+	}})
+	n, err = sc.Scan(time.Unix(1, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := n.Pod(uid)
+	if p == nil || p.Name != "compute-quiet-river" || len(n.Unattached) != 0 {
+		t.Fatalf("pod %+v, unattached %v", p, n.Unattached)
+	}
+	got := map[string]*Container{}
+	for _, c := range p.Containers {
+		got[c.Cgroup.Path] = c
+	}
+	kata := got["/kubepods/besteffort/kata_"+sbx]
+	if kata == nil || !kata.Sandbox || !kata.Misplaced || kata.ID != sbx || kata.Runtime != "kata" {
+		t.Errorf("kata sandbox beside the pod: %+v", kata)
+	}
+	runner := got["/compute-quiet-river-vm-runner"]
+	if runner == nil || !runner.Misplaced || runner.Sandbox {
+		t.Errorf("VM runner: %+v", runner)
+	}
+	ctr := got["/system.slice/cri-containerd-"+cid+".scope"]
+	if ctr == nil || !ctr.Misplaced || ctr.Name != "app" || ctr.Runtime != "containerd" {
+		t.Errorf("container outside kubepods: %+v", ctr)
+	}
+	if len(p.Containers) != 3 {
+		t.Errorf("%d containers, want 3", len(p.Containers))
 	}
 }
