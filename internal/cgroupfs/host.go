@@ -1,13 +1,15 @@
 package cgroupfs
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -85,11 +87,16 @@ func (h *Host) ReadFile(p string) ([]byte, error) {
 	}
 	defer unix.Close(fd)
 	// cgroup files report a size of 4096 or 0 whatever they hold, so read
-	// until EOF into a buffer that grows.
-	buf := make([]byte, 0, 512)
+	// until EOF into a pooled buffer that grows, and return a copy of
+	// exactly what was read: a scan reads thousands of files, and one
+	// allocation each keeps the garbage collector out of its way.
+	bp := readBufs.Get().(*[]byte)
+	defer putReadBuf(bp)
+	buf := (*bp)[:0]
 	for {
 		if len(buf) == cap(buf) {
 			buf = slices.Grow(buf, cap(buf))
+			*bp = buf
 		}
 		n, err := unix.Read(fd, buf[len(buf):cap(buf)])
 		if err == unix.EINTR {
@@ -100,9 +107,19 @@ func (h *Host) ReadFile(p string) ([]byte, error) {
 			return nil, &fs.PathError{Op: "read", Path: p, Err: err}
 		}
 		if n == 0 {
-			return buf, nil
+			return append([]byte{}, buf...), nil
 		}
 		buf = buf[:len(buf)+n]
+	}
+}
+
+// readBufs holds the buffers ReadFile and ReadDirs read into.
+var readBufs = sync.Pool{New: func() any { b := make([]byte, 0, 8<<10); return &b }}
+
+// putReadBuf returns a buffer to the pool unless a huge file grew it.
+func putReadBuf(bp *[]byte) {
+	if cap(*bp) <= 1<<20 {
+		readBufs.Put(bp)
 	}
 }
 
@@ -114,21 +131,73 @@ func (h *Host) ReadDirs(p string) ([]string, error) {
 		h.readErrors.Add(1)
 		return nil, &fs.PathError{Op: "open", Path: p, Err: err}
 	}
-	f := os.NewFile(uintptr(fd), p)
-	defer f.Close()
-	ents, err := f.ReadDir(-1)
+	defer unix.Close(fd)
+	out, err := subdirs(fd)
 	if err != nil {
 		h.readErrors.Add(1)
-		return nil, &fs.PathError{Op: "readdir", Path: p, Err: errors.Unwrap(err)}
-	}
-	var out []string
-	for _, e := range ents {
-		if e.IsDir() {
-			out = append(out, e.Name())
-		}
+		return nil, &fs.PathError{Op: "readdir", Path: p, Err: err}
 	}
 	slices.Sort(out)
 	return out, nil
+}
+
+// subdirs lists the directories in the open directory fd with getdents64
+// into a pooled buffer, allocating only the names it returns: a cgroup
+// directory holds dozens of files and a scan lists every cgroup. An entry
+// whose type the filesystem does not report is looked up with fstatat
+// (without following it), as os.ReadDir does.
+func subdirs(fd int) ([]string, error) {
+	bp := readBufs.Get().(*[]byte)
+	defer putReadBuf(bp)
+	buf := (*bp)[:cap(*bp)]
+	var out []string
+	for {
+		n, err := unix.Getdents(fd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			return out, nil
+		}
+		// struct linux_dirent64 { u64 d_ino; s64 d_off; u16 d_reclen;
+		// u8 d_type; char d_name[]; }, d_name NUL-terminated and padded.
+		for off := 0; off < n; {
+			if off+19 > n {
+				return nil, errors.New("truncated directory entry")
+			}
+			reclen := int(binary.NativeEndian.Uint16(buf[off+16:]))
+			if reclen < 20 || off+reclen > n {
+				return nil, errors.New("malformed directory entry")
+			}
+			typ, name := buf[off+18], buf[off+19:off+reclen]
+			off += reclen
+			if i := bytes.IndexByte(name, 0); i >= 0 {
+				name = name[:i]
+			}
+			if string(name) == "." || string(name) == ".." {
+				continue
+			}
+			switch typ {
+			case unix.DT_DIR:
+				out = append(out, string(name))
+			case unix.DT_UNKNOWN:
+				var st unix.Stat_t
+				err := unix.Fstatat(fd, string(name), &st, unix.AT_SYMLINK_NOFOLLOW)
+				if err == unix.ENOENT {
+					continue // removed since it was listed
+				}
+				if err != nil {
+					return nil, err
+				}
+				if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+					out = append(out, string(name))
+				}
+			}
+		}
+	}
 }
 
 // WriteFile writes data to an existing file in one write(2), as the cgroup
@@ -262,7 +331,9 @@ func relative(p string) (string, error) {
 	if !path.IsAbs(p) {
 		return "", fmt.Errorf("not an absolute path")
 	}
-	for _, part := range strings.Split(p, "/") {
+	for rest := p; rest != ""; {
+		var part string
+		part, rest, _ = strings.Cut(rest, "/")
 		if part == ".." {
 			return "", fmt.Errorf("path climbs with ..")
 		}

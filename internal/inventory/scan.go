@@ -130,7 +130,7 @@ func (s *Scanner) Scan(now time.Time) (*Node, error) {
 
 func (s *Scanner) walk(n *Node, r stats.Reader, c *Cgroup, depth int, isBase bool) error {
 	n.Count++
-	names, err := s.FS.ReadDirs(path.Join(n.Tree, c.Path))
+	names, err := s.FS.ReadDirs(joinClean(n.Tree, c.Path))
 	if err != nil {
 		if isBase {
 			return fmt.Errorf("listing the cgroup tree: %w", err)
@@ -152,7 +152,7 @@ func (s *Scanner) walk(n *Node, r stats.Reader, c *Cgroup, depth int, isBase boo
 	}
 	c.Children = make([]*Cgroup, 0, len(names))
 	for _, name := range names {
-		ch := &Cgroup{Path: path.Join(c.Path, name), Identity: layout.Child(c.Identity, name), Parent: c}
+		ch := &Cgroup{Path: joinClean(c.Path, name), Identity: layout.Child(c.Identity, name), Parent: c}
 		if ch.Identity.Kind == layout.KubeRoot && n.KubeRoot == nil {
 			n.KubeRoot, n.Driver = ch, ch.Identity.Driver
 		} else if ch.Identity.Kind == layout.KubeRoot {
@@ -165,6 +165,29 @@ func (s *Scanner) walk(n *Node, r stats.Reader, c *Cgroup, depth int, isBase boo
 		}
 	}
 	return nil
+}
+
+// joinClean is path.Join(dir, rel) for the walk's paths. When dir is a
+// clean absolute path other than "/" and rel a clean path or a plain name,
+// it is one concatenation: path.Join allocates three or four times for
+// the "//" it makes and cleans, for each of the thousands of cgroups of a
+// scan.
+func joinClean(dir, rel string) string {
+	if !path.IsAbs(dir) || path.Clean(dir) != dir || rel == "" || rel == "." || rel == ".." || path.Clean(rel) != rel ||
+		strings.HasPrefix(rel, "../") {
+		return path.Join(dir, rel)
+	}
+	switch {
+	case rel == "/":
+		return dir
+	case dir == "/" && rel[0] == '/':
+		return rel
+	case dir == "/":
+		return "/" + rel
+	case rel[0] == '/':
+		return dir + rel
+	}
+	return dir + "/" + rel
 }
 
 // assemble groups pod and container cgroups into pods.

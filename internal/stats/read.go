@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"math"
 	"path"
+	"strings"
 
 	"github.com/cgwarden/cgwarden/internal/cgroupfs"
 	"github.com/cgwarden/cgwarden/internal/mounts"
@@ -82,7 +83,7 @@ func (x *reading) file(mount, name string) (string, bool) {
 	if mount == "" {
 		return "", false // controller not mounted: unknown, not an error
 	}
-	p := path.Join(mount, x.cgroup, name)
+	p := filePath(mount, x.cgroup, name)
 	b, err := x.r.FS.ReadFile(p)
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
@@ -92,6 +93,21 @@ func (x *reading) file(mount, name string) (string, bool) {
 	}
 	x.found++
 	return string(b), true
+}
+
+// filePath is path.Join(mount, cgroup, name). The common case (a clean
+// mount point, a clean absolute cgroup path, a plain file name) is one
+// concatenation: path.Join would allocate three or four times for the
+// "//" it makes and cleans, on each of the thousands of files of a scan.
+func filePath(mount, cgroup, name string) string {
+	if mount == "/" || !path.IsAbs(mount) || path.Clean(mount) != mount || !path.IsAbs(cgroup) || path.Clean(cgroup) != cgroup ||
+		name == "" || name == "." || name == ".." || strings.Contains(name, "/") {
+		return path.Join(mount, cgroup, name)
+	}
+	if cgroup == "/" {
+		return mount + "/" + name
+	}
+	return mount + cgroup + "/" + name
 }
 
 func (x *reading) fail(mount, name string, err error) {

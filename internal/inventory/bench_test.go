@@ -1,0 +1,335 @@
+package inventory_test
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cgwarden/cgwarden/internal/cgroupfs"
+	"github.com/cgwarden/cgwarden/internal/inventory"
+	"github.com/cgwarden/cgwarden/internal/realtest"
+)
+
+// Benchmarks on the live kernel (docs/benchmarks.md has the commands and
+// figures). They build a kubelet tree with the systemd driver's names in a
+// scratch cgroup: pods spread over the three QoS classes, four container
+// cgroups each, all empty (an empty cgroup has every file a busy one has).
+// Building it is slow (a v1 memory cgroup takes milliseconds to create), so
+// each benchmark function builds its tree once and runs its sub-benchmarks
+// on it.
+
+const containersPerPod = 4
+
+// benchTree creates pods×4 container cgroups in s and returns how many
+// cgroups it made (including the kubepods root and tiers).
+func benchTree(b *testing.B, s *realtest.Scratch, containers int) int {
+	b.Helper()
+	start := time.Now()
+	var rels []string
+	add := func(rel string) { rels = append(rels, rel) }
+	add("kubepods.slice")
+	add("kubepods.slice/kubepods-burstable.slice")
+	add("kubepods.slice/kubepods-besteffort.slice")
+	for p := 0; p < containers/containersPerPod; p++ {
+		uid := fmt.Sprintf("%08x_%04x_%04x_%04x_%012x", p, p%0x10000, 0x4000, 0x8000, p)
+		var pod string
+		switch p % 3 {
+		case 0:
+			pod = "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + uid + ".slice"
+		case 1:
+			pod = "kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + uid + ".slice"
+		default:
+			pod = "kubepods.slice/kubepods-pod" + uid + ".slice"
+		}
+		add(pod)
+		for c := 0; c < containersPerPod; c++ {
+			add(fmt.Sprintf("%s/cri-containerd-%056x%08x.scope", pod, p, c))
+		}
+	}
+	// s.Mkdir creates in one hierarchy after another, one directory at a
+	// time; the hierarchies are independent, so make them concurrently.
+	mkdirAll(b, s, rels)
+	b.Logf("built %d cgroups (%d containers) in each of %d hierarchies in %s", len(rels), containers, len(s.Points), time.Since(start).Round(time.Millisecond))
+	return len(rels)
+}
+
+// mkdirAll creates rels (parents first) beneath the scratch in every
+// hierarchy, one goroutine per hierarchy, and registers their removal
+// (children first), which runs before the scratch's own cleanup.
+func mkdirAll(b *testing.B, s *realtest.Scratch, rels []string) {
+	if s.V2() {
+		// v2 needs the controllers enabled in every parent, as a runtime
+		// does; s.Mkdir does that.
+		for _, r := range rels {
+			s.Mkdir(r)
+		}
+		return
+	}
+	var mu sync.Mutex
+	made := map[string][]string{}
+	b.Cleanup(func() {
+		var wg sync.WaitGroup
+		for _, pt := range s.Points {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				dirs := made[pt]
+				for i := len(dirs) - 1; i >= 0; i-- {
+					if err := s.Host.Rmdir(dirs[i]); err != nil && !errors.Is(err, fs.ErrNotExist) {
+						b.Errorf("bench cleanup: %v", err)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+	})
+	var wg sync.WaitGroup
+	errs := make(chan error, len(s.Points))
+	for _, pt := range s.Points {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, r := range rels {
+				d := path.Join(pt, s.Name, r)
+				if err := s.Host.Mkdir(d); err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				made[pt] = append(made[pt], d)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		b.Fatalf("bench mkdir: %v", err)
+	}
+}
+
+// recordingFS notes every path a scan reads, in order, and whether the read
+// succeeded: the floor reads exactly the successful ones.
+type recordingFS struct {
+	fs           cgroupfs.FS
+	files, dirs  []string
+	failedReads  int
+	failedListed int
+}
+
+func (r *recordingFS) ReadFile(p string) ([]byte, error) {
+	b, err := r.fs.ReadFile(p)
+	if err != nil {
+		r.failedReads++
+	} else {
+		r.files = append(r.files, p)
+	}
+	return b, err
+}
+
+func (r *recordingFS) ReadDirs(p string) ([]string, error) {
+	names, err := r.fs.ReadDirs(p)
+	if err != nil {
+		r.failedListed++
+	} else {
+		r.dirs = append(r.dirs, p)
+	}
+	return names, err
+}
+
+// floorRead reads every file with open/read/close into one reused buffer
+// and lists every directory with open/getdents/close, parsing nothing: the
+// least any scanner must do to see the same bytes.
+func floorRead(b *testing.B, files, dirs []string, buf []byte) {
+	for _, d := range dirs {
+		fd, err := unix.Open(d, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for {
+			n, err := unix.Getdents(fd, buf)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if n == 0 {
+				break
+			}
+		}
+		unix.Close(fd)
+	}
+	for _, f := range files {
+		fd, err := unix.Open(f, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for {
+			n, err := unix.Read(fd, buf)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if n == 0 {
+				break
+			}
+		}
+		unix.Close(fd)
+	}
+}
+
+// BenchmarkScan measures the steady-state full scan of a scratch tree (the
+// agent's repeated Scan with one Scanner) against the floor of reading the
+// same files and listing the same directories in the same run. The scan's
+// sub-benchmark reports its ratio to the floor as x-floor.
+func BenchmarkScan(b *testing.B) {
+	for _, containers := range []int{100, 1000, 5000} {
+		b.Run(fmt.Sprintf("containers=%d", containers), func(b *testing.B) {
+			s := realtest.NewScratch(b)
+			cgroups := benchTree(b, s, containers)
+			sc, err := inventory.Open(s.Host)
+			if err != nil {
+				b.Fatal(err)
+			}
+			sc.Base = s.Name
+			rec := &recordingFS{fs: s.Host}
+			sc.FS = rec
+			n, err := sc.Scan(time.Now())
+			if err != nil {
+				b.Fatal(err)
+			}
+			sc.FS = s.Host
+			if got := len(n.Pods); got != containers/containersPerPod {
+				b.Fatalf("scan found %d pods, want %d", got, containers/containersPerPod)
+			}
+			if len(n.Errors) > 0 {
+				b.Fatalf("scan errors: %v", n.Errors[0])
+			}
+			b.Logf("%d cgroups walked; a scan reads %d files and lists %d directories (%d reads and %d listings failed)",
+				n.Count, len(rec.files), len(rec.dirs), rec.failedReads, rec.failedListed)
+			if n.Count != cgroups+1 {
+				b.Fatalf("walked %d cgroups, built %d", n.Count, cgroups)
+			}
+
+			buf := make([]byte, 64<<10)
+			var floorNs float64
+			b.Run("floor", func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					floorRead(b, rec.files, rec.dirs, buf)
+				}
+				floorNs = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+				b.ReportMetric(float64(len(rec.files)+len(rec.dirs)), "reads/op")
+			})
+			b.Run("scan", func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := sc.Scan(time.Now()); err != nil {
+						b.Fatal(err)
+					}
+				}
+				ns := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+				if floorNs > 0 {
+					b.ReportMetric(ns/floorNs, "x-floor")
+				}
+				b.ReportMetric(ns/float64(cgroups+1), "ns/cgroup")
+			})
+		})
+	}
+}
+
+// BenchmarkPeakRSS builds 1,000 container cgroups, builds the cgwarden
+// binary and runs `cgwarden inspect -o json` (two scans one --interval
+// apart, as a user runs it) on the live host, whose tree then holds the
+// scratch's kubepods.slice. It reports the child's peak RSS (ru_maxrss, the
+// figure /usr/bin/time -v prints as "Maximum resident set size").
+func BenchmarkPeakRSS(b *testing.B) {
+	s := realtest.NewScratch(b)
+	benchTree(b, s, 1000)
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	bin := filepath.Join(b.TempDir(), "cgwarden")
+	build := exec.Command(gobin, "build", "-o", bin, "github.com/cgwarden/cgwarden/cmd/cgwarden")
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Skipf("cannot build cgwarden (needs the Go toolchain): %v\n%s", err, out)
+	}
+	for _, args := range [][]string{
+		{"inspect", "-o", "json"},
+		{"inspect"},
+		{"inspect", "-o", "json", "--interval", "0"},
+	} {
+		b.Run(strings.Join(args, "_"), func(b *testing.B) {
+			var peak int64
+			var out strings.Builder
+			for b.Loop() {
+				out.Reset()
+				cmd := exec.Command(bin, args...)
+				cmd.Stdout, cmd.Stderr = &out, os.Stderr
+				if err := cmd.Run(); err != nil {
+					b.Fatalf("cgwarden %s: %v", strings.Join(args, " "), err)
+				}
+				ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+				peak = max(peak, ru.Maxrss) // KiB on Linux
+			}
+			if !strings.Contains(out.String(), strings.TrimPrefix(s.Name, "/")) {
+				b.Fatalf("cgwarden %s did not show the scratch tree %s", strings.Join(args, " "), s.Name)
+			}
+			b.ReportMetric(float64(peak)/1024, "peak-RSS-MiB")
+			b.ReportMetric(float64(out.Len()), "output-bytes")
+		})
+	}
+}
+
+// BenchmarkFloorByFile splits the floor of a 1,000-container scan by file
+// name: what the kernel charges for producing each kind of file, over all
+// the cgroups that have it. It shows where a scan's time goes when the
+// floor dominates.
+func BenchmarkFloorByFile(b *testing.B) {
+	s := realtest.NewScratch(b)
+	benchTree(b, s, 1000)
+	sc, err := inventory.Open(s.Host)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sc.Base = s.Name
+	rec := &recordingFS{fs: s.Host}
+	sc.FS = rec
+	if _, err := sc.Scan(time.Now()); err != nil {
+		b.Fatal(err)
+	}
+	byName := map[string][]string{}
+	var names []string
+	for _, f := range rec.files {
+		n := path.Base(f)
+		if byName[n] == nil {
+			names = append(names, n)
+		}
+		byName[n] = append(byName[n], f)
+	}
+	buf := make([]byte, 64<<10)
+	b.Run("directories", func(b *testing.B) {
+		for b.Loop() {
+			floorRead(b, nil, rec.dirs, buf)
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(rec.dirs)), "ns/read")
+	})
+	for _, n := range names {
+		b.Run(n, func(b *testing.B) {
+			for b.Loop() {
+				floorRead(b, byName[n], nil, buf)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(byName[n])), "ns/read")
+		})
+	}
+}
