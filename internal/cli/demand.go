@@ -36,20 +36,31 @@ func ScanNodeDemand(o *Options, meta *metadata.Set, interval time.Duration) (*in
 		return LiveScan(host, meta, 0)
 	}
 	now := time.Now()
-	return demandSamples([]Sample{{host, now}, {host, time.Time{}}}, meta, func() time.Time {
-		time.Sleep(interval)
+	return demandSamples([]Sample{{host, now}, {host, time.Time{}}}, meta, func(sc *inventory.Scanner, tt *inventory.ThreadTimes, rs *inventory.RunnableSamples) time.Time {
+		// Look at the threads' states ten times during the interval.
+		for i := 0; i < runnableLooks; i++ {
+			time.Sleep(interval / runnableLooks)
+			sc.SampleRunnable(tt, rs)
+		}
 		return time.Now()
 	})
 }
 
+// runnableLooks is how many times the threads' states are looked at
+// during a live interval.
+const runnableLooks = 10
+
 // demandSamples scans each sample and reads its thread times; a zero
-// sample time is filled by wait (the live case sleeps there).
-func demandSamples(samples []Sample, meta *metadata.Set, wait func() time.Time) (*inventory.Node, error) {
+// sample time is filled by wait (the live case sleeps there, looking at
+// the threads' states).
+func demandSamples(samples []Sample, meta *metadata.Set, wait func(*inventory.Scanner, *inventory.ThreadTimes, *inventory.RunnableSamples) time.Time) (*inventory.Node, error) {
 	var prev *inventory.Node
 	var prevTT *inventory.ThreadTimes
+	var prevSc *inventory.Scanner
+	rs := &inventory.RunnableSamples{}
 	for _, s := range samples {
 		if s.Time.IsZero() && wait != nil {
-			s.Time = wait()
+			s.Time = wait(prevSc, prevTT, rs)
 		}
 		sc, err := inventory.Open(s.FS)
 		if err != nil {
@@ -70,9 +81,9 @@ func demandSamples(samples []Sample, meta *metadata.Set, wait func() time.Time) 
 		}
 		if prev != nil {
 			inventory.Rate(prev, n)
-			inventory.FairShare(prevTT, tt, n, sc.Places.V2)
+			inventory.FairShare(prevTT, tt, n, sc.Places.V2, rs)
 		}
-		prev, prevTT = n, tt
+		prev, prevTT, prevSc = n, tt, sc
 	}
 	return prev, nil
 }

@@ -89,6 +89,52 @@ func (s *Scanner) ReadThreadTimes(n *Node, now time.Time) (*ThreadTimes, []error
 	return tt, errs
 }
 
+// RunnableSamples counts, for each thread, how many times it was found
+// runnable (state R in /proc/<tid>/task/<tid>/stat) among Samples looks
+// taken during the interval.
+//
+// Why both this and run + wait: the kernel adds a thread's run-queue wait
+// to its schedstat only when the thread is picked to run. A thread that is
+// starved — runnable the whole interval and never picked, as a BestEffort
+// VM's vCPU beside busy Burstable pods is (weight 2 against 32076 gives it
+// one slice every tens of seconds) — shows no wait at all in schedstat.
+// Sampling its state sees it runnable every time.
+type RunnableSamples struct {
+	Samples  int
+	Runnable map[int]int
+}
+
+// SampleRunnable looks once at the state of every thread of tt and counts
+// the runnable ones into rs. Threads that have exited are skipped.
+func (s *Scanner) SampleRunnable(tt *ThreadTimes, rs *RunnableSamples) {
+	if rs.Runnable == nil {
+		rs.Runnable = map[int]int{}
+	}
+	rs.Samples++
+	for _, m := range tt.ByCgroup {
+		for tid := range m {
+			b, err := s.FS.ReadFile(fmt.Sprintf("/proc/%d/task/%d/stat", tid, tid))
+			if err != nil {
+				continue
+			}
+			if st, err := ParseProcState(string(b)); err == nil && st == 'R' {
+				rs.Runnable[tid]++
+			}
+		}
+	}
+}
+
+// ParseProcState returns the state letter of a /proc/<pid>/stat line (the
+// first field after the parenthesised command, which may hold spaces and
+// parentheses itself).
+func ParseProcState(text string) (byte, error) {
+	i := strings.LastIndexByte(text, ')')
+	if i < 0 || i+2 >= len(text) || text[i+1] != ' ' {
+		return 0, fmt.Errorf("stat: no state after the command in %q", clipText(text))
+	}
+	return text[i+2], nil
+}
+
 // ParseSchedstat reads /proc/<pid>/task/<tid>/schedstat ("<run ns> <wait
 // ns> <timeslices>") and returns run + wait.
 func ParseSchedstat(text string) (uint64, error) {
@@ -114,6 +160,10 @@ func clipText(s string) string {
 	return s
 }
 
+// minRunnableSamples is the fewest state looks that say anything about a
+// thread's runnable fraction.
+const minRunnableSamples = 5
+
 // FairShare fills DemandCores and FairCores of every cgroup of cur from
 // two thread readings interval apart (prev taken with the scan before cur,
 // both of the same tree), by hierarchical water-filling
@@ -121,7 +171,10 @@ func clipText(s string) string {
 //
 // A thread's demand is its runnable time over the interval divided by the
 // interval, at most 1 core (a thread runs on one CPU at a time); a thread
-// born during the interval counts from 0. A leaf cgroup's demand is the
+// born during the interval counts from 0. When rs holds enough state
+// samples taken during the interval, a thread's demand is at least the
+// fraction of them that found it runnable (see RunnableSamples: this is
+// what catches a fully starved thread). A leaf cgroup's demand is the
 // sum of its threads'; when its thread list is unknown (a snapshot taken
 // without it) its measured usage stands in — a lower bound, right for
 // cgroups that are not starved. A cgroup with neither is assumed busy
@@ -129,7 +182,7 @@ func clipText(s string) string {
 // a non-leaf cgroup compete with its children at weight 1024 each, with
 // their own demands. Every group's demand is capped by its CFS quota.
 // Weights are the raw weight files; unknown weights count at the default.
-func FairShare(prev, cur *ThreadTimes, n *Node, v2 bool) {
+func FairShare(prev, cur *ThreadTimes, n *Node, v2 bool, rs *RunnableSamples) {
 	if prev == nil || cur == nil || n == nil || n.Root == nil {
 		return
 	}
@@ -154,7 +207,11 @@ func FairShare(prev, cur *ThreadTimes, n *Node, v2 bool) {
 			if v < b {
 				b = 0 // tid reused by a new thread
 			}
-			out = append(out, math.Min(1, float64(v-b)/1e9/dt))
+			d := float64(v-b) / 1e9 / dt
+			if rs != nil && rs.Samples >= minRunnableSamples {
+				d = math.Max(d, float64(rs.Runnable[tid])/float64(rs.Samples))
+			}
+			out = append(out, math.Min(1, d))
 		}
 		return out, true
 	}

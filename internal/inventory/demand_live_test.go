@@ -75,7 +75,7 @@ func TestFairShareMatchesTheKernel(t *testing.T) {
 	n2, tt2 := sample()
 	inventory.Rate(n1, n2)
 	n2.CPUs = 1 // every burner is pinned to CPU 0: the capacity they share is one core
-	inventory.FairShare(tt1, tt2, n2, s.V2())
+	inventory.FairShare(tt1, tt2, n2, s.V2(), nil)
 
 	var predSum, usedSum float64
 	pred, used := map[string]float64{}, map[string]float64{}
