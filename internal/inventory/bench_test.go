@@ -8,7 +8,9 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -247,48 +249,84 @@ func BenchmarkScan(b *testing.B) {
 	}
 }
 
-// BenchmarkPeakRSS builds 1,000 container cgroups, builds the cgwarden
-// binary and runs `cgwarden inspect -o json` (two scans one --interval
-// apart, as a user runs it) on the live host, whose tree then holds the
-// scratch's kubepods.slice. It reports the child's peak RSS (ru_maxrss, the
-// figure /usr/bin/time -v prints as "Maximum resident set size").
+// BenchmarkPeakRSS builds 1,000 container cgroups and runs whole processes
+// on the live host, whose tree then holds the scratch's kubepods.slice,
+// reporting each child's peak RSS (ru_maxrss, the figure /usr/bin/time -v
+// prints as "Maximum resident set size"):
+//   - the cgwarden binary, built as `go build` does by default and stripped
+//     (-ldflags=-s -w, as a release is built): `--help` (what the binary
+//     costs before it reads anything), `inspect -o json` (two scans one
+//     --interval apart, as a user runs it), `inspect` (text) and
+//     `inspect -o json --interval 0` (one scan);
+//   - this test binary re-executed as a scan-only process: Open, two scans
+//     of the scratch and Rate, nothing else linked in but the test
+//     framework — the scan's own share.
 func BenchmarkPeakRSS(b *testing.B) {
 	s := realtest.NewScratch(b)
-	benchTree(b, s, 1000)
+	cgroups := benchTree(b, s, 1000)
 	gobin, err := exec.LookPath("go")
 	if err != nil {
 		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
 	}
-	bin := filepath.Join(b.TempDir(), "cgwarden")
-	build := exec.Command(gobin, "build", "-o", bin, "github.com/cgwarden/cgwarden/cmd/cgwarden")
-	if out, err := build.CombinedOutput(); err != nil {
-		b.Skipf("cannot build cgwarden (needs the Go toolchain): %v\n%s", err, out)
+	exe, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
 	}
-	for _, args := range [][]string{
-		{"inspect", "-o", "json"},
-		{"inspect"},
-		{"inspect", "-o", "json", "--interval", "0"},
-	} {
-		b.Run(strings.Join(args, "_"), func(b *testing.B) {
-			var peak int64
-			var out strings.Builder
-			for b.Loop() {
-				out.Reset()
-				cmd := exec.Command(bin, args...)
-				cmd.Stdout, cmd.Stderr = &out, os.Stderr
-				if err := cmd.Run(); err != nil {
-					b.Fatalf("cgwarden %s: %v", strings.Join(args, " "), err)
-				}
-				ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-				peak = max(peak, ru.Maxrss) // KiB on Linux
+	b.Run("scan-only", func(b *testing.B) {
+		peakRSS(b, exe, []string{"-test.run=^$"}, []string{helperEnv + "=scan", scanBaseEnv + "=" + s.Name}, cgroups)
+	})
+	for _, build := range []struct{ name, ldflags string }{{"default", ""}, {"stripped", "-s -w"}} {
+		bin := filepath.Join(b.TempDir(), "cgwarden")
+		cmd := exec.Command(gobin, "build", "-ldflags="+build.ldflags, "-o", bin, "github.com/cgwarden/cgwarden/cmd/cgwarden")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Skipf("cannot build cgwarden (needs the Go toolchain): %v\n%s", err, out)
+		}
+		for _, args := range [][]string{
+			{"--help"},
+			{"inspect", "-o", "json"},
+			{"inspect"},
+			{"inspect", "-o", "json", "--interval", "0"},
+		} {
+			want := cgroups // the host's whole tree holds the scratch's
+			if args[0] == "--help" {
+				want = 0
 			}
-			if !strings.Contains(out.String(), strings.TrimPrefix(s.Name, "/")) {
-				b.Fatalf("cgwarden %s did not show the scratch tree %s", strings.Join(args, " "), s.Name)
-			}
-			b.ReportMetric(float64(peak)/1024, "peak-RSS-MiB")
-			b.ReportMetric(float64(out.Len()), "output-bytes")
-		})
+			b.Run(build.name+"/"+strings.Join(args, "_"), func(b *testing.B) {
+				peakRSS(b, bin, args, nil, want)
+			})
+		}
 	}
+}
+
+// cgroupCount finds the number of cgroups walked in inspect's text or JSON
+// output or the scan-only helper's line.
+var cgroupCount = regexp.MustCompile(`(\d+) cgroups|"cgroups": (\d+)`)
+
+// peakRSS runs bin with args (and env added) b.N times and reports the
+// highest ru_maxrss; the output must show at least atLeast cgroups walked.
+func peakRSS(b *testing.B, bin string, args, env []string, atLeast int) {
+	var peak int64
+	var out strings.Builder
+	for b.Loop() {
+		out.Reset()
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), env...)
+		cmd.Stdout, cmd.Stderr = &out, os.Stderr
+		if err := cmd.Run(); err != nil {
+			b.Fatalf("%s %s: %v", bin, strings.Join(args, " "), err)
+		}
+		peak = max(peak, cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss) // KiB on Linux
+	}
+	if atLeast > 0 {
+		m := cgroupCount.FindStringSubmatch(out.String())
+		if m == nil {
+			b.Fatalf("%s %s: no cgroup count in its output:\n%.2000s", bin, strings.Join(args, " "), out.String())
+		}
+		if n, _ := strconv.Atoi(m[1] + m[2]); n < atLeast {
+			b.Fatalf("%s %s walked %d cgroups, want at least %d", bin, strings.Join(args, " "), n, atLeast)
+		}
+	}
+	b.ReportMetric(float64(peak)/1024, "peak-RSS-MiB")
 }
 
 // BenchmarkFloorByFile splits the floor of a 1,000-container scan by file

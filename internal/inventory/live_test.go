@@ -10,9 +10,11 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/cgwarden/cgwarden/internal/cgroupfs"
 	"github.com/cgwarden/cgwarden/internal/fairness"
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/layout"
@@ -35,10 +37,47 @@ const helperEnv = "CGWARDEN_INVENTORY_TEST_HELPER"
 // memoryUserBytes is what the memory user allocates and touches.
 const memoryUserBytes = 64 << 20
 
+// scanBaseEnv names the cgroup the "scan" helper scans.
+const scanBaseEnv = "CGWARDEN_INVENTORY_TEST_SCAN_BASE"
+
 func init() {
-	if os.Getenv(helperEnv) == "memory" {
+	switch os.Getenv(helperEnv) {
+	case "memory":
 		holdMemory(memoryUserBytes)
+	case "scan":
+		os.Exit(scanOnly(os.Getenv(scanBaseEnv)))
 	}
+}
+
+// scanOnly is a process that does what inspect does to the tree and no
+// more (BenchmarkPeakRSS measures it): two scans of base a second apart and
+// the rates. It prints the number of cgroups walked.
+func scanOnly(base string) int {
+	h, err := cgroupfs.OpenHost("/")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	sc, err := inventory.Open(h)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	sc.Base = base
+	first, err := sc.Scan(time.Now())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	time.Sleep(time.Second)
+	n, err := sc.Scan(time.Now())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	inventory.Rate(first, n)
+	fmt.Printf("%s: %d cgroups, %d pods\n", base, n.Count, len(n.Pods))
+	return 0
 }
 
 // holdMemory touches n bytes of anonymous memory, so that they are
@@ -173,18 +212,16 @@ func TestLiveSystemd(t *testing.T)  { testLive(t, layout.Systemd) }
 
 // The burners are watched between the two scans for at least minWindow,
 // and longer (up to maxWindow) until each has consumed minBurn CPU
-// seconds: /proc counts in 10 ms ticks and each scan takes some
-// milliseconds (hundreds in an emulated guest) during which a sample's
-// instant is only bracketed, so 1 s keeps both well under the 10%
-// tolerance. A BestEffort burner is starved by anything else running on
+// seconds: /proc counts in 10 ms ticks, so 1 s keeps its rounding well
+// under the 10% tolerance. A BestEffort burner is starved by anything else running on
 // its CPU (that is the weight of 2 at work), so on a busy machine the
 // window widens rather than the tolerance.
 const (
 	minWindow = 3 * time.Second
-	maxWindow = 60 * time.Second
+	maxWindow = 40 * time.Second
 	minBurn   = 1.0
-	// tickSlack covers /proc's truncation to 10 ms ticks (twice) and the
-	// up-to-a-tick lag of the running task's accounting.
+	// tickSlack covers /proc's truncation to 10 ms ticks, in each of the
+	// four samples a comparison uses.
 	tickSlack = 0.03
 )
 
@@ -256,30 +293,24 @@ func testLive(t *testing.T, d layout.Driver) {
 	}
 	sc.Base = s.Name
 
-	// /proc is sampled right before and right after each scan, so the
-	// instant the scan read a cgroup's usage is bracketed.
-	before1 := procSample(t, pids)
-	first, err := sc.Scan(time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	after1 := procSample(t, pids)
-	// A scan that takes long (an emulated guest on a busy host) widens the
-	// brackets; scan again later until they are narrow beside what was
-	// consumed, so the window widens instead of the tolerance.
-	var n *inventory.Node
-	var before2, after2 map[string]float64
-	for {
-		waitBurned(t, pids, after1, first.Time)
-		before2 = procSample(t, pids)
-		if n, err = sc.Scan(time.Now()); err != nil {
+	// The burners are stopped (SIGSTOP) while a scan reads them, with
+	// /proc sampled right before and right after: both accountings then
+	// stand still, so /proc's figures are what the scan's instant saw,
+	// however long the scan takes (an emulated guest on a busy host can
+	// take a second), and the brackets checked below are exact.
+	frozenScan := func() (before map[string]float64, n *inventory.Node, after map[string]float64) {
+		freeze(t, pids)
+		defer thaw(t, pids)
+		before = procSample(t, pids)
+		n, err := sc.Scan(time.Now())
+		if err != nil {
 			t.Fatal(err)
 		}
-		after2 = procSample(t, pids)
-		if narrow(before1, after1, before2, after2) || time.Since(first.Time) > maxWindow {
-			break
-		}
+		return before, n, procSample(t, pids)
 	}
+	before1, first, after1 := frozenScan()
+	waitBurned(t, pids, after1, first.Time)
+	before2, n, after2 := frozenScan()
 	inventory.Rate(first, n)
 	dt := n.Time.Sub(first.Time).Seconds()
 
@@ -446,18 +477,42 @@ func guaranteeOf(lt liveTree, rel string, weights map[string]uint64, cpus float6
 	return g
 }
 
-// narrow reports whether, for every burner, the uncertainty of the two
-// scans' instants (what it consumed while each scan ran) is under a tenth
-// of what it consumed between them.
-func narrow(before1, after1, before2, after2 map[string]float64) bool {
-	for rel := range before1 {
-		width := after2[rel] - before2[rel] + after1[rel] - before1[rel]
-		mid := (before2[rel] + after2[rel] - before1[rel] - after1[rel]) / 2
-		if width > 0.1*mid {
-			return false
+// freeze stops every burner and waits until each is stopped, so that its
+// CPU accounting stands still.
+func freeze(t *testing.T, pids map[string]int) {
+	t.Helper()
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+			t.Fatalf("stop %d: %v", pid, err)
 		}
 	}
-	return true
+	deadline := time.Now().Add(time.Minute)
+	for _, pid := range pids {
+		for {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The state follows the ")" that ends the command name.
+			if i := strings.LastIndexByte(string(b), ')'); i >= 0 && i+2 < len(b) && (b[i+2] == 'T' || b[i+2] == 't') {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("burner %d did not stop in a minute: %s", pid, b)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
+// thaw resumes every burner.
+func thaw(t *testing.T, pids map[string]int) {
+	t.Helper()
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+			t.Errorf("continue %d: %v", pid, err)
+		}
+	}
 }
 
 // waitBurned sleeps until minWindow has passed since start and every
