@@ -16,9 +16,9 @@ import (
 // cpu.weight, number of processes and CPU used (µs) in the first and the
 // second sample, one second apart.
 type cg struct {
-	path        string
-	weight      uint64
-	procs       int
+	path         string
+	weight       uint64
+	procs        int
 	used1, used2 uint64
 }
 
