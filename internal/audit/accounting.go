@@ -22,7 +22,9 @@ const (
 // cgroup makes the pod read short; this is what the kubelet reports for
 // the pod.
 func checkAccountingGap(in *Input, r *Report) {
-	rated := false
+	// Rates exist when two samples were taken: the root's usage is then
+	// known (a node without pods still says so).
+	rated := in.Node.Root != nil && in.Node.Root.UsageCores != nil
 	for _, p := range in.Node.Pods {
 		if p.Cgroup == nil || p.Cgroup.UsageCores == nil {
 			continue

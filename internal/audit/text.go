@@ -27,7 +27,11 @@ func WriteText(w io.Writer, n *inventory.Node, r *Report) error {
 	for _, f := range r.Findings {
 		count[f.Severity]++
 	}
-	fmt.Fprintf(&b, "node: %d CPUs, cgroup %s, %s driver, %d pods — %s\n", n.CPUs, ver, orNone(string(n.Driver)), len(n.Pods), tally(count))
+	kube := "no kubepods hierarchy"
+	if n.KubeRoot != nil {
+		kube = string(n.Driver) + " driver"
+	}
+	fmt.Fprintf(&b, "node: %d CPUs, cgroup %s, %s, %d pods — %s\n", n.CPUs, ver, kube, len(n.Pods), tally(count))
 	if len(n.Errors) > 0 {
 		fmt.Fprintf(&b, "warning: %d cgroup files could not be read; figures that need them are unknown\n", len(n.Errors))
 	}
@@ -82,13 +86,6 @@ var longHex = regexp.MustCompile(`[0-9a-f]{64}`)
 // them; the JSON output keeps them whole.
 func shortIDs(s string) string {
 	return longHex.ReplaceAllStringFunc(s, func(h string) string { return h[:12] + "…" })
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "no kubelet"
-	}
-	return s
 }
 
 func tally(c map[Severity]int) string {
