@@ -52,6 +52,7 @@ func checkAccountingGap(in *Input, r *Report) {
 			Add("gapCores", round(sum-pod)).Add("containersOutside", outside).Add("containersUnknown", unknown)
 		r.add(Finding{
 			Rule: RulePodAccountingGap, Severity: Error, Subject: podSubject(p), Evidence: ev,
+			Brief: fmt.Sprintf("pod cgroup %s cores, its containers %s", cores(pod), cores(sum)),
 			Message: fmt.Sprintf("Everything that reads the pod cgroup sees %s cores for pod %s instead of %s: the kubelet's pod CPU "+
 				"(Summary API, pod_cpu_usage_seconds_total), cAdvisor and what is built on them; kubectl top and the HPA are right "+
 				"only if the runtime's own container stats are (in seed 003 they were not, and the HPA never scaled).",

@@ -152,6 +152,10 @@ type Finding struct {
 	Message string `json:"message"`
 	// Remedy is what to change by hand today.
 	Remedy string `json:"remedy"`
+	// Brief is the finding's key figures in one line, for the human
+	// output once the rule has been explained in full (Evidence.Summary
+	// when empty).
+	Brief string `json:"-"`
 }
 
 // Input is what the rules read.

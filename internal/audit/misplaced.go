@@ -43,8 +43,12 @@ func checkMisplaced(in *Input, r *Report) {
 				Add("guaranteedCores", round(cg.GuaranteedCores))
 			summary += "; " + where
 			ev.Summary = summary
+			brief := "at " + cg.Path
+			if cg.UsageCores != nil {
+				brief += fmt.Sprintf(", using %s cores", cores(*cg.UsageCores))
+			}
 			r.add(Finding{
-				Rule: RuleMisplacedContainer, Severity: Error, Subject: containerSubject(p, c), Evidence: ev,
+				Rule: RuleMisplacedContainer, Severity: Error, Subject: containerSubject(p, c), Evidence: ev, Brief: brief,
 				Message: fmt.Sprintf("The kubelet reads pod %s's CPU and memory from its pod cgroup, which does not hold these "+
 					"processes: it reports the pod at 0 CPU and 0 memory, and kubectl top and the HPA are only as right as the "+
 					"runtime's own container stats. The pod's limits and its QoS tier's weight do not apply to these processes.",

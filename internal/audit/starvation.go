@@ -66,7 +66,7 @@ func checkStarvation(in *Input, r *Report) {
 		}
 		if c.DemandCores != nil && c.FairCores != nil {
 			ev.Add("demandCores", round(*c.DemandCores)).Add("fairCores", round(*c.FairCores))
-			summary += fmt.Sprintf("; it wants %s cores now (its threads' run + wait time) and its fair share under the current demand is %s",
+			summary += fmt.Sprintf("; it wants %s cores now and its fair share under the current demand is %s",
 				cores(*c.DemandCores), cores(*c.FairCores))
 		}
 		if c.UsageCores != nil {
@@ -74,8 +74,15 @@ func checkStarvation(in *Input, r *Report) {
 			summary += fmt.Sprintf("; using %s", cores(*c.UsageCores))
 		}
 		ev.Summary = summary
+		brief := fmt.Sprintf("pod weight %d, tier %d against %.0f → guaranteed %s cores", podW, tierW, sib.Total, cores(c.GuaranteedCores))
+		if sized {
+			brief += fmt.Sprintf(" for a size of %s (%s)", cpuCount(sz.MilliCPU), pct(c.GuaranteedCores/(float64(sz.MilliCPU)/1000)))
+		}
+		if c.DemandCores != nil && c.FairCores != nil {
+			brief += fmt.Sprintf("; wants %s, fair share now %s", cores(*c.DemandCores), cores(*c.FairCores))
+		}
 		r.add(Finding{
-			Rule: RuleBestEffortStarvation, Severity: sev, Subject: podSubject(p), Evidence: ev, Message: msg,
+			Rule: RuleBestEffortStarvation, Severity: sev, Subject: podSubject(p), Evidence: ev, Message: msg, Brief: brief,
 			Remedy: "Give the pod CPU requests that match its size (it becomes Burstable and weighs what it requests; NeonVM: " +
 				"requests from spec.guest.cpus.use, resized in place on Kubernetes ≥ 1.27). By hand today there is no lasting fix: " +
 				"the kubelet resets the BestEffort tier's weight to the minimum within a minute, and raising the pod's own weight " +

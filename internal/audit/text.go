@@ -36,6 +36,10 @@ func WriteText(w io.Writer, n *inventory.Node, r *Report) error {
 		fmt.Fprintf(&b, "warning: %d cgroup files could not be read; figures that need them are unknown\n", len(n.Errors))
 	}
 	seenRemedy := map[string]bool{}
+	// A rule is explained in full the first time it appears in a
+	// severity; later findings of it take one line, so that a node with
+	// thirty starved VMs still fits on a screen (-o json has everything).
+	explained := map[string]bool{}
 	for _, sev := range []Severity{Error, Warning, Info} {
 		var subjects []string
 		group := map[string][]Finding{}
@@ -56,6 +60,16 @@ func WriteText(w io.Writer, n *inventory.Node, r *Report) error {
 		for _, s := range subjects {
 			fmt.Fprintf(&b, "\n● %s\n", s)
 			for _, f := range group[s] {
+				key := string(f.Severity) + "/" + f.Rule
+				if explained[key] {
+					brief := f.Brief
+					if brief == "" {
+						brief = f.Evidence.Summary
+					}
+					wrap(&b, "  "+f.Rule+": ", "    ", shortIDs(brief)+" (as above)")
+					continue
+				}
+				explained[key] = true
 				wrap(&b, "  "+f.Rule+": ", "    ", shortIDs(f.Message))
 				wrap(&b, "    evidence: ", "      ", shortIDs(f.Evidence.Summary))
 				if seenRemedy[f.Remedy] {
