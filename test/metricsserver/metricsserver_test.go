@@ -137,4 +137,3 @@ func TestMetricsServerReadsUnnamedPods(t *testing.T) {
 		t.Errorf("container by ID: %v", c)
 	}
 }
-
