@@ -40,9 +40,14 @@ func newSnapshot(o *Options) *cobra.Command {
 			}
 			if interval > 0 {
 				time.Sleep(interval)
-				if err := scanOnce(second, time.Now()); err != nil {
+				// Record the real time between the two scans' starts: on a
+				// big node a scan takes a while, and rates computed over
+				// the nominal interval would be too high.
+				at := time.Now()
+				if err := scanOnce(second, at); err != nil {
 					return err
 				}
+				interval = at.Sub(taken)
 			} else {
 				second = nil
 			}
@@ -87,9 +92,14 @@ func scanOnce(fsys cgroupfs.FS, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	if _, err = sc.Scan(now); err != nil {
+	n, err := sc.Scan(now)
+	if err != nil {
 		return err
 	}
+	// Record the threads' run and wait times (tasks / cgroup.threads and
+	// /proc/<tid>/task/<tid>/schedstat), so that audit and inspect --demand
+	// can measure demand from the snapshot.
+	_, _ = sc.ReadThreadTimes(n, now)
 	// serve reads the node's memory from /proc/meminfo on cgroup v2 (the
 	// root cgroup has no memory.current); record it so snapshots serve it.
 	_, _ = fsys.ReadFile(aggregate.MeminfoPath)
