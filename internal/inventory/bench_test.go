@@ -226,38 +226,60 @@ func BenchmarkScan(b *testing.B) {
 			// Rounds of floor then scan, interleaved, so that both see the
 			// same machine: on a shared host the load drifts between runs.
 			buf := make([]byte, 64<<10)
-			var ratios []float64
+			var ratios, cpuRatios []float64
 			for range benchRounds {
-				var floorNs float64
+				var floorNs, floorCPU float64
 				b.Run("floor", func(b *testing.B) {
 					b.ReportAllocs()
+					cpu0 := processCPU(b)
 					for b.Loop() {
 						floorRead(b, rec.files, rec.dirs, buf)
 					}
+					floorCPU = float64(processCPU(b)-cpu0) / float64(b.N)
 					floorNs = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+					b.ReportMetric(floorCPU, "cpu-ns/op")
 					b.ReportMetric(float64(len(rec.files)+len(rec.dirs)), "reads/op")
 				})
 				b.Run("scan", func(b *testing.B) {
 					b.ReportAllocs()
+					cpu0 := processCPU(b)
 					for b.Loop() {
 						if _, err := sc.Scan(time.Now()); err != nil {
 							b.Fatal(err)
 						}
 					}
+					cpu := float64(processCPU(b)-cpu0) / float64(b.N)
 					ns := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
-					if floorNs > 0 {
+					b.ReportMetric(cpu, "cpu-ns/op")
+					if floorNs > 0 && floorCPU > 0 {
 						b.ReportMetric(ns/floorNs, "x-floor")
+						b.ReportMetric(cpu/floorCPU, "x-floor-cpu")
 						ratios = append(ratios, ns/floorNs)
+						cpuRatios = append(cpuRatios, cpu/floorCPU)
 					}
 					b.ReportMetric(ns/float64(cgroups+1), "ns/cgroup")
 				})
 			}
 			if len(ratios) > 0 {
 				slices.Sort(ratios)
-				b.Logf("scan/floor over %d rounds: median %.2f, min %.2f, max %.2f", len(ratios), ratios[len(ratios)/2], ratios[0], ratios[len(ratios)-1])
+				slices.Sort(cpuRatios)
+				b.Logf("scan/floor over %d rounds: wall time median %.2f (min %.2f, max %.2f); CPU time median %.2f (min %.2f, max %.2f)",
+					len(ratios), ratios[len(ratios)/2], ratios[0], ratios[len(ratios)-1],
+					cpuRatios[len(cpuRatios)/2], cpuRatios[0], cpuRatios[len(cpuRatios)-1])
 			}
 		})
 	}
+}
+
+// processCPU is the CPU time (user + system, all threads, so the garbage
+// collector's too) the process has used, in ns. On a shared machine it is
+// steadier than wall time, which also counts waiting for a CPU.
+func processCPU(b *testing.B) int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
 // benchRounds is how many interleaved floor/scan pairs BenchmarkScan runs
