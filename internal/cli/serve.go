@@ -74,7 +74,7 @@ Pod figures include containers a runtime put outside the pod's cgroup. With --sn
 			if err != nil {
 				return err
 			}
-			cfg := serve.Config{NodeName: nodeName, Interval: time.Duration(interval), Logger: log}
+			cfg := serve.Config{NodeName: nodeName, Interval: time.Duration(interval), Logger: log, Findings: serve.AuditFindings}
 			if lister != nil {
 				cfg.Lister = lister
 			}

@@ -236,3 +236,32 @@ func TestCheckListen(t *testing.T) {
 		}
 	}
 }
+
+func TestAuditFindingsOnMetrics(t *testing.T) {
+	b, _ := examples.Open("seed-003-k3s-spin")
+	snap, err := snapshot.Load(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(Config{NodeName: "k3s-node", Findings: AuditFindings})
+	for _, smp := range snap.Samples {
+		sc, err := inventory.Open(smp.FS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := (&ScannerSampler{Scanner: sc}).Sample(smp.Time, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Feed(got)
+	}
+	_, own, _ := get(t, s.Handler(), "/metrics")
+	re := regexp.MustCompile(`(?m)^cgwarden_audit_findings\{rule="misplaced-container",severity="error"\} (\d+)$`)
+	m := re.FindStringSubmatch(own)
+	if m == nil || m[1] == "0" {
+		t.Errorf("the seed's misplaced container is not counted: %v\n%s", m, own)
+	}
+	if !strings.Contains(own, `cgwarden_audit_findings{rule="tier-drift",severity="info"} 0`) {
+		t.Errorf("rules without findings are not listed at 0")
+	}
+}

@@ -91,9 +91,9 @@ type Config struct {
 	Lister Lister
 	Clock  Clock
 	Logger *slog.Logger
-	// Findings counts audit findings per rule and severity for a scan;
-	// nil leaves cgwarden_audit_findings out.
-	Findings func(*inventory.Node) []FindingCount
+	// Findings counts audit findings per rule and severity for a scan
+	// (AuditFindings); nil leaves cgwarden_audit_findings out.
+	Findings func(*inventory.Node, *metadata.Set) []FindingCount
 }
 
 // FindingCount is the number of audit findings of one rule and severity.
@@ -196,7 +196,7 @@ func (s *Server) Feed(smp Sample) {
 		pods:      aggregate.Pods(smp.Node),
 	}
 	if s.cfg.Findings != nil {
-		st.findings = s.cfg.Findings(smp.Node)
+		st.findings = s.cfg.Findings(smp.Node, smp.Meta)
 	}
 	s.cur.Store(st)
 }
