@@ -102,6 +102,16 @@ func checkSizeBlind(in *Input, r *Report) {
 		}
 		ev := Evidence{Summary: fmt.Sprintf("%d of %d sized pods are off their size share by more than %.0f%%: sizes %s CPUs at %s %s; the pod getting the most per CPU gets %.1f× what the one getting the least does",
 			len(off), len(g), proportionalTolerance*100, strings.Join(sizes, ", "), weightFile(in.Node), strings.Join(weights, ", "), hi/lo)}
+		var fair, want []string
+		for _, s := range off {
+			if c := s.pod.Cgroup; c.FairCores != nil && c.DemandCores != nil && len(fair) < 6 {
+				fair, want = append(fair, cores(*c.FairCores)), append(want, cores(*c.DemandCores))
+			}
+		}
+		if len(fair) == len(off) || len(fair) == 6 {
+			ev.Summary += fmt.Sprintf("; under the current demand (%s cores) their fair shares are %s cores",
+				strings.Join(want, ", "), strings.Join(fair, ", "))
+		}
 		ev.Add("pods", rows).Add("unsizedSiblings", unsized[parent]).Add("spread", round(hi/lo))
 		big := off[0]
 		msg := fmt.Sprintf("Under contention these pods split %s by weight, not by size: %s (%s) gets %s of the CPU it would get if weights followed sizes.",
