@@ -76,7 +76,12 @@ func scanOnly(base string) int {
 		return 1
 	}
 	inventory.Rate(first, n)
-	fmt.Printf("%s: %d cgroups, %d pods\n", base, n.Count, len(n.Pods))
+	// Both scans are live here, as in inspect.
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	fmt.Printf("%s: %d cgroups, %d pods; heap: %.1f MiB live with both scans, %.1f MiB obtained from the OS\n",
+		base, n.Count, len(n.Pods), float64(ms.HeapAlloc)/(1<<20), float64(ms.HeapSys)/(1<<20))
+	runtime.KeepAlive(first)
 	return 0
 }
 
