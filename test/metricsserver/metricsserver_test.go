@@ -3,7 +3,16 @@ package metricsserver
 import (
 	"bufio"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"io"
+	"math/big"
+	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -68,12 +77,19 @@ func startCgwarden(t *testing.T, args ...string) int {
 
 func scrape(t *testing.T, port int) (nodeCPU, nodeMem uint64, pods map[apitypes.NamespacedName]map[string][2]uint64) {
 	t.Helper()
-	kc, err := resource.NewForConfig(&client.KubeletClientConfig{
+	// What metrics-server builds from --kubelet-port=<port>
+	// --deprecated-kubelet-completely-insecure (plain HTTP).
+	return scrapeWith(t, &client.KubeletClientConfig{
 		Client:              rest.Config{Timeout: 10 * time.Second},
 		AddressTypePriority: []corev1.NodeAddressType{corev1.NodeInternalIP},
 		Scheme:              "http",
 		DefaultPort:         port,
 	})
+}
+
+func scrapeWith(t *testing.T, cfg *client.KubeletClientConfig) (nodeCPU, nodeMem uint64, pods map[apitypes.NamespacedName]map[string][2]uint64) {
+	t.Helper()
+	kc, err := resource.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,5 +151,61 @@ func TestMetricsServerReadsUnnamedPods(t *testing.T) {
 	}
 	if c := p[seedCtr]; c[0] == 0 || c[1] == 0 {
 		t.Errorf("container by ID: %v", c)
+	}
+}
+
+// The usual way: cgwarden serves HTTPS and metrics-server runs with
+// --kubelet-port=<port> --kubelet-insecure-tls (or a CA for the
+// certificate), with its service account token sent along as to a kubelet.
+func TestMetricsServerOverTLS(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	writeSelfSigned(t, certFile, keyFile)
+	port := startCgwarden(t, "--snapshot", "example:seed-003-k3s-spin", "--pods", "testdata/seed-003-pods.json",
+		"--tls-cert-file", certFile, "--tls-private-key-file", keyFile)
+	_, mem, pods := scrapeWith(t, &client.KubeletClientConfig{
+		Client: rest.Config{
+			Timeout:         10 * time.Second,
+			BearerToken:     "metrics-server-token",
+			TLSClientConfig: rest.TLSClientConfig{Insecure: true},
+		},
+		AddressTypePriority: []corev1.NodeAddressType{corev1.NodeInternalIP},
+		Scheme:              "https",
+		DefaultPort:         port,
+	})
+	c := pods[apitypes.NamespacedName{Namespace: "default", Name: "spin-test-66d9dd45f5-csf5j"}]["spin-test"]
+	if mem == 0 || c[0] != 26392435000 || c[1] != 25096192 {
+		t.Errorf("over TLS: node memory %d, spin-test %v", mem, c)
+	}
+}
+
+func writeSelfSigned(t *testing.T, certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: nodeName},
+		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
+		t.Fatal(err)
 	}
 }
