@@ -46,8 +46,8 @@ func checkAccountingGap(in *Input, r *Report) {
 		if sum-pod < gapMinCores || pod >= gapRatio*sum {
 			continue
 		}
-		ev := Evidence{Summary: fmt.Sprintf("pod cgroup %s accounted %s cores while its %d containers used %s cores (%d outside the pod cgroup): %s cores unaccounted",
-			p.Cgroup.Path, cores(pod), len(p.Containers)-unknown, cores(sum), outside, cores(sum-pod))}
+		ev := Evidence{Summary: fmt.Sprintf("pod cgroup %s accounted %s cores while its %s used %s cores (%d outside the pod cgroup): %s cores unaccounted",
+			p.Cgroup.Path, cores(pod), plural(len(p.Containers)-unknown, "container"), cores(sum), outside, cores(sum-pod))}
 		ev.Add("podCgroupUsageCores", round(pod)).Add("containersUsageCores", round(sum)).
 			Add("gapCores", round(sum-pod)).Add("containersOutside", outside).Add("containersUnknown", unknown)
 		r.add(Finding{

@@ -177,18 +177,26 @@ func (s siblingSum) describe() string {
 		}
 	}
 	if s.Guaranteed.Count > 0 {
-		parts = append(parts, fmt.Sprintf("%d (%d Guaranteed pods)", s.Guaranteed.Sum, s.Guaranteed.Count))
+		parts = append(parts, fmt.Sprintf("%d (%s)", s.Guaranteed.Sum, plural(s.Guaranteed.Count, "Guaranteed pod")))
 	}
 	if s.Other.Count > 0 {
-		parts = append(parts, fmt.Sprintf("%.0f (%d other cgroups)", s.Other.Sum, s.Other.Count))
+		parts = append(parts, fmt.Sprintf("%.0f (%s)", s.Other.Sum, plural(s.Other.Count, "other cgroup")))
 	}
 	if s.Threads > 0 {
-		parts = append(parts, fmt.Sprintf("%d (%d threads × 1024)", s.Threads*fairness.ThreadWeightV1, s.Threads))
+		parts = append(parts, fmt.Sprintf("%d (%s × 1024)", s.Threads*fairness.ThreadWeightV1, plural(s.Threads, "thread")))
 	}
 	if len(parts) == 0 {
 		return "nothing"
 	}
 	return strings.Join(parts, " + ")
+}
+
+// plural writes "1 pod", "2 pods".
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }
 
 func tierTitle(q string) string {

@@ -236,3 +236,28 @@ func TestMetadataDrivenRules(t *testing.T) {
 		t.Error("no tier-drift finding for the Burstable tier whose requests grew by 730m")
 	}
 }
+
+// TestEveryExample runs the audit on every embedded snapshot, with and
+// without rates, and checks that it neither panics nor leaves findings
+// unsorted or incomplete.
+func TestEveryExample(t *testing.T) {
+	for _, name := range examples.Names() {
+		for _, oneSample := range []bool{false, true} {
+			in := loadExample(t, name, "", "")
+			if oneSample {
+				in.Node.Root.Walk(func(c *inventory.Cgroup) { c.UsageCores = nil })
+			}
+			r := Run(in)
+			sorted := append([]Finding(nil), r.Findings...)
+			Sort(sorted)
+			for i, f := range r.Findings {
+				if f.Rule != sorted[i].Rule || f.Subject != sorted[i].Subject {
+					t.Errorf("%s: findings not sorted at %d", name, i)
+				}
+				if f.Message == "" || f.Remedy == "" || f.Evidence.Summary == "" || f.Severity.Rank() > 2 {
+					t.Errorf("%s: incomplete finding %+v", name, f)
+				}
+			}
+		}
+	}
+}

@@ -39,9 +39,9 @@ func checkStarvation(in *Input, r *Report) {
 			Add("podWeight", podW).Add("podsInTier", len(tier.Children)).
 			Add("podGuaranteedCores", round(c.GuaranteedCores)).
 			Add("thresholdCores", in.StarvationCores)
-		summary := fmt.Sprintf("%s %d against %s = %.0f → tier guaranteed %s cores of %s; pod weight %d of the tier's %.0f (%d pods) → %s cores",
+		summary := fmt.Sprintf("%s %d against %s = %.0f → tier guaranteed %s cores of %s; pod weight %d of the tier's %.0f (%s) → %s cores",
 			weightFile(n), tierW, sib.describe(), sib.Total, cores(tier.GuaranteedCores), cores(tier.Parent.GuaranteedCores),
-			podW, inTier.Total+float64(podW), len(tier.Children), cores(c.GuaranteedCores))
+			podW, inTier.Total+float64(podW), plural(len(tier.Children), "pod"), cores(c.GuaranteedCores))
 
 		mp, _ := in.Meta.Pod(p.UID)
 		sz, sized := in.Meta.Size(p.UID)
