@@ -236,6 +236,8 @@ func FairShare(prev, cur *ThreadTimes, n *Node, v2 bool, rs *RunnableSamples) {
 		}
 		own, known := threadDemands(c)
 		switch {
+		case c.Stats.Gone:
+			// Vanished during the scan: it wants nothing any more.
 		case len(c.Children) > 0:
 			if !v2 {
 				g.Own = own
