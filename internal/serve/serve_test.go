@@ -2,6 +2,7 @@ package serve
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"flag"
 	"io"
@@ -263,5 +264,33 @@ func TestAuditFindingsOnMetrics(t *testing.T) {
 	}
 	if !strings.Contains(own, `cgwarden_audit_findings{rule="tier-drift",severity="info"} 0`) {
 		t.Errorf("rules without findings are not listed at 0")
+	}
+}
+
+func TestGzipWhenAccepted(t *testing.T) {
+	h := feedExample(t, "seed-003-k3s-spin", nil).Handler()
+	for _, path := range []string{"/metrics/resource", "/stats/summary"} {
+		_, plain, _ := get(t, h, path)
+		req := httptest.NewRequest("GET", path, nil)
+		req.Header.Set("Accept-Encoding", "gzip, deflate")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Header().Get("Content-Encoding") != "gzip" {
+			t.Fatalf("%s: not gzipped", path)
+		}
+		zr, err := gzip.NewReader(rec.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(zr)
+		if err != nil || string(got) != plain {
+			t.Errorf("%s: gzipped body differs from the plain one (%v)", path, err)
+		}
+		req.Header.Set("Accept-Encoding", "gzip;q=0")
+		rec = httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Header().Get("Content-Encoding") != "" || rec.Body.String() != plain {
+			t.Errorf("%s: gzip;q=0 still gzipped", path)
+		}
 	}
 }

@@ -1,6 +1,8 @@
 package serve
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +10,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -168,8 +172,8 @@ type state struct {
 	// those of the scan before (the kubelet's resource_scrape_error).
 	failed bool
 
-	resource lazy
-	summary  lazy
+	resource, resourceGz lazy
+	summary, summaryGz   lazy
 }
 
 type lazy struct {
@@ -300,14 +304,50 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request) {
 	if st == nil {
 		return
 	}
-	b, err := st.resource.get(st.renderResource)
+	s.write(w, r, resourceContentType, &st.resource, &st.resourceGz, st.renderResource)
+}
+
+// write sends a state's rendering, gzipped when the client accepts it
+// (Prometheus and Go clients do). Both forms are made at most once per
+// scan and shared by every request.
+func (s *Server) write(w http.ResponseWriter, r *http.Request, contentType string, plain, gz *lazy, render func() ([]byte, error)) {
+	b, err := plain.get(render)
+	if err == nil && acceptsGzip(r) {
+		b, err = gz.get(func() ([]byte, error) { return gzipped(b) })
+		w.Header().Set("Content-Encoding", "gzip")
+	}
 	if err != nil {
-		s.log.Error("rendering /metrics/resource", "err", err)
+		w.Header().Del("Content-Encoding")
+		s.log.Error("rendering", "path", r.URL.Path, "err", err)
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	w.Header().Set("Content-Type", resourceContentType)
+	w.Header().Set("Content-Type", contentType)
+	w.Header().Set("Vary", "Accept-Encoding")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	_, _ = w.Write(b)
+}
+
+func acceptsGzip(r *http.Request) bool {
+	for _, part := range strings.Split(r.Header.Get("Accept-Encoding"), ",") {
+		enc, q, _ := strings.Cut(strings.TrimSpace(part), ";")
+		if strings.TrimSpace(enc) == "gzip" && strings.ReplaceAll(q, " ", "") != "q=0" {
+			return true
+		}
+	}
+	return false
+}
+
+func gzipped(b []byte) ([]byte, error) {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	if _, err := zw.Write(b); err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
 
 func (s *Server) serveSummary(w http.ResponseWriter, r *http.Request) {
@@ -322,14 +362,7 @@ func (s *Server) serveSummary(w http.ResponseWriter, r *http.Request) {
 	if st == nil {
 		return
 	}
-	b, err := st.summary.get(st.renderSummary)
-	if err != nil {
-		s.log.Error("rendering /stats/summary", "err", err)
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(b)
+	s.write(w, r, "application/json", &st.summary, &st.summaryGz, st.renderSummary)
 }
 
 // CheckListen refuses a non-loopback listen address unless allowRemote:
