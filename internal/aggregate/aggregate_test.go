@@ -291,4 +291,3 @@ func FuzzParseMeminfo(f *testing.F) {
 		}
 	})
 }
-

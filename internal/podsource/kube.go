@@ -89,4 +89,3 @@ func (k *KubeSource) Pods(context.Context) ([]metadata.Pod, error) {
 	}
 	return out, nil
 }
-

@@ -200,15 +200,25 @@ func (s *Scratch) Burn(rel string, cpu int) *exec.Cmd {
 }
 
 func (s *Scratch) cleanup() {
-	for _, c := range s.procs {
+	// Kill every process before waiting for any: a process starved at a
+	// low weight needs CPU to exit, which it gets only once its busy
+	// siblings are gone too. Newest first, since later burners are usually
+	// the heavy ones a test adds against the first.
+	for _, c := range slices.Backward(s.procs) {
 		if c.Process != nil {
 			_ = c.Process.Kill()
+		}
+	}
+	for _, c := range s.procs {
+		if c.Process != nil {
 			_ = c.Wait()
 		}
 	}
 	// Deepest first; processes may take a moment to leave their cgroups.
 	dirs := slices.Clone(s.dirs)
-	slices.SortFunc(dirs, func(a, b string) int { return strings.Count(b, "/") - strings.Count(a, "/") + boolInt(a == "") - boolInt(b == "") })
+	slices.SortFunc(dirs, func(a, b string) int {
+		return strings.Count(b, "/") - strings.Count(a, "/") + boolInt(a == "") - boolInt(b == "")
+	})
 	for _, rel := range dirs {
 		for _, p := range s.Points {
 			full := path.Join(p, s.Name, rel)
