@@ -159,6 +159,14 @@ func TestLoadHundredScrapers(t *testing.T) {
 	if got := s1 - s0; got > want+1 || got < want/2 {
 		t.Errorf("%d scans in %s at --interval %s, want %d (at most %d, at least %d)", got, elapsed.Round(time.Millisecond), interval, want, want+1, want/2)
 	}
-	t.Logf("load: %d clients, %d requests in %s = %.0f requests/s, %d scans; cgwarden CPU %.2f s under load vs %.2f s idle over %s",
-		clients, ok.Load(), elapsed.Round(time.Millisecond), float64(ok.Load())/elapsed.Seconds(), s1-s0, cpu1-cpu0, cpuIdle1-cpuIdle0, duration)
+	hwm := "?"
+	if b, err := os.ReadFile("/proc/" + itoa(pid) + "/status"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+				hwm = strings.TrimSpace(v)
+			}
+		}
+	}
+	t.Logf("load: %d clients, %d requests in %s = %.0f requests/s, %d scans; cgwarden CPU %.2f s under load vs %.2f s idle over %s; peak RSS %s",
+		clients, ok.Load(), elapsed.Round(time.Millisecond), float64(ok.Load())/elapsed.Seconds(), s1-s0, cpu1-cpu0, cpuIdle1-cpuIdle0, duration, hwm)
 }
