@@ -188,7 +188,8 @@ func (l *lazy) get(render func() ([]byte, error)) ([]byte, error) {
 }
 
 // Feed makes smp the served scan, with CPU rates from the scan fed
-// before it.
+// before it. Feed, ScanOnce and Run are the scan side: call them from one
+// goroutine at a time. Handler is safe for any number of requests.
 func (s *Server) Feed(smp Sample) {
 	if s.prev != nil {
 		inventory.Rate(s.prev, smp.Node)
