@@ -226,9 +226,9 @@ func TestLiveSystemd(t *testing.T)  { testLive(t, layout.Systemd) }
 // The burners are watched between the two scans for at least minWindow,
 // and longer (up to maxWindow) until each has consumed minBurn CPU
 // seconds: /proc counts in 10 ms ticks, so 1 s keeps its rounding well
-// under the 10% tolerance. A BestEffort burner is starved by anything else running on
-// its CPU (that is the weight of 2 at work), so on a busy machine the
-// window widens rather than the tolerance.
+// under the 10% tolerance. A BestEffort burner is starved by anything else
+// running on its CPU (that is the weight of 2 at work), so on a busy
+// machine the window widens rather than the tolerance.
 const (
 	minWindow = 3 * time.Second
 	maxWindow = 40 * time.Second
