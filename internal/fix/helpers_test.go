@@ -212,10 +212,12 @@ func (f *fixture) memUser(rel string) *exec.Cmd {
 	os.Setenv(envRole, roleMemUser)
 	cmd := f.s.Start(rel, os.Args[0])
 	os.Unsetenv(envRole)
-	deadline := time.Now().Add(10 * time.Second)
+	// Generous: under emulation on a loaded machine touching the pages
+	// takes many seconds.
+	deadline := time.Now().Add(90 * time.Second)
 	for f.memory(rel) < memUserBytes {
 		if time.Now().After(deadline) {
-			f.t.Fatalf("memory user in %s: only %d bytes charged after 10s", rel, f.memory(rel))
+			f.t.Fatalf("memory user in %s: only %d bytes charged after 90s", rel, f.memory(rel))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -261,6 +261,16 @@ func testLive(t *testing.T, d layout.Driver) {
 		s.Write(c.rel, weightFile, strconv.FormatUint(write, 10))
 		wantWeight[c.rel] = want
 	}
+	// Start the memory user first and wait until its memory is resident,
+	// before C2's 0.1-core quota would make touching the pages crawl
+	// (under emulation in the v2 lane it did not finish in a minute).
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := s.Start(lt.c2, "env", helperEnv+"=memory", exe, "-test.run=^$")
+	waitResident(t, mem.Process.Pid, memoryUserBytes)
+
 	// Quotas as the kubelet and runtime set them for a Guaranteed pod:
 	// the pod capped at the sum of its limits, each container at its own.
 	// The memory limit is written with a suffix so that the value read
@@ -278,14 +288,6 @@ func testLive(t *testing.T, d layout.Driver) {
 		s.Write(lt.c2, "cpu.cfs_quota_us", "10000")
 		s.Write(lt.podC, "memory.limit_in_bytes", podLimit)
 	}
-
-	// Start the memory user first and wait until its memory is resident.
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	mem := s.Start(lt.c2, "env", helperEnv+"=memory", exe, "-test.run=^$")
-	waitResident(t, mem.Process.Pid, memoryUserBytes)
 
 	// CPU 0: A1 (inside kubepods) against the misplaced container (beside
 	// kubepods). CPU 1: the BestEffort B1 against the Guaranteed C1,
