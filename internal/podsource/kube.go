@@ -7,12 +7,12 @@ import (
 	"log/slog"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
-	listersv1 "k8s.io/client-go/listers/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
@@ -20,10 +20,19 @@ import (
 	"github.com/cgwarden/cgwarden/internal/metadata"
 )
 
+// PodWatcher lists and watches pods. A client-go PodInterface satisfies
+// it; cgwarden's own is a REST client that knows only core/v1, because the
+// typed clientset and informer factory register every API group and would
+// double the binary's memory for the one resource read here.
+type PodWatcher interface {
+	List(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
 // KubeSource lists this node's pods from an informer's cache: one watch
 // on the API server, however often the agent scans.
 type KubeSource struct {
-	lister listersv1.PodLister
+	store  cache.Store
 	synced cache.InformerSynced
 }
 
@@ -45,27 +54,38 @@ func OpenKubernetes(ctx context.Context, cfg Config, log *slog.Logger) (*KubeSou
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client config: %w", err)
 	}
-	rc.UserAgent = "cgwarden"
-	cs, err := kubernetes.NewForConfig(rc)
+	pods, err := NewPodClient(rc)
 	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
+		return nil, err
 	}
 	timeout := cfg.SyncTimeout
 	if timeout <= 0 {
 		timeout = 30 * time.Second
 	}
-	return NewKubernetes(ctx, cs, cfg.NodeName, timeout)
+	return NewKubernetes(ctx, pods, cfg.NodeName, timeout)
 }
 
-// NewKubernetes starts an informer on client for the pods of node, which
-// runs until ctx is done, and waits up to timeout for its first list.
-func NewKubernetes(ctx context.Context, client kubernetes.Interface, node string, timeout time.Duration) (*KubeSource, error) {
+// NewKubernetes starts an informer on the pods of node (field selector
+// spec.nodeName), which runs until ctx is done, and waits up to timeout
+// for its first list.
+func NewKubernetes(ctx context.Context, pods PodWatcher, node string, timeout time.Duration) (*KubeSource, error) {
 	selector := fields.OneTermEqualSelector("spec.nodeName", node).String()
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = selector }))
-	pods := factory.Core().V1().Pods()
-	k := &KubeSource{lister: pods.Lister(), synced: pods.Informer().HasSynced}
-	factory.Start(ctx.Done())
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = selector
+			return pods.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = selector
+			return pods.Watch(ctx, o)
+		},
+	}
+	// Plain list then watch, not a streaming list (WatchList): one node's
+	// pods are a small list, and every API server (and client-go's fake)
+	// serves list+watch, whatever its feature gates.
+	inf := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, listThenWatch{}), &corev1.Pod{}, 0, cache.Indexers{})
+	go inf.Run(ctx.Done())
+	k := &KubeSource{store: inf.GetStore(), synced: inf.HasSynced}
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if !cache.WaitForCacheSync(wctx.Done(), k.synced) {
@@ -74,18 +94,57 @@ func NewKubernetes(ctx context.Context, client kubernetes.Interface, node string
 	return k, nil
 }
 
+// listThenWatch tells the reflector not to use streaming lists.
+type listThenWatch struct{}
+
+func (listThenWatch) IsWatchListSemanticsUnSupported() bool { return true }
+
 // Pods implements Lister.
 func (k *KubeSource) Pods(context.Context) ([]metadata.Pod, error) {
 	if !k.synced() {
 		return nil, errors.New("kubernetes pod informer not synced")
 	}
-	items, err := k.lister.List(labels.Everything())
-	if err != nil {
-		return nil, err
-	}
+	items := k.store.List()
 	out := make([]metadata.Pod, 0, len(items))
-	for _, p := range items {
-		out = append(out, metadata.FromAPI(p))
+	for _, obj := range items {
+		if p, ok := obj.(*corev1.Pod); ok {
+			out = append(out, metadata.FromAPI(p))
+		}
 	}
 	return out, nil
+}
+
+// podClient lists and watches pods in all namespaces over REST, with a
+// scheme that holds core/v1 only.
+type podClient struct{ c *rest.RESTClient }
+
+var _ PodWatcher = (*podClient)(nil)
+
+// NewPodClient returns a pods-only client for cfg.
+func NewPodClient(cfg *rest.Config) (PodWatcher, error) {
+	scheme := runtime.NewScheme()
+	if err := corev1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	c := rest.CopyConfig(cfg)
+	c.APIPath = "/api"
+	c.GroupVersion = &corev1.SchemeGroupVersion
+	c.NegotiatedSerializer = serializer.NewCodecFactory(scheme).WithoutConversion()
+	c.UserAgent = "cgwarden"
+	rc, err := rest.RESTClientFor(c)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return &podClient{rc}, nil
+}
+
+func (p *podClient) List(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error) {
+	out := &corev1.PodList{}
+	err := p.c.Get().Resource("pods").VersionedParams(&opts, metav1.ParameterCodec).Do(ctx).Into(out)
+	return out, err
+}
+
+func (p *podClient) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	opts.Watch = true
+	return p.c.Get().Resource("pods").VersionedParams(&opts, metav1.ParameterCodec).Watch(ctx)
 }

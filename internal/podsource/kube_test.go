@@ -27,7 +27,7 @@ func TestKubernetesInformerOnThisNode(t *testing.T) {
 	cs := fake.NewClientset(apiPod("spin-test", spinUID, "node-a", spinCtr))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	k, err := NewKubernetes(ctx, cs, "node-a", 10*time.Second)
+	k, err := NewKubernetes(ctx, cs.CoreV1().Pods(""), "node-a", 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
