@@ -136,7 +136,9 @@ func ForPod(p *inventory.Pod) Pod {
 			ap.Parts = append(ap.Parts, c.Cgroup)
 			ap.Outside = true
 		}
-		if !c.Sandbox {
+		// A leftover's cgroup counts toward the pod (above) but is not a
+		// container of its own: its twin inside the pod is.
+		if !c.Sandbox && !c.Leftover {
 			ap.Containers = append(ap.Containers, Container{Container: c, Usage: Own(c.Cgroup)})
 		}
 	}

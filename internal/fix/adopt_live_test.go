@@ -159,6 +159,20 @@ func TestAdoptSeed003(t *testing.T) {
 	if !placed {
 		t.Errorf("scan after the fix shows no placed container %s with processes in pod %s", idA[:12], uidA)
 	}
+	// The runtime's emptied directory stays (no --remove-empty-source) but
+	// is no misplaced container any more: a leftover of the pod.
+	leftover := false
+	for _, c := range pod.Containers {
+		if c.Misplaced {
+			t.Errorf("scan after the fix still shows container %s misplaced at %s", c.ID[:12], c.Cgroup.Path)
+		}
+		if c.Cgroup.Path == f.s.Cgroup(src) {
+			leftover = c.Leftover
+		}
+	}
+	if !leftover {
+		t.Errorf("the emptied source %s is not among the pod's cgroups as a leftover", f.s.Cgroup(src))
+	}
 }
 
 // TestAdoptRestoresIsolation: two pods of equal weight in a kubepods tree

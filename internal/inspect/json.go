@@ -66,15 +66,18 @@ type PodJSON struct {
 
 // ContainerJSON is one container.
 type ContainerJSON struct {
-	ID        string     `json:"id"`
-	Name      string     `json:"name,omitempty"`
-	Runtime   string     `json:"runtime"`
-	Cgroup    string     `json:"cgroup"`
-	Misplaced bool       `json:"misplaced"`
-	Sandbox   bool       `json:"sandbox,omitempty"`
-	Shape     string     `json:"shape,omitempty"`
-	CPU       CPUJSON    `json:"cpu"`
-	Memory    MemoryJSON `json:"memory"`
+	ID        string `json:"id"`
+	Name      string `json:"name,omitempty"`
+	Runtime   string `json:"runtime"`
+	Cgroup    string `json:"cgroup"`
+	Misplaced bool   `json:"misplaced"`
+	Sandbox   bool   `json:"sandbox,omitempty"`
+	// Leftover marks the empty directory a runtime keeps after cgwarden
+	// moved the container's processes under the pod.
+	Leftover bool       `json:"leftover,omitempty"`
+	Shape    string     `json:"shape,omitempty"`
+	CPU      CPUJSON    `json:"cpu"`
+	Memory   MemoryJSON `json:"memory"`
 }
 
 // CgroupJS is a cgroup that could not be attached to a pod.
@@ -130,7 +133,7 @@ func Build(n *inventory.Node) Report {
 		for _, c := range p.Containers {
 			pj.Containers = append(pj.Containers, ContainerJSON{
 				ID: c.ID, Name: c.Name, Runtime: c.Runtime, Cgroup: c.Cgroup.Path, Misplaced: c.Misplaced,
-				Sandbox: c.Sandbox, Shape: c.Cgroup.Identity.Shape, CPU: CPUOf(c.Cgroup), Memory: memoryOf(c.Cgroup),
+				Sandbox: c.Sandbox, Leftover: c.Leftover, Shape: c.Cgroup.Identity.Shape, CPU: CPUOf(c.Cgroup), Memory: memoryOf(c.Cgroup),
 			})
 		}
 		r.Pods = append(r.Pods, pj)

@@ -92,6 +92,9 @@ func WriteText(w io.Writer, n *inventory.Node, hints []string) error {
 			if a.ctr.Misplaced {
 				r.who = "→ " + podLabel(a.pod)
 			}
+			if a.ctr.Leftover {
+				r.kind, r.who = "leftover", "empty; moved into "+podLabel(a.pod)
+			}
 		}
 		rows = append(rows, r)
 		kids := c.Children

@@ -72,6 +72,13 @@ type Container struct {
 	Misplaced bool
 	// Sandbox is set for runtime overhead (Kata sandbox, conmon).
 	Sandbox bool
+	// Leftover is set for an empty cgroup outside the pod that names a
+	// container which also has a cgroup inside the pod: what is left of a
+	// misplaced container after `cgwarden fix` moved its processes (the
+	// runtime owns the directory, so it stays). It is not misplaced any
+	// more; its frozen counters (and, on v2, the memory charged before the
+	// move) still belong to the pod.
+	Leftover bool
 }
 
 // Node is one scan of a node.

@@ -238,6 +238,7 @@ func (s *Scanner) assemble(n *Node) {
 		}
 	})
 	for _, p := range byUID {
+		markLeftovers(p)
 		if mp, ok := s.Meta.Pod(p.UID); ok {
 			p.Name, p.Namespace = mp.Name, mp.Namespace
 			if p.QoS == "" {
@@ -258,6 +259,26 @@ func (s *Scanner) assemble(n *Node) {
 		}
 		return strings.Compare(a.UID, b.UID)
 	})
+}
+
+// markLeftovers turns a misplaced container cgroup that holds no process
+// and no child cgroup into a leftover when the same container also has a
+// cgroup inside the pod: the processes were moved home and only the
+// runtime's directory remains. An empty misplaced cgroup with no placed
+// twin stays misplaced (the container may simply be idle or stopped).
+func markLeftovers(p *Pod) {
+	placed := map[string]bool{}
+	for _, c := range p.Containers {
+		if !c.Misplaced && c.ID != "" {
+			placed[c.ID] = true
+		}
+	}
+	for _, c := range p.Containers {
+		procs := c.Cgroup.Stats.Procs
+		if c.Misplaced && placed[c.ID] && procs != nil && *procs == 0 && len(c.Cgroup.Children) == 0 {
+			c.Misplaced, c.Leftover = false, true
+		}
+	}
 }
 
 // inPod reports whether a container-like cgroup has a pod cgroup above it.
