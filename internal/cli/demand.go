@@ -21,11 +21,7 @@ func ScanNodeDemand(o *Options, meta *metadata.Set, interval time.Duration) (*in
 		if err != nil {
 			return nil, err
 		}
-		var samples []Sample
-		for _, smp := range s.Samples {
-			samples = append(samples, Sample{smp.FS, smp.Time})
-		}
-		return demandSamples(samples, meta, nil)
+		return demandSamples(s.Samples, meta, nil)
 	}
 	host, err := cgroupfs.OpenHost(o.HostRoot)
 	if err != nil {
@@ -36,7 +32,7 @@ func ScanNodeDemand(o *Options, meta *metadata.Set, interval time.Duration) (*in
 		return LiveScan(host, meta, 0)
 	}
 	now := time.Now()
-	return demandSamples([]Sample{{host, now}, {host, time.Time{}}}, meta, func(sc *inventory.Scanner, tt *inventory.ThreadTimes, rs *inventory.RunnableSamples) time.Time {
+	return demandSamples([]Sample{{FS: host, Time: now}, {FS: host}}, meta, func(sc *inventory.Scanner, tt *inventory.ThreadTimes, rs *inventory.RunnableSamples) time.Time {
 		// Look at the threads' states ten times during the interval.
 		for i := 0; i < runnableLooks; i++ {
 			time.Sleep(interval / runnableLooks)

@@ -15,11 +15,9 @@ import (
 	"github.com/cgwarden/cgwarden/internal/snapshot"
 )
 
-// Sample is one scan-able instant of a node.
-type Sample struct {
-	FS   cgroupfs.FS
-	Time time.Time
-}
+// Sample is one scan-able instant of a node: a snapshot's, or the live
+// host's at a time.
+type Sample = snapshot.Sample
 
 // LoadSnapshot opens a snapshot file, or an embedded example.
 func LoadSnapshot(name string) (*snapshot.Snapshot, error) {
@@ -71,11 +69,7 @@ func ScanNode(o *Options, meta *metadata.Set, interval time.Duration) (*inventor
 		if err != nil {
 			return nil, err
 		}
-		var samples []Sample
-		for _, smp := range s.Samples {
-			samples = append(samples, Sample{smp.FS, smp.Time})
-		}
-		return scanSamples(samples, meta)
+		return scanSamples(s.Samples, meta)
 	}
 	host, err := cgroupfs.OpenHost(o.HostRoot)
 	if err != nil {
