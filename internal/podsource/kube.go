@@ -34,12 +34,21 @@ type PodWatcher interface {
 type KubeSource struct {
 	store  cache.Store
 	synced cache.InformerSynced
+	stop   context.CancelFunc
 }
+
+// ErrNotSynced is returned with a source whose first list did not complete
+// in time; the source keeps trying and answers once it has.
+var ErrNotSynced = errors.New("kubernetes pod informer not synced")
+
+// Close stops the informer.
+func (k *KubeSource) Close() { k.stop() }
 
 var _ Lister = (*KubeSource)(nil)
 
 // OpenKubernetes builds a client (kubeconfig, else in-cluster) and starts
-// the informer; it waits for the first list up to cfg.SyncTimeout.
+// the informer; it waits for the first list up to cfg.SyncTimeout. See
+// NewKubernetes for what a timeout returns.
 func OpenKubernetes(ctx context.Context, cfg Config, log *slog.Logger) (*KubeSource, error) {
 	if cfg.NodeName == "" {
 		return nil, errors.New("the Kubernetes source needs the node's name (--node-name or NODE_NAME)")
@@ -66,8 +75,10 @@ func OpenKubernetes(ctx context.Context, cfg Config, log *slog.Logger) (*KubeSou
 }
 
 // NewKubernetes starts an informer on the pods of node (field selector
-// spec.nodeName), which runs until ctx is done, and waits up to timeout
-// for its first list.
+// spec.nodeName), which runs until ctx is done or Close, and waits up to
+// timeout for its first list. On timeout it returns the source together
+// with an error wrapping ErrNotSynced: the caller may keep it (it answers
+// once the API server does) or Close it.
 func NewKubernetes(ctx context.Context, pods PodWatcher, node string, timeout time.Duration) (*KubeSource, error) {
 	selector := fields.OneTermEqualSelector("spec.nodeName", node).String()
 	lw := &cache.ListWatch{
@@ -84,12 +95,13 @@ func NewKubernetes(ctx context.Context, pods PodWatcher, node string, timeout ti
 	// pods are a small list, and every API server (and client-go's fake)
 	// serves list+watch, whatever its feature gates.
 	inf := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, listThenWatch{}), &corev1.Pod{}, 0, cache.Indexers{})
-	go inf.Run(ctx.Done())
-	k := &KubeSource{store: inf.GetStore(), synced: inf.HasSynced}
+	ictx, stop := context.WithCancel(ctx)
+	go inf.Run(ictx.Done())
+	k := &KubeSource{store: inf.GetStore(), synced: inf.HasSynced, stop: stop}
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if !cache.WaitForCacheSync(wctx.Done(), k.synced) {
-		return nil, fmt.Errorf("pods of node %s not listed from the API server within %s", node, timeout)
+		return k, fmt.Errorf("pods of node %s not listed from the API server within %s: %w", node, timeout, ErrNotSynced)
 	}
 	return k, nil
 }
@@ -102,7 +114,7 @@ func (listThenWatch) IsWatchListSemanticsUnSupported() bool { return true }
 // Pods implements Lister.
 func (k *KubeSource) Pods(context.Context) ([]metadata.Pod, error) {
 	if !k.synced() {
-		return nil, errors.New("kubernetes pod informer not synced")
+		return nil, ErrNotSynced
 	}
 	items := k.store.List()
 	out := make([]metadata.Pod, 0, len(items))

@@ -2,6 +2,8 @@ package podsource
 
 import (
 	"context"
+	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -71,5 +73,46 @@ func TestKubernetesInformerOnThisNode(t *testing.T) {
 			t.Fatalf("the watched pod never arrived: %d pods", len(pods))
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// flakyPods fails to list until up is set, like an API server that is not
+// reachable yet.
+type flakyPods struct {
+	PodWatcher
+	up atomic.Bool
+}
+
+func (f *flakyPods) List(ctx context.Context, o metav1.ListOptions) (*corev1.PodList, error) {
+	if !f.up.Load() {
+		return nil, errors.New("dial tcp 10.96.0.1:443: connect: connection refused")
+	}
+	return f.PodWatcher.List(ctx, o)
+}
+
+func TestKubernetesSourceRecoversAfterTimeout(t *testing.T) {
+	cs := fake.NewClientset(apiPod("spin-test", spinUID, "node-a", spinCtr))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f := &flakyPods{PodWatcher: cs.CoreV1().Pods("")}
+	k, err := NewKubernetes(ctx, f, "node-a", 300*time.Millisecond)
+	if !errors.Is(err, ErrNotSynced) || k == nil {
+		t.Fatalf("unreachable API: %v, %v", k, err)
+	}
+	defer k.Close()
+	if _, err := k.Pods(ctx); !errors.Is(err, ErrNotSynced) {
+		t.Fatalf("Pods before sync: %v", err)
+	}
+	f.up.Store(true)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		pods, err := k.Pods(ctx)
+		if err == nil && len(pods) == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("never recovered: %v %v", pods, err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

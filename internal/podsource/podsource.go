@@ -84,7 +84,13 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (Lister, string, er
 		return dialCRI(sock), CRI, nil
 	case Kubernetes:
 		k, err := OpenKubernetes(ctx, cfg, log)
-		if err != nil {
+		switch {
+		case k != nil && err != nil:
+			// Asked for explicitly: keep it, it answers once the API
+			// server does.
+			log.Warn("Kubernetes API not answering yet; serving pods by UID until it does", "err", err)
+			return k, Kubernetes, nil
+		case err != nil:
 			return failing{err}, Kubernetes, nil
 		}
 		return k, Kubernetes, nil
@@ -131,6 +137,9 @@ func openAuto(ctx context.Context, cfg Config, log *slog.Logger) (Lister, string
 		if err == nil {
 			log.Info("pod metadata from the Kubernetes API", "node", cfg.NodeName)
 			return k, Kubernetes, nil
+		}
+		if k != nil {
+			k.Close()
 		}
 		log.Info("Kubernetes API not usable", "err", err)
 	}
