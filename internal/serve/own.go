@@ -58,7 +58,7 @@ func (c *ownCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+		ch <- constMetric(d, prometheus.GaugeValue, v, labels...)
 	}
 	failed := 0.0
 	if st.failed {
@@ -88,7 +88,7 @@ func (c *ownCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		if p.Cgroup != nil {
 			if v := p.Cgroup.Stats.CPU.UsageNs; v != nil {
-				ch <- prometheus.MustNewConstMetric(ownPodCgroupCPU, prometheus.CounterValue, seconds(*v), pl...)
+				ch <- constMetric(ownPodCgroupCPU, prometheus.CounterValue, seconds(*v), pl...)
 			}
 			cgroupCPU(ch, ownPodWeight, ownPodGuar, ownPodFair, p.Cgroup, pl)
 		}
@@ -111,23 +111,23 @@ func (c *ownCollector) Collect(ch chan<- prometheus.Metric) {
 
 func usage(ch chan<- prometheus.Metric, cpu, cores, ws *prometheus.Desc, u aggregate.Usage, labels []string) {
 	if v := u.CPUUsageNs; v != nil {
-		ch <- prometheus.MustNewConstMetric(cpu, prometheus.CounterValue, seconds(*v), labels...)
+		ch <- constMetric(cpu, prometheus.CounterValue, seconds(*v), labels...)
 	}
 	if v := u.CPUCores; v != nil {
-		ch <- prometheus.MustNewConstMetric(cores, prometheus.GaugeValue, *v, labels...)
+		ch <- constMetric(cores, prometheus.GaugeValue, *v, labels...)
 	}
 	if v := u.WorkingSetBytes; v != nil {
-		ch <- prometheus.MustNewConstMetric(ws, prometheus.GaugeValue, float64(*v), labels...)
+		ch <- constMetric(ws, prometheus.GaugeValue, float64(*v), labels...)
 	}
 }
 
 func cgroupCPU(ch chan<- prometheus.Metric, weight, guar, fair *prometheus.Desc, c *inventory.Cgroup, labels []string) {
 	if v := c.Stats.CPU.Weight; v != nil {
-		ch <- prometheus.MustNewConstMetric(weight, prometheus.GaugeValue, float64(*v), labels...)
+		ch <- constMetric(weight, prometheus.GaugeValue, float64(*v), labels...)
 	}
-	ch <- prometheus.MustNewConstMetric(guar, prometheus.GaugeValue, c.GuaranteedCores, labels...)
+	ch <- constMetric(guar, prometheus.GaugeValue, c.GuaranteedCores, labels...)
 	if v := c.FairCores; v != nil {
-		ch <- prometheus.MustNewConstMetric(fair, prometheus.GaugeValue, *v, labels...)
+		ch <- constMetric(fair, prometheus.GaugeValue, *v, labels...)
 	}
 }
 

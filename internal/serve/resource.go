@@ -3,7 +3,9 @@ package serve
 import (
 	"bytes"
 	"log/slog"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
@@ -61,12 +63,12 @@ func (c *resourceCollector) Collect(ch chan<- prometheus.Metric) {
 	if st.failed {
 		failed = 1
 	}
-	ch <- prometheus.MustNewConstMetric(scrapeErrorDesc, prometheus.GaugeValue, failed)
+	ch <- constMetric(scrapeErrorDesc, prometheus.GaugeValue, failed)
 	if v := st.nodeUsage.CPUUsageNs; v != nil {
-		ch <- stamp(prometheus.MustNewConstMetric(nodeCPUDesc, prometheus.CounterValue, seconds(*v)))
+		ch <- stamp(constMetric(nodeCPUDesc, prometheus.CounterValue, seconds(*v)))
 	}
 	if v := st.nodeUsage.WorkingSetBytes; v != nil {
-		ch <- stamp(prometheus.MustNewConstMetric(nodeMemDesc, prometheus.GaugeValue, float64(*v)))
+		ch <- stamp(constMetric(nodeMemDesc, prometheus.GaugeValue, float64(*v)))
 	}
 	// Two series with one label set would make the whole exposition
 	// invalid; a pod recreated under the same name while its old cgroup
@@ -86,14 +88,14 @@ func (c *resourceCollector) Collect(ch chan<- prometheus.Metric) {
 				continue
 			}
 			seenContainers[key] = true
-			if st := st.containerStart(p, ct); !st.IsZero() {
-				ch <- prometheus.MustNewConstMetric(containerStartDesc, prometheus.GaugeValue, float64(st.UnixNano())/1e9, name, pod, ns)
+			if t := st.containerStart(p, ct); !t.IsZero() {
+				ch <- constMetric(containerStartDesc, prometheus.GaugeValue, float64(t.UnixNano())/1e9, name, pod, ns)
 			}
 			if v := ct.Usage.CPUUsageNs; v != nil {
-				ch <- stamp(prometheus.MustNewConstMetric(containerCPUDesc, prometheus.CounterValue, seconds(*v), name, pod, ns))
+				ch <- stamp(constMetric(containerCPUDesc, prometheus.CounterValue, seconds(*v), name, pod, ns))
 			}
 			if v := ct.Usage.WorkingSetBytes; v != nil {
-				ch <- stamp(prometheus.MustNewConstMetric(containerMemDesc, prometheus.GaugeValue, float64(*v), name, pod, ns))
+				ch <- stamp(constMetric(containerMemDesc, prometheus.GaugeValue, float64(*v), name, pod, ns))
 			}
 		}
 		key := [2]string{pod, ns}
@@ -103,15 +105,28 @@ func (c *resourceCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		seenPods[key] = true
 		if v := p.Usage.CPUUsageNs; v != nil {
-			ch <- stamp(prometheus.MustNewConstMetric(podCPUDesc, prometheus.CounterValue, seconds(*v), pod, ns))
+			ch <- stamp(constMetric(podCPUDesc, prometheus.CounterValue, seconds(*v), pod, ns))
 		}
 		if v := p.Usage.WorkingSetBytes; v != nil {
-			ch <- stamp(prometheus.MustNewConstMetric(podMemDesc, prometheus.GaugeValue, float64(*v), pod, ns))
+			ch <- stamp(constMetric(podMemDesc, prometheus.GaugeValue, float64(*v), pod, ns))
 		}
 	}
 }
 
 func seconds(ns uint64) float64 { return float64(ns) / 1e9 }
+
+// constMetric is prometheus.MustNewConstMetric with label values made
+// valid UTF-8 first: names come from cgroup directories and metadata, and
+// one odd byte must not take the exposition (or the process) down. The
+// descriptors and label counts are fixed here, so nothing else can fail.
+func constMetric(d *prometheus.Desc, t prometheus.ValueType, v float64, labels ...string) prometheus.Metric {
+	for i, l := range labels {
+		if !utf8.ValidString(l) {
+			labels[i] = strings.ToValidUTF8(l, "\uFFFD")
+		}
+	}
+	return prometheus.MustNewConstMetric(d, t, v, labels...)
+}
 
 // containerStart is the container's start time from the metadata the
 // scan used, else zero (unknown: the kubelet then leaves the series out

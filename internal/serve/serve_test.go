@@ -294,3 +294,23 @@ func TestGzipWhenAccepted(t *testing.T) {
 		}
 	}
 }
+
+// A cgroup name that is not UTF-8 (anything can be a directory name) must
+// not break the exposition.
+func TestOddBytesInNamesDoNotBreakTheExposition(t *testing.T) {
+	s := feedExample(t, "seed-003-k3s-spin", nil)
+	st := s.cur.Load()
+	for i := range st.pods {
+		for j := range st.pods[i].Containers {
+			st.pods[i].Containers[j].Name = "bad\xffname"
+		}
+	}
+	st.pods[0].Containers[0].Cgroup.Path = "/odd\xfe:cri-containerd:x"
+	h := s.Handler()
+	for _, p := range []string{"/metrics/resource", "/metrics"} {
+		code, body, _ := get(t, h, p)
+		if code != 200 || !strings.Contains(body, "bad\uFFFDname") {
+			t.Errorf("%s: %d\n%s", p, code, body)
+		}
+	}
+}
