@@ -224,6 +224,29 @@ func TestLiveMisplacedContainerCountsForItsPod(t *testing.T) {
 	if _, ok := r.res2["container_cpu_usage_seconds_total"]; !ok {
 		t.Error("no container series")
 	}
+	// The scan's root is the scratch cgroup, which holds both processes:
+	// the node series must show them too.
+	n1, nts1 := nodeSample(t, r.res1, "node_cpu_usage_seconds_total")
+	n2, nts2 := nodeSample(t, r.res2, "node_cpu_usage_seconds_total")
+	if nrate := (n2 - n1) / (float64(nts2-nts1) / 1000); !within(nrate, r.procCores, 0.10) {
+		t.Errorf("node CPU rate %.3f, processes used %.3f", nrate, r.procCores)
+	}
+	if nws, _ := nodeSample(t, r.res2, "node_memory_working_set_bytes"); nws < memMiB<<20 {
+		t.Errorf("node working set %.0f below the memory user's %d MiB", nws, memMiB)
+	}
+}
+
+func nodeSample(t *testing.T, mfs map[string]*dto.MetricFamily, name string) (float64, int64) {
+	t.Helper()
+	mf, ok := mfs[name]
+	if !ok || len(mf.Metric) != 1 {
+		t.Fatalf("no single %s", name)
+	}
+	m := mf.Metric[0]
+	if m.Gauge != nil {
+		return m.GetGauge().GetValue(), m.GetTimestampMs()
+	}
+	return m.GetCounter().GetValue(), m.GetTimestampMs()
 }
 
 // The same with the container properly nested: the pod's figures are the
