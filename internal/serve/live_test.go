@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -116,10 +117,13 @@ func waitRSS(t *testing.T, cmd *exec.Cmd, bytes int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		b, err := os.ReadFile("/proc/" + itoa(cmd.Process.Pid) + "/statm")
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/statm")
 		if err == nil {
 			f := strings.Fields(string(b))
-			if len(f) > 1 && atoi(f[1])*4096 >= bytes {
+			if len(f) < 2 {
+				t.Fatalf("malformed statm %q", b)
+			}
+			if pages, err := strconv.Atoi(f[1]); err == nil && pages*4096 >= bytes {
 				return
 			}
 		}

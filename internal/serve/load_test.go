@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -85,7 +86,11 @@ func scans(t *testing.T, url string) int {
 	if m == nil {
 		t.Fatalf("no cgwarden_scans_total in /metrics")
 	}
-	return atoi(string(m[1]))
+	n, err := strconv.Atoi(string(m[1]))
+	if err != nil {
+		t.Fatalf("cgwarden_scans_total %q: %v", m[1], err)
+	}
+	return n
 }
 
 // 100 clients scrape /metrics/resource as fast as they can for 10 s: no
@@ -165,7 +170,7 @@ func TestLoadHundredScrapers(t *testing.T) {
 		t.Errorf("%d scans in %s at --interval %s, want %d (at most %d, at least %d)", got, elapsed.Round(time.Millisecond), interval, want, want+1, want/2)
 	}
 	hwm := "?"
-	if b, err := os.ReadFile("/proc/" + itoa(pid) + "/status"); err == nil {
+	if b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status"); err == nil {
 		for _, l := range strings.Split(string(b), "\n") {
 			if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
 				hwm = strings.TrimSpace(v)
