@@ -39,7 +39,9 @@ func checkEscaped(in *Input, r *Report) {
 				"node-allocatable limits do not apply to them, they take CPU from every pod by their own weight, and the kubelet "+
 				"does not count their CPU and memory for the pod.", who),
 			Remedy: "Move the processes back under the pod's cgroup (NeonVM: a runner that creates the QEMU cgroup inside its own " +
-				"container cgroup, neonvm #441); `cgwarden fix` will plan the move.",
+				"container cgroup, neonvm #441). `cgwarden fix` does not move these: they name the pod but no container, so it " +
+				"lists them as skipped rather than guess which container cgroup they belong in; move them by hand into the " +
+				"runner container's cgroup.",
 		})
 	}
 	for _, p := range n.Pods {

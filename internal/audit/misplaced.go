@@ -54,8 +54,8 @@ func checkMisplaced(in *Input, r *Report) {
 					"runtime's own container stats. The pod's limits and its QoS tier's weight do not apply to these processes.",
 					podLabel(p)),
 				Remedy: "Move the processes under the pod cgroup (for each PID in " + cg.Path + "/cgroup.procs, write it to a " +
-					"container cgroup made under " + podPath + ", then rmdir the empty misplaced cgroup; `cgwarden fix` will plan " +
-					"this move), and fix the runtime so new containers land there: runwasi-based shims before their 2025 fix, " +
+					"container cgroup made under " + podPath + "; `cgwarden fix` plans exactly this, `--apply` does it with a " +
+					"journal and `cgwarden revert` undoes it), and fix the runtime so new containers land there: runwasi-based shims before their 2025 fix, " +
 					"Kata with sandbox_cgroup_only=false.",
 			})
 		}

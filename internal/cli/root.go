@@ -54,7 +54,7 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 	pf := root.PersistentFlags()
 	pf.StringVar(&o.HostRoot, "host-root", "/", "where the host's / is mounted (e.g. /host in a container that mounts the host's /sys/fs/cgroup and /proc there)")
 	pf.StringVar(&o.Snapshot, "snapshot", "", "read the node from a snapshot file instead of the live host (example:<name> for an embedded one)")
-	pf.StringVar(&o.PodsFile, "pods", "", "pod metadata: the output of `kubectl get pods -A -o json`")
+	pf.StringVar(&o.PodsFile, "pods", "", "pod metadata: a file holding the output of kubectl get pods -A -o json")
 	pf.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")
 	root.AddCommand(newInspect(o), newSnapshot(o), newAudit(o), newServe(o), newFix(o), newRevert(o))
 	return root
