@@ -51,17 +51,16 @@ func FromAPI(k *corev1.Pod) Pod {
 	if p.QoS == "" {
 		p.QoS = tierName(computeQoS(k))
 	}
-	var req, lim int64
+	var lim int64
 	limited := len(k.Spec.Containers) > 0
 	for _, c := range k.Spec.Containers {
-		req += milli(c.Resources.Requests, corev1.ResourceCPU)
 		l := milli(c.Resources.Limits, corev1.ResourceCPU)
 		if l == 0 {
 			limited = false
 		}
 		lim += l
 	}
-	req += milli(k.Spec.Overhead, corev1.ResourceCPU)
+	req := podRequestMilliCPU(k)
 	p.RequestMilliCPU = &req
 	if limited {
 		lim += milli(k.Spec.Overhead, corev1.ResourceCPU)
@@ -78,6 +77,39 @@ func FromAPI(k *corev1.Pod) Pod {
 		p.Containers = append(p.Containers, c)
 	}
 	return p
+}
+
+// podRequestMilliCPU is the pod's CPU request as the kubelet computes it
+// for the pod cgroup's weight and the Burstable tier's
+// (k8s.io/component-helpers resource.PodRequests): the app containers'
+// sum, raised to the largest init container's request (a sidecar — an init
+// container with restartPolicy Always — adds to the sum and to every init
+// container started after it), replaced by a pod-level spec.resources
+// request when one is set, plus the pod's overhead.
+func podRequestMilliCPU(k *corev1.Pod) int64 {
+	var req int64
+	for _, c := range k.Spec.Containers {
+		req += milli(c.Resources.Requests, corev1.ResourceCPU)
+	}
+	var sidecars, initMax int64
+	for _, c := range k.Spec.InitContainers {
+		r := milli(c.Resources.Requests, corev1.ResourceCPU)
+		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			req += r
+			sidecars += r
+			r = sidecars
+		} else {
+			r += sidecars
+		}
+		initMax = max(initMax, r)
+	}
+	req = max(req, initMax)
+	if k.Spec.Resources != nil {
+		if q, ok := k.Spec.Resources.Requests[corev1.ResourceCPU]; ok {
+			req = q.MilliValue()
+		}
+	}
+	return req + milli(k.Spec.Overhead, corev1.ResourceCPU)
 }
 
 // specRequest is the CPU request of the (init) container called name.
