@@ -33,7 +33,8 @@ type row struct {
 
 // WriteText writes the human view: a header line, then the cgroup tree
 // with columns. The kubelet's subtree is shown whole; other cgroups only
-// at the first level. Misplaced containers appear under their pod, marked,
+// at the first level and on the way to the kubelet's root and to
+// containers or VM processes outside it. Misplaced containers appear under their pod, marked,
 // and again where they really are.
 func WriteText(w io.Writer, n *inventory.Node, hints []string) error {
 	ver := string(n.Version)
@@ -70,6 +71,28 @@ func WriteText(w io.Writer, n *inventory.Node, hints []string) error {
 			ctrOf[ct.Cgroup] = attached{p, ct}
 		}
 	}
+	// Host cgroups below the first level stay folded, except on the way
+	// down to the kubelet's root (a --cgroup-root prefix such as kind's
+	// /kubelet.slice) and to cgroups that hold containers or VM processes
+	// outside it (a runtime's /system.slice/containerd.service/...): there
+	// only the cgroups on those ways are shown.
+	onWay := map[*inventory.Cgroup]bool{}
+	mark := func(c *inventory.Cgroup) {
+		for ; c != nil && !onWay[c]; c = c.Parent {
+			onWay[c] = true
+		}
+	}
+	mark(n.KubeRoot)
+	for _, p := range n.Pods {
+		for _, ct := range p.Containers {
+			if ct.Misplaced {
+				mark(ct.Cgroup)
+			}
+		}
+	}
+	for _, c := range n.Unattached {
+		mark(c)
+	}
 	var rows []row
 	var visit func(c *inventory.Cgroup, prefix string, last bool, depth int)
 	visit = func(c *inventory.Cgroup, prefix string, last bool, depth int) {
@@ -100,7 +123,12 @@ func WriteText(w io.Writer, n *inventory.Node, hints []string) error {
 		kids := c.Children
 		inKube := c.Identity.Kind != layout.Host || c == n.KubeRoot
 		if !inKube && depth >= 1 {
-			kids = nil // host subtrees stay folded
+			kids = nil
+			for _, ch := range c.Children {
+				if onWay[ch] {
+					kids = append(kids, ch)
+				}
+			}
 		}
 		if c.Identity.IsContainerLike() || c.Identity.Kind == layout.Foreign {
 			kids = nil // nested cgroups of a container are its own business

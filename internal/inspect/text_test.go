@@ -1,0 +1,64 @@
+package inspect
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cgwarden/cgwarden/internal/inventory"
+	"github.com/cgwarden/cgwarden/internal/snapshot"
+)
+
+// A kubelet run with --cgroup-root (kind: /kubelet.slice/kubelet-kubepods.slice)
+// puts the kubelet's tree below a host cgroup, and a runtime may put a
+// misplaced container deep in its own service's cgroup. The text view must
+// still show the kubelet's tree and the misplaced cgroup where it really
+// is, without unfolding unrelated host cgroups.
+func TestWriteTextShowsTreesBelowHostCgroups(t *testing.T) {
+	const (
+		cpu  = "/sys/fs/cgroup/cpu"
+		uid_ = "99afd520_5b3e_4c8d_8471_4b6c8ee26b4c"
+		cid  = "c339025b3f0d9bec908636b49764fbca659636f54ad45c2eddd281049eb4df00"
+		pod  = "/kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-besteffort.slice/kubelet-kubepods-besteffort-pod" + uid_ + ".slice"
+		lit  = "/system.slice/containerd.service/kubelet-kubepods-besteffort-pod" + uid_ + ".slice:cri-containerd:" + cid
+	)
+	var b strings.Builder
+	b.WriteString("cgwarden snapshot v1\n")
+	b.WriteString("-- /proc/self/mountinfo --\n32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu\n")
+	b.WriteString("-- /sys/devices/system/cpu/online --\n0-3\n")
+	for _, d := range []string{
+		"/kubelet.slice", "/kubelet.slice/kubelet-kubepods.slice", "/kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-besteffort.slice",
+		pod, "/system.slice", "/system.slice/sshd.service", "/system.slice/containerd.service", lit,
+	} {
+		b.WriteString("-- " + cpu + d + "/cpu.shares --\n1024\n")
+	}
+	s, err := snapshot.Load(strings.NewReader(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := inventory.Open(s.Samples[0].FS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := sc.Scan(time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := WriteText(&out, n, nil); err != nil {
+		t.Fatal(err)
+	}
+	text := out.String()
+	for _, want := range []string{
+		"kubelet-kubepods.slice ", "kubelet-kubepods-besteffort.slice ", "kubelet-kubepods-besteffort-pod" + uid_ + ".slice ",
+		MisplacedMarker, "containerd.service ", "kubelet-kubepods-besteffort-pod" + uid_ + ".slice:cri-containerd:c339025b3f0d… ",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("no %q in\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "sshd.service") {
+		t.Errorf("an unrelated host cgroup below the first level is unfolded:\n%s", text)
+	}
+}
