@@ -1,6 +1,7 @@
 package fix
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -35,6 +36,8 @@ const (
 	StageMovePid Stage = "before-move-pid"
 	// StageMoveRound: a move finished one pass over its sources.
 	StageMoveRound Stage = "after-move-round"
+	// StageUndoPid: a revert is about to move Pid back into its source.
+	StageUndoPid Stage = "before-undo-pid"
 )
 
 // Hook is called at the stages above with the operation's index (0-based)
@@ -330,6 +333,35 @@ func (e *Engine) pids(dir string) ([]int, error) {
 	return out, nil
 }
 
+// holds reports whether pid is in the cgroup dir right now. A move lists
+// a cgroup once per pass and then writes its processes one by one; each is
+// checked again just before its write, so a process that left in between
+// (moved by its runtime or systemd, or exited and its ID reused) is not
+// pulled out of a cgroup cgwarden was not asked about. The window left is
+// that of one read and one write.
+func (e *Engine) holds(dir string, pid int) (bool, error) {
+	pids, err := e.pids(dir)
+	if err != nil {
+		return false, err
+	}
+	return slices.Contains(pids, pid), nil
+}
+
+// exited reports whether process pid no longer runs: gone, or a zombie
+// waiting for its parent (the kernel refuses to move one with ESRCH too).
+func (e *Engine) exited(pid int) bool {
+	b, err := e.FS.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if errors.Is(err, fs.ErrNotExist) {
+		return true
+	}
+	// "pid (comm) S ...": the state follows the last ')', as comm may
+	// hold anything.
+	if i := bytes.LastIndexByte(b, ')'); err == nil && i >= 0 && i+2 < len(b) {
+		return b[i+2] == 'Z' || b[i+2] == 'X'
+	}
+	return false
+}
+
 // move empties every source into its target: writing a process's ID into
 // the target's cgroup.procs moves the process with all its threads. Passes
 // repeat until one finds every source empty, so a process forked from a
@@ -362,6 +394,15 @@ func (e *Engine) move(j *journal.Journal, w *guard, run string, ref, i int, op p
 			for _, pid := range pids {
 				seen = true
 				e.hook(StageMovePid, i, pid)
+				if in, err := e.holds(pr.Source, pid); err != nil || !in {
+					// Gone from the source since the listing (exited,
+					// or moved by someone else): writing it now would
+					// pull it out of wherever it went.
+					if e.exited(pid) {
+						passExited = appendUniq(passExited, pid)
+					}
+					continue
+				}
 				w.moving[pid] = true
 				err := w.WriteFile(path.Join(pr.Target, "cgroup.procs"), []byte(strconv.Itoa(pid)))
 				delete(w.moving, pid)

@@ -256,6 +256,10 @@ func (e *Engine) undoMove(w *guard, s *journal.Step, u Undo) Undo {
 				break
 			}
 			for _, pid := range pids {
+				e.hook(StageUndoPid, -1, pid)
+				if in, err := e.holds(pr.Target, pid); err != nil || !in {
+					continue // left cgwarden's cgroup since the listing: not cgwarden's to move
+				}
 				err := w.WriteFile(path.Join(pr.Source, "cgroup.procs"), []byte(strconv.Itoa(pid)))
 				switch {
 				case err == nil:
@@ -278,7 +282,7 @@ func (e *Engine) undoMove(w *guard, s *journal.Step, u Undo) Undo {
 	}
 	slices.Sort(recorded)
 	for _, pid := range slices.Compact(recorded) {
-		if _, err := e.FS.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); errors.Is(err, fs.ErrNotExist) {
+		if e.exited(pid) {
 			u.Exited = append(u.Exited, pid)
 		}
 	}
