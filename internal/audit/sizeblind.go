@@ -29,7 +29,11 @@ type sizedPod struct {
 // share of their sizes (fairSize). Under contention the scheduler splits
 // the parent's CPU by weight, so a pod whose weight share is below its size
 // share gets less than its size says. One finding per parent; an error
-// when some pod gets less than half of what its size says.
+// when some pod gets less than half of what its size says. A size's share
+// is taken through the kubelet's conversion (kubeletWeight): what a pod
+// would weigh if its requests were its size. Pods that weigh exactly that
+// are not size-blind even where the weight file's integer steps make the
+// ratio uneven (v2: 10m, 100m and 1000m weigh 1, 4 and 39).
 func checkSizeBlind(in *Input, r *Report) {
 	if in.Meta == nil {
 		r.note("%s not checked: pod sizes unknown (give --pods, and --vms for VM pods)", RuleSizeBlindWeights)
@@ -61,14 +65,14 @@ func checkSizeBlind(in *Input, r *Report) {
 		}
 		var sumSize, sumW float64
 		for _, s := range g {
-			sumSize += float64(s.milli)
+			sumSize += float64(kubeletWeight(in.Node, s.milli))
 			sumW += float64(s.weight)
 		}
 		lo, hi := math.Inf(1), 0.0
 		var off []sizedPod
 		var rows []map[string]any
 		for _, s := range g {
-			sizeShare := float64(s.milli) / sumSize
+			sizeShare := float64(kubeletWeight(in.Node, s.milli)) / sumSize
 			weightShare := float64(s.weight) / sumW
 			ratio := weightShare / sizeShare
 			lo, hi = min(lo, ratio), max(hi, ratio)
@@ -115,7 +119,7 @@ func checkSizeBlind(in *Input, r *Report) {
 		ev.Add("pods", rows).Add("unsizedSiblings", unsized[parent]).Add("spread", round(hi/lo))
 		big := off[0]
 		msg := fmt.Sprintf("Under contention these pods split %s by weight, not by size: %s (%s) gets %s of the CPU it would get if weights followed sizes.",
-			parent.Name(), podLabel(big.pod), cpuCount(big.milli), pct(float64(big.weight)/sumW/(float64(big.milli)/sumSize)))
+			parent.Name(), podLabel(big.pod), cpuCount(big.milli), pct(float64(big.weight)/sumW/(float64(kubeletWeight(in.Node, big.milli))/sumSize)))
 		r.add(Finding{Rule: RuleSizeBlindWeights, Severity: sev,
 			Subject: Subject{Kind: "cgroup", Cgroup: parent.Path}, Evidence: ev, Message: msg,
 			Remedy: "Set each pod's CPU requests from its real size (NeonVM: spec.guest.cpus.use; KubeVirt: the VMI's vCPUs), or " +
