@@ -12,6 +12,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cgwarden/cgwarden/internal/cgroupfs"
+	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/journal"
 	"github.com/cgwarden/cgwarden/internal/plan"
 )
@@ -85,13 +87,25 @@ func (e *Engine) Revert(all bool) (*RevertReport, error) {
 }
 
 func (e *Engine) revertRun(j *journal.Journal, r *journal.Run, pending []*journal.Step, rep *RevertReport) error {
+	points, err := e.points()
+	if err != nil {
+		return fmt.Errorf("nothing reverted: %w", err)
+	}
 	allowed := map[string]bool{}
 	var exact []string
 	allow := func(k plan.Kind, p string) {
 		allowed[string(k)+" "+path.Clean(p)] = true
 		exact = append(exact, p)
 	}
+	// The journal grants revert its exact writes, so a step naming a
+	// path outside the cgroup hierarchies (a journal edited by hand, or
+	// written on another machine) must not reach the door's allowance.
+	outside := map[*journal.Step]string{}
 	for _, s := range pending {
+		if why := outsideHierarchies(s.Op, points); why != "" {
+			outside[s] = why
+			continue
+		}
 		switch s.Op.Kind {
 		case plan.Write:
 			allow(plan.Write, s.Op.Path)
@@ -117,7 +131,12 @@ func (e *Engine) revertRun(j *journal.Journal, r *journal.Run, pending []*journa
 	}
 	failed := false
 	for _, s := range pending {
-		u := e.undo(w, s)
+		var u Undo
+		if why, bad := outside[s]; bad {
+			u = Undo{Op: s.Op, Status: NotUndone, Note: why + ": not touched"}
+		} else {
+			u = e.undo(w, s)
+		}
 		u.Run = r.ID
 		rep.Undos = append(rep.Undos, u)
 		ent := journal.Entry{Type: journal.Undone, Apply: r.ID, Ref: s.Seq, Pids: u.MovedBack, Exited: u.Exited, Note: u.Status}
@@ -138,6 +157,62 @@ func (e *Engine) revertRun(j *journal.Journal, r *journal.Run, pending []*journa
 		}
 	}
 	return nil
+}
+
+// points are the mount points of the hierarchies an apply may have
+// changed.
+func (e *Engine) points() ([]string, error) {
+	sc, err := inventory.Open(e.FS)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, h := range plan.Hierarchies(sc.Places) {
+		out = append(out, h.Point)
+	}
+	return out, nil
+}
+
+// outsideHierarchies says why op names a path no apply could have
+// changed: one not strictly beneath a mount point of points, or a move
+// between two hierarchies. "" when every path is in place.
+func outsideHierarchies(op plan.Op, points []string) string {
+	point := func(p string) string {
+		c := path.Clean(p)
+		if !path.IsAbs(p) {
+			return ""
+		}
+		for _, pt := range points {
+			if c != pt && cgroupfs.Within(c, pt) {
+				return pt
+			}
+		}
+		return ""
+	}
+	bad := func(p string) string {
+		return fmt.Sprintf("the journal names %s, outside the cgroup hierarchies %v", p, points)
+	}
+	if op.Kind == plan.Move {
+		if len(op.Pairs) == 0 {
+			return "the journal's move names no cgroups"
+		}
+		for _, pr := range op.Pairs {
+			src, tgt := point(pr.Source), point(pr.Target)
+			switch {
+			case src == "":
+				return bad(pr.Source)
+			case tgt == "":
+				return bad(pr.Target)
+			case src != tgt:
+				return fmt.Sprintf("the journal's move goes from %s to %s, across two hierarchies", pr.Source, pr.Target)
+			}
+		}
+		return ""
+	}
+	if point(op.Path) == "" {
+		return bad(op.Path)
+	}
+	return ""
 }
 
 func opPath(op plan.Op) string {
