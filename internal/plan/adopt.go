@@ -152,9 +152,25 @@ func Adopt(in Input) (*Plan, Policy, error) {
 		pol.Trees = append(pol.Trees, path.Join(h.Point, n.KubeRoot.Path))
 	}
 	pol.RemoveSources = in.RemoveEmptySource
+	isPod := func(pod *inventory.Pod) bool {
+		return in.Pod == "" || in.Pod == pod.UID || pod.Name != "" && (in.Pod == pod.Name || in.Pod == pod.Namespace+"/"+pod.Name)
+	}
+	if in.Pod != "" {
+		// --pod names one pod: a bare name two namespaces use must not
+		// widen the plan to both.
+		var names []string
+		for _, pod := range n.Pods {
+			if isPod(pod) {
+				names = append(names, pod.Namespace+"/"+pod.Name+" ("+pod.UID+")")
+			}
+		}
+		if len(names) > 1 {
+			return nil, pol, fmt.Errorf("--pod %s matches more than one pod: %s; give namespace/name or the UID", in.Pod, strings.Join(names, ", "))
+		}
+	}
 	matched := in.Pod == ""
 	for _, pod := range n.Pods {
-		if in.Pod != "" && in.Pod != pod.UID && in.Pod != pod.Name && in.Pod != pod.Namespace+"/"+pod.Name {
+		if !isPod(pod) {
 			continue
 		}
 		matched = true
