@@ -119,12 +119,7 @@ Pod figures include containers a runtime put outside the pod's cgroup. With --sn
 			if err != nil {
 				return err
 			}
-			hs := &http.Server{
-				Handler:           srv.Handler(),
-				ReadHeaderTimeout: 10 * time.Second,
-				ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-				TLSConfig:         tlsConfig,
-			}
+			hs := serve.NewHTTPServer(srv.Handler(), serve.DefaultTimeouts, tlsConfig, log)
 			log.Info("serving", "addr", ln.Addr().String(), "tls", tlsConfig != nil, "node", nodeName, "metadata", source, "interval", time.Duration(interval).String(), "snapshot", o.Snapshot)
 			errc := make(chan error, 1)
 			go func() {
