@@ -43,23 +43,27 @@ type Table struct {
 }
 
 // Version tells v1, v2 or hybrid. A table with no cgroup mount is an error
-// for the caller; Version then returns "".
+// for the caller; Version then returns "". Where the cpu controller is
+// decides: beside a cgroup2 mount, v1 hierarchies without it (a net_cls
+// mounted on a v2 node by a VPN client or an old network agent) leave the
+// node v2; hybrid is v1 controllers with cpu among them beside cgroup2.
 func (t Table) Version() Version {
-	var v1, v2 bool
+	var v1, v1CPU, v2 bool
 	for _, m := range t.Mounts {
 		if m.V2 {
 			v2 = true
 		} else if slices.ContainsFunc(m.Controllers, isResource) {
 			v1 = true
+			v1CPU = v1CPU || m.Has("cpu")
 		}
 	}
 	switch {
-	case v1 && v2:
+	case v1CPU && v2:
 		return Hybrid
-	case v1:
-		return V1
 	case v2:
 		return V2
+	case v1:
+		return V1
 	}
 	return ""
 }

@@ -67,6 +67,20 @@ func TestParseFixtures(t *testing.T) {
 			unified: "/sys/fs/cgroup",
 		},
 		{
+			// A cgroup v2 node where a VPN client or an old network agent
+			// mounted a v1 net_cls hierarchy: the CPU controller is on v2,
+			// so the node is v2, not hybrid (hybrid means the figures are
+			// in v1 hierarchies, which here hold none of them).
+			file:    "v2-with-v1-net_cls.mountinfo",
+			version: V2,
+			mounts: []Mount{
+				{Point: "/sys/fs/cgroup", Root: "/", V2: true},
+				{Point: "/sys/fs/cgroup/net_cls", Root: "/", Controllers: []string{"net_cls"}},
+			},
+			places:  map[string]string{"cpu": "", "net_cls": "/sys/fs/cgroup/net_cls"},
+			unified: "/sys/fs/cgroup",
+		},
+		{
 			file:    "v1-al2-eks.mountinfo",
 			version: V1,
 			mounts: []Mount{
