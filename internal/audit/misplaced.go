@@ -60,6 +60,56 @@ func checkMisplaced(in *Input, r *Report) {
 			})
 		}
 	}
+	checkUnattachedMisplaced(n, r)
+}
+
+// checkUnattachedMisplaced reports misplaced shapes whose pod could not be
+// told: Kata's kata_<sandbox id> beside the pod cgroups and its
+// /kata_overhead (only a CRI source knows sandbox IDs; `kubectl get pods`
+// does not list them), and literal cgroupsPath directories whose slice
+// names no pod. Their processes are outside every pod cgroup all the same.
+// A warning: without the pod, what it breaks cannot be said as precisely.
+func checkUnattachedMisplaced(n *inventory.Node, r *Report) {
+	for _, c := range n.Unattached {
+		id := c.Identity
+		kata := id.Kind == layout.Sandbox && (id.Shape == layout.ShapeKata || id.Shape == layout.ShapeKataOver)
+		if !kata && id.Kind != layout.Misplaced {
+			continue
+		}
+		ev := Evidence{}
+		ev.Add("cgroup", c.Path).Add("shape", id.Shape)
+		summary := fmt.Sprintf("%s (%s) sits outside every pod cgroup and names no pod cgwarden knows", c.Path, id.Shape)
+		if procs, ok := procsIn(c); ok {
+			ev.Add("processes", procs)
+			what := fmt.Sprintf("%d processes", procs)
+			if procs == 1 {
+				what = "1 process"
+			}
+			summary += "; it holds " + what
+		}
+		if c.UsageCores != nil {
+			ev.Add("usageCores", round(*c.UsageCores))
+			summary += fmt.Sprintf(", using %s cores", cores(*c.UsageCores))
+		}
+		ev.Add("competesIn", parentPath(c)).Add("weight", ptrVal(c.Stats.CPU.Weight)).Add("guaranteedCores", round(c.GuaranteedCores))
+		ev.Summary = summary + "; " + competes(n, c)
+		brief := "at " + c.Path
+		if c.UsageCores != nil {
+			brief += fmt.Sprintf(", using %s cores", cores(*c.UsageCores))
+		}
+		remedy := "Find the pod (crictl inspectp <sandbox id> for Kata; the runtime's logs otherwise), move the processes under its " +
+			"pod cgroup, and fix the runtime so new containers land there"
+		if kata {
+			remedy += ": Kata with sandbox_cgroup_only=true keeps the sandbox and its overhead inside the pod cgroup"
+		}
+		r.add(Finding{
+			Rule: RuleMisplacedContainer, Severity: Warning, Subject: Subject{Kind: "cgroup", ContainerID: id.ContainerID, Cgroup: c.Path},
+			Evidence: ev, Brief: brief,
+			Message: "A runtime's cgroup outside every pod cgroup: the processes in it escape their pod's limits and its QoS tier's " +
+				"weight, and the kubelet does not count them for their pod. Which pod it belongs to is unknown here.",
+			Remedy: remedy + ".",
+		})
+	}
 }
 
 func parentPath(c *inventory.Cgroup) string {
