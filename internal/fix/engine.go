@@ -285,6 +285,11 @@ func (e *Engine) prevState(op plan.Op) (plan.Prev, error) {
 			return prev, err
 		}
 		prev.Value = &v
+		if op.File() == "cgroup.subtree_control" {
+			if prev.Children, err = e.FS.ReadDirs(path.Dir(op.Path)); err != nil {
+				return prev, err
+			}
+		}
 	case plan.Mkdir:
 		if _, err := e.FS.ReadDirs(op.Path); err == nil {
 			prev.Existed = true

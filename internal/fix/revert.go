@@ -254,6 +254,16 @@ func (e *Engine) undo(w *guard, s *journal.Step) Undo {
 				u.Status = NothingToUndo
 				return u
 			}
+			// Disabling a controller takes its files away from every
+			// child: one that appeared since the apply (the runtime
+			// placing a container properly) may rely on them.
+			kids, err := e.FS.ReadDirs(path.Dir(op.Path))
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return notUndone("%v", err)
+			}
+			if added := slices.DeleteFunc(kids, func(k string) bool { return slices.Contains(s.Prev.Children, k) }); len(added) > 0 {
+				return notUndone("left %q: child cgroups %v appeared since the apply and may use these controllers", cur, added)
+			}
 		} else if cur == prev {
 			u.Status = NothingToUndo
 			return u

@@ -82,6 +82,10 @@ type Prev struct {
 	Pids map[string][]int `json:"pids,omitempty"`
 	// Values are the files an Rmdir recorded (file name → content).
 	Values map[string]string `json:"values,omitempty"`
+	// Children are the child cgroups of the directory whose
+	// cgroup.subtree_control a Write changes: a child that appears later
+	// may use the controllers, and an undo must not take them away.
+	Children []string `json:"children,omitempty"`
 }
 
 // Skip is something the plan deliberately does not do, and why.
