@@ -135,10 +135,17 @@ func (s *Scanner) walk(n *Node, r stats.Reader, c *Cgroup, depth int, isBase boo
 		if isBase {
 			return fmt.Errorf("listing the cgroup tree: %w", err)
 		}
-		if !errors.Is(err, fs.ErrNotExist) {
-			n.Errors = append(n.Errors, err)
+		if errors.Is(err, fs.ErrNotExist) {
+			c.Stats.Gone = true
+			return nil
 		}
-		c.Stats.Gone = true
+		// Not listable (a permission, a resolve restriction) is not gone:
+		// its own figures may still be read, and it keeps its place among
+		// its siblings; only what is below it is unknown.
+		n.Errors = append(n.Errors, err)
+		var errs []error
+		c.Stats, errs = r.Read(c.Path, false)
+		n.Errors = append(n.Errors, errs...)
 		return nil
 	}
 	var errs []error
