@@ -103,7 +103,8 @@ type Pod struct {
 	// exists) and every container or sandbox cgroup of the pod outside it.
 	Parts []*inventory.Cgroup
 	// Outside is set when at least one container or sandbox cgroup of the
-	// pod lives outside the pod cgroup (or there is no pod cgroup).
+	// pod lives outside the pod cgroup (or there is no pod cgroup); an
+	// emptied leftover does not count.
 	Outside bool
 	// Containers are the pod's containers (sandboxes excluded: the kubelet
 	// does not report them as containers) with their own figures.
@@ -134,7 +135,9 @@ func ForPod(p *inventory.Pod) Pod {
 	for _, c := range p.Containers {
 		if p.Cgroup == nil || !below(c.Cgroup, p.Cgroup) {
 			ap.Parts = append(ap.Parts, c.Cgroup)
-			ap.Outside = true
+			// An emptied leftover still counts (what it used before its
+			// processes were moved home) but places nothing outside.
+			ap.Outside = ap.Outside || !c.Leftover
 		}
 		// A leftover's cgroup counts toward the pod (above) but is not a
 		// container of its own: its twin inside the pod is.
