@@ -4,8 +4,19 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/cgwarden/cgwarden/internal/fairness"
+	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/layout"
+	"github.com/cgwarden/cgwarden/internal/mounts"
 )
+
+// weightText is a cgroup's raw weight for a message, "?" when unknown.
+func weightText(c *inventory.Cgroup) string {
+	if w, ok := weightOf(c); ok {
+		return strconv.FormatUint(w, 10)
+	}
+	return "?"
+}
 
 // RuleBestEffortStarvation: a BestEffort pod whose guaranteed CPU under
 // full contention is below the threshold.
@@ -29,19 +40,27 @@ func checkStarvation(in *Input, r *Report) {
 			continue
 		}
 		tier := c.Parent
-		tierW, _ := weightOf(tier)
-		podW, _ := weightOf(c)
+		// An unknown weight reads "?" (and null in JSON), never 0; in the
+		// tier's total it counts at the default, as siblingsOf counts others.
+		tierW, podW := weightText(tier), weightText(c)
+		podWf := float64(fairness.DefaultShares)
+		if n.Version == mounts.V2 {
+			podWf = fairness.DefaultWeight
+		}
+		if w, ok := weightOf(c); ok {
+			podWf = float64(w)
+		}
 		sib := siblingsOf(n, tier)
 		inTier := siblingsOf(n, c)
 		ev := Evidence{}
-		ev.Add("tierWeight", tierW).Add("tierSiblingsWeight", sib.Total).
+		ev.Add("tierWeight", ptrVal(tier.Stats.CPU.Weight)).Add("tierSiblingsWeight", sib.Total).
 			Add("tierGuaranteedCores", round(tier.GuaranteedCores)).
-			Add("podWeight", podW).Add("podsInTier", len(tier.Children)).
+			Add("podWeight", ptrVal(c.Stats.CPU.Weight)).Add("podsInTier", len(tier.Children)).
 			Add("podGuaranteedCores", round(c.GuaranteedCores)).
 			Add("thresholdCores", in.StarvationCores)
-		summary := fmt.Sprintf("%s %d against %s = %.0f → tier guaranteed %s cores of %s; pod weight %d of the tier's %.0f (%s) → %s cores",
+		summary := fmt.Sprintf("%s %s against %s = %.0f → tier guaranteed %s cores of %s; pod weight %s of the tier's %.0f (%s) → %s cores",
 			weightFile(n), tierW, sib.describe(), sib.Total, cores(tier.GuaranteedCores), cores(tier.Parent.GuaranteedCores),
-			podW, inTier.Total+float64(podW), plural(len(tier.Children), "pod"), cores(c.GuaranteedCores))
+			podW, inTier.Total+podWf, plural(len(tier.Children), "pod"), cores(c.GuaranteedCores))
 
 		mp, _ := in.Meta.Pod(p.UID)
 		sz, sized := in.Meta.Size(p.UID)
@@ -74,7 +93,7 @@ func checkStarvation(in *Input, r *Report) {
 			summary += fmt.Sprintf("; using %s", cores(*c.UsageCores))
 		}
 		ev.Summary = summary
-		brief := fmt.Sprintf("pod weight %d, tier %d against %.0f → guaranteed %s cores", podW, tierW, sib.Total, cores(c.GuaranteedCores))
+		brief := fmt.Sprintf("pod weight %s, tier %s against %.0f → guaranteed %s cores", podW, tierW, sib.Total, cores(c.GuaranteedCores))
 		if sized {
 			brief += fmt.Sprintf(" for a size of %s (%s)", cpuCount(sz.MilliCPU), pct(c.GuaranteedCores/(float64(sz.MilliCPU)/1000)))
 		}
