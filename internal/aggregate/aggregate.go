@@ -1,6 +1,8 @@
 package aggregate
 
 import (
+	"slices"
+
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/stats"
 )
@@ -111,7 +113,8 @@ type Pod struct {
 	Containers []Container
 }
 
-// Container is a container with the figures of its own cgroup.
+// Container is a container with the figures of its own cgroup, or of its
+// cgroups summed when it has two busy ones (in the pod and outside it).
 type Container struct {
 	*inventory.Container
 	Usage Usage
@@ -141,9 +144,21 @@ func ForPod(p *inventory.Pod) Pod {
 		}
 		// A leftover's cgroup counts toward the pod (above) but is not a
 		// container of its own: its twin inside the pod is.
-		if !c.Sandbox && !c.Leftover {
-			ap.Containers = append(ap.Containers, Container{Container: c, Usage: Own(c.Cgroup)})
+		if c.Sandbox || c.Leftover {
+			continue
 		}
+		// One container in two busy cgroups (moved home, then the runtime
+		// started processes in its own cgroup again) is one container
+		// using both, named by its cgroup in the pod.
+		if i := slices.IndexFunc(ap.Containers, func(o Container) bool { return c.ID != "" && o.ID == c.ID }); i >= 0 {
+			ac := &ap.Containers[i]
+			ac.Usage = sum([]Usage{ac.Usage, Own(c.Cgroup)})
+			if ac.Misplaced && !c.Misplaced {
+				ac.Container = c
+			}
+			continue
+		}
+		ap.Containers = append(ap.Containers, Container{Container: c, Usage: Own(c.Cgroup)})
 	}
 	parts := make([]Usage, len(ap.Parts))
 	for i, c := range ap.Parts {
