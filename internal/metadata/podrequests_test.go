@@ -44,3 +44,29 @@ func TestPodRequestsFollowTheKubelet(t *testing.T) {
 		})
 	}
 }
+
+// Without status.qosClass the QoS class is computed as the kubelet does
+// (GetPodQOS): init containers count, and zero quantities are no request.
+func TestComputedQoSCountsInitContainers(t *testing.T) {
+	guaranteed := `{"requests":{"cpu":"1","memory":"1Gi"},"limits":{"cpu":"1","memory":"1Gi"}}`
+	for name, tc := range map[string]struct {
+		spec, want string
+	}{
+		"only an init container asks": {`"initContainers":[{"name":"i","resources":{"requests":{"cpu":"100m"}}}],"containers":[{"name":"a"}]`, "burstable"},
+		"init container without limits": {`"initContainers":[{"name":"i","resources":{"requests":{"cpu":"100m"}}}],
+			"containers":[{"name":"a","resources":` + guaranteed + `}]`, "burstable"},
+		"all guaranteed":  {`"initContainers":[{"name":"i","resources":` + guaranteed + `}],"containers":[{"name":"a","resources":` + guaranteed + `}]`, "guaranteed"},
+		"zero is nothing": {`"containers":[{"name":"a","resources":{"requests":{"cpu":"0"}}}]`, "besteffort"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			in := `{"kind":"List","items":[{"kind":"Pod","metadata":{"name":"p","namespace":"n","uid":"u1"},"spec":{` + tc.spec + `}}]}`
+			pods, err := ParsePods(strings.NewReader(in))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pods[0].QoS != tc.want {
+				t.Errorf("QoS %q, want %q", pods[0].QoS, tc.want)
+			}
+		})
+	}
+}

@@ -152,29 +152,48 @@ func tierName(q corev1.PodQOSClass) string {
 	return ""
 }
 
-// computeQoS follows the kubelet's rule for pods whose status does not say:
-// no requests or limits at all is BestEffort; requests equal to limits for
-// cpu and memory in every container is Guaranteed; anything else
-// Burstable.
+// computeQoS follows the kubelet's rule (GetPodQOS) for pods whose status
+// does not say, over init and app containers alike, zero quantities
+// counting as none: no cpu or memory request or limit at all is
+// BestEffort; every container limiting both cpu and memory, with the
+// summed requests equal to the summed limits, is Guaranteed; anything
+// else Burstable.
 func computeQoS(k *corev1.Pod) corev1.PodQOSClass {
-	any, guaranteed := false, true
-	for _, c := range k.Spec.Containers {
-		for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
-			req, hasReq := c.Resources.Requests[r]
-			lim, hasLim := c.Resources.Limits[r]
-			if hasReq || hasLim {
-				any = true
+	qos := []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory}
+	requests, limits := corev1.ResourceList{}, corev1.ResourceList{}
+	add := func(l corev1.ResourceList, r corev1.ResourceName, q resource.Quantity) {
+		sum := l[r]
+		sum.Add(q)
+		l[r] = sum
+	}
+	guaranteed := true
+	for _, c := range append(append([]corev1.Container{}, k.Spec.InitContainers...), k.Spec.Containers...) {
+		limited := 0
+		for _, r := range qos {
+			if q, ok := c.Resources.Requests[r]; ok && q.Sign() > 0 {
+				add(requests, r, q)
 			}
-			if !hasLim || (hasReq && req.Cmp(lim) != 0) {
+			if q, ok := c.Resources.Limits[r]; ok && q.Sign() > 0 {
+				add(limits, r, q)
+				limited++
+			}
+		}
+		if limited < len(qos) {
+			guaranteed = false
+		}
+	}
+	if len(requests) == 0 && len(limits) == 0 {
+		return corev1.PodQOSBestEffort
+	}
+	if guaranteed && len(requests) == len(limits) {
+		for r, req := range requests {
+			if lim, ok := limits[r]; !ok || lim.Cmp(req) != 0 {
 				guaranteed = false
 			}
 		}
-	}
-	switch {
-	case !any:
-		return corev1.PodQOSBestEffort
-	case guaranteed:
-		return corev1.PodQOSGuaranteed
+		if guaranteed {
+			return corev1.PodQOSGuaranteed
+		}
 	}
 	return corev1.PodQOSBurstable
 }
