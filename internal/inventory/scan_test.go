@@ -111,8 +111,9 @@ func TestSeed003(t *testing.T) {
 	if g := c.Cgroup.GuaranteedCores; math.Abs(g-8*100.0/713) > 1e-9 {
 		t.Errorf("misplaced container guaranteed %v, want %v", g, 8*100.0/713)
 	}
-	// The pod slice: kubepods × 4/(4+4+1) (burstable 4, besteffort 1, pod 4).
-	if g, want := p.Cgroup.GuaranteedCores, 8*313.0/713*4/9; math.Abs(g-want) > 1e-9 {
+	// The pod slice: kubepods × 20/(4+1+20) (burstable 4, besteffort 1,
+	// the pod 20: the kubelet's linear weight of 512 shares for 500m).
+	if g, want := p.Cgroup.GuaranteedCores, 8*313.0/713*20/25; math.Abs(g-want) > 1e-9 {
 		t.Errorf("pod guaranteed %v, want %v", g, want)
 	}
 }
