@@ -50,9 +50,9 @@ func checkMisplaced(in *Input, r *Report) {
 			r.add(Finding{
 				Rule: RuleMisplacedContainer, Severity: Error, Subject: containerSubject(p, c), Evidence: ev, Brief: brief,
 				Message: fmt.Sprintf("The kubelet reads pod %s's CPU and memory from its pod cgroup, which does not hold these "+
-					"processes: it reports the pod at 0 CPU and 0 memory, and kubectl top and the HPA are only as right as the "+
-					"runtime's own container stats. The pod's limits and its QoS tier's weight do not apply to these processes.",
-					podLabel(p)),
+					"processes: %s, and kubectl top and the HPA are only as right as the runtime's own container stats. The "+
+					"pod's limits and its QoS tier's weight do not apply to these processes.",
+					podLabel(p), podFigures(p)),
 				Remedy: "Move the processes under the pod cgroup (for each PID in " + cg.Path + "/cgroup.procs, write it to a " +
 					"container cgroup made under " + podPath + "; `cgwarden fix` plans exactly this, `--apply` does it with a " +
 					"journal and `cgwarden revert` undoes it), and fix the runtime so new containers land there: runwasi-based shims before their 2025 fix, " +
@@ -145,4 +145,16 @@ func ptrVal[T any](p *T) any {
 		return nil
 	}
 	return *p
+}
+
+// podFigures says what the kubelet's pod figures miss: everything when no
+// container of the pod is inside its cgroup (seed 003), otherwise the
+// misplaced ones' share.
+func podFigures(p *inventory.Pod) string {
+	for _, c := range p.Containers {
+		if !c.Misplaced && !c.Sandbox && !c.Leftover {
+			return "the pod's CPU and memory leave these processes out"
+		}
+	}
+	return "it reports the pod at 0 CPU and 0 memory"
 }
