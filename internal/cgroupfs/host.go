@@ -316,13 +316,47 @@ func (h *Host) open(p string, flags int) (int, error) {
 			break
 		}
 	}
-	// Fallback for kernels without openat2: the path was checked for ".."
-	// by relative, and the last component may not be a symlink.
-	nofollow := unix.O_NOFOLLOW
+	// Fallback for kernels without openat2 (before 5.6): the path was
+	// checked for ".." by relative; under /proc ordinary symlinks are
+	// followed as above, elsewhere the path is walked one directory at a
+	// time with O_NOFOLLOW, so no component may be a symlink.
 	if resolve&unix.RESOLVE_NO_SYMLINKS == 0 {
-		nofollow = 0
+		return unix.Openat(h.rootFD, rel, flags|unix.O_CLOEXEC, 0)
 	}
-	return unix.Openat(h.rootFD, rel, flags|unix.O_CLOEXEC|nofollow, 0)
+	return openNoFollow(h.rootFD, rel, flags)
+}
+
+// openNoFollow opens rel beneath dirfd refusing a symlink in any
+// component (ELOOP), the way RESOLVE_NO_SYMLINKS does.
+func openNoFollow(dirfd int, rel string, flags int) (int, error) {
+	dir, rest := -1, rel
+	defer func() {
+		if dir >= 0 {
+			unix.Close(dir)
+		}
+	}()
+	at := dirfd
+	for {
+		part, tail, more := strings.Cut(rest, "/")
+		if !more {
+			return unix.Openat(at, part, flags|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+		}
+		next, err := unix.Openat(at, part, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			if err == unix.ENOTDIR {
+				// O_NOFOLLOW|O_DIRECTORY on a symlink says ENOTDIR.
+				var st unix.Stat_t
+				if unix.Fstatat(at, part, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+					return -1, unix.ELOOP
+				}
+			}
+			return -1, err
+		}
+		if dir >= 0 {
+			unix.Close(dir)
+		}
+		dir, at, rest = next, next, tail
+	}
 }
 
 // relative turns an absolute host path into one relative to the root,

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // newRoot builds a small host tree in a temporary directory and opens it as
@@ -146,6 +148,29 @@ func TestWithin(t *testing.T) {
 	} {
 		if got := Within(c.p, c.dir); got != c.want {
 			t.Errorf("Within(%q, %q) = %v", c.p, c.dir, got)
+		}
+	}
+}
+
+// TestOpenNoFollow checks the path walk used on kernels without openat2:
+// no component may be a symlink, and the file itself is opened as asked.
+func TestOpenNoFollow(t *testing.T) {
+	h, _ := newRoot(t)
+	for _, c := range []struct {
+		rel string
+		ok  bool
+	}{
+		{"sys/fs/cgroup/cpu/a/cpu.shares", true},
+		{"sys/fs/cgroup/cpu/linkdir/key", false}, // symlinked directory in the middle
+		{"sys/fs/cgroup/cpu/a/evil", false},      // symlink as the last component
+		{"sys/fs/cgroup/cpu/a/missing", false},
+	} {
+		fd, err := openNoFollow(h.rootFD, c.rel, unix.O_RDONLY)
+		if err == nil {
+			unix.Close(fd)
+		}
+		if (err == nil) != c.ok {
+			t.Errorf("openNoFollow(%q) = %v, want ok=%v", c.rel, err, c.ok)
 		}
 	}
 }

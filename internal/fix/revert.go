@@ -337,7 +337,11 @@ func (e *Engine) undoMove(w *guard, s *journal.Step, u Undo) Undo {
 			}
 			if err != nil || round == MaxMoveRounds {
 				u.Status = NotUndone
-				notes = append(notes, fmt.Sprintf("emptying %s: %v", pr.Target, err))
+				why := fmt.Sprint(err)
+				if err == nil {
+					why = fmt.Sprintf("processes still arriving after %d rounds", MaxMoveRounds)
+				}
+				notes = append(notes, fmt.Sprintf("emptying %s: %s", pr.Target, why))
 				break
 			}
 			for _, pid := range pids {
