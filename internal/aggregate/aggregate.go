@@ -136,7 +136,7 @@ func ForPod(p *inventory.Pod) Pod {
 		ap.Parts = append(ap.Parts, p.Cgroup)
 	}
 	for _, c := range p.Containers {
-		if p.Cgroup == nil || !below(c.Cgroup, p.Cgroup) {
+		if p.Cgroup == nil || !c.Cgroup.Within(p.Cgroup) {
 			ap.Parts = append(ap.Parts, c.Cgroup)
 			// An emptied leftover still counts (what it used before its
 			// processes were moved home) but places nothing outside.
@@ -168,12 +168,3 @@ func ForPod(p *inventory.Pod) Pod {
 	return ap
 }
 
-// below reports whether c is anc or a descendant of it.
-func below(c, anc *inventory.Cgroup) bool {
-	for ; c != nil; c = c.Parent {
-		if c == anc {
-			return true
-		}
-	}
-	return false
-}

@@ -42,6 +42,16 @@ func (c *Cgroup) Name() string {
 	return c.Path
 }
 
+// Within reports whether c is anc or lies below it.
+func (c *Cgroup) Within(anc *Cgroup) bool {
+	for ; c != nil; c = c.Parent {
+		if c == anc {
+			return true
+		}
+	}
+	return false
+}
+
 // Walk calls fn for c and every cgroup below it, parents first.
 func (c *Cgroup) Walk(fn func(*Cgroup)) {
 	fn(c)

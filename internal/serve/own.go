@@ -103,7 +103,7 @@ func (c *ownCollector) Collect(ch chan<- prometheus.Metric) {
 			cl := append(pl[:len(pl):len(pl)], containerName(ct), ct.ID)
 			usage(ch, ownCtrCPU, ownCtrCores, ownCtrWS, ct.Usage, cl)
 			cgroupCPU(ch, ownCtrWeight, ownCtrGuar, ownCtrFair, ct.Cgroup, cl)
-			outside := p.Cgroup == nil || !under(ct.Cgroup, p.Cgroup)
+			outside := p.Cgroup == nil || !ct.Cgroup.Within(p.Cgroup)
 			gauge(ownCtrMisplaced, b2f(outside), append(cl[:len(cl):len(cl)], ct.Cgroup.Path)...)
 		}
 	}
@@ -131,14 +131,6 @@ func cgroupCPU(ch chan<- prometheus.Metric, weight, guar, fair *prometheus.Desc,
 	}
 }
 
-func under(c, anc *inventory.Cgroup) bool {
-	for ; c != nil; c = c.Parent {
-		if c == anc {
-			return true
-		}
-	}
-	return false
-}
 
 func b2f(b bool) float64 {
 	if b {
