@@ -131,7 +131,6 @@ func cgroupCPU(ch chan<- prometheus.Metric, weight, guar, fair *prometheus.Desc,
 	}
 }
 
-
 func b2f(b bool) float64 {
 	if b {
 		return 1
