@@ -167,4 +167,3 @@ func ForPod(p *inventory.Pod) Pod {
 	ap.Usage = sum(parts)
 	return ap
 }
-
