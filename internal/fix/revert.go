@@ -60,7 +60,9 @@ func (r *RevertReport) Failed() []Undo {
 }
 
 // Revert undoes the last run that has something left to undo, or every
-// such run (all), newest operation first.
+// such run (all), newest operation first. A plain revert skips runs whose
+// remaining steps an earlier revert already tried and could not undo;
+// all retries them too.
 func (e *Engine) Revert(all bool) (*RevertReport, error) {
 	j, err := journal.Open(e.JournalDir)
 	if err != nil {
@@ -72,7 +74,9 @@ func (e *Engine) Revert(all bool) (*RevertReport, error) {
 	for i := len(runs) - 1; i >= 0; i-- {
 		r := runs[i]
 		pending := r.Pending()
-		if len(pending) == 0 {
+		if len(pending) == 0 || !all && r.Settled() {
+			// A run whose every pending step a revert already tried and
+			// could not undo does not pin a plain revert to it forever.
 			continue
 		}
 		rep.Runs = append(rep.Runs, r.ID)

@@ -190,3 +190,40 @@ func FuzzParse(f *testing.F) {
 		Applies(entries)
 	})
 }
+
+// TestSettledRunsDoNotPinRevert: a run whose remaining steps a revert
+// already tried and could not undo is settled, so a plain revert moves on;
+// a step never tried keeps its run unsettled.
+func TestSettledRunsDoNotPinRevert(t *testing.T) {
+	mk := func(p string) *plan.Op { return &plan.Op{Kind: plan.Mkdir, Path: p} }
+	entries := []Entry{
+		{Seq: 1, Type: Begin, Apply: "r1"},
+		{Seq: 2, Type: Intent, Apply: "r1", Op: mk("/c/a"), Prev: &plan.Prev{}},
+		{Seq: 3, Type: Done, Apply: "r1", Ref: 2},
+		{Seq: 4, Type: End, Apply: "r1"},
+		{Seq: 5, Type: Begin, Apply: "r2"},
+		{Seq: 6, Type: Intent, Apply: "r2", Op: mk("/c/b"), Prev: &plan.Prev{}},
+		{Seq: 7, Type: Done, Apply: "r2", Ref: 6},
+		{Seq: 8, Type: Intent, Apply: "r2", Op: mk("/c/c"), Prev: &plan.Prev{}},
+		{Seq: 9, Type: Done, Apply: "r2", Ref: 8},
+		{Seq: 10, Type: End, Apply: "r2"},
+		{Seq: 11, Type: RevertBegin, Apply: "r2"},
+		{Seq: 12, Type: Undone, Apply: "r2", Ref: 8},
+		{Seq: 13, Type: UndoFailed, Apply: "r2", Ref: 6, Error: "cgroup busy"},
+		{Seq: 14, Type: RevertEnd, Apply: "r2"},
+	}
+	runs := Applies(entries)
+	if len(runs) != 2 {
+		t.Fatalf("%d runs, want 2", len(runs))
+	}
+	r1, r2 := runs[0], runs[1]
+	if p := r2.Pending(); len(p) != 1 || !p[0].UndoFailed {
+		t.Fatalf("r2 pending %+v, want the one step whose undo failed", p)
+	}
+	if !r2.Settled() {
+		t.Error("r2: every pending step was tried, want settled")
+	}
+	if r1.Settled() {
+		t.Error("r1: a step was never reverted, want unsettled")
+	}
+}

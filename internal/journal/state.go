@@ -30,6 +30,10 @@ type Step struct {
 	Pids []int
 	// Undone is set once a revert settled the step.
 	Undone bool
+	// UndoFailed is set when a revert tried the step and could not undo
+	// it (a process that exited, a cgroup its runtime removed). The step
+	// stays pending so that `revert --all` tries it again.
+	UndoFailed bool
 }
 
 // NeedsUndo reports whether a revert has to look at the step: anything
@@ -63,6 +67,18 @@ func (r *Run) Pending() []*Step {
 		}
 	}
 	return out
+}
+
+// Settled reports whether a revert has already tried every pending step
+// of the run: nothing is left that a plain `revert` could still do there,
+// so it moves on to older runs (`revert --all` retries them all).
+func (r *Run) Settled() bool {
+	for _, s := range r.Pending() {
+		if !s.UndoFailed {
+			return false
+		}
+	}
+	return true
 }
 
 // Applies groups entries into runs, oldest first.
@@ -103,6 +119,10 @@ func Applies(entries []Entry) []*Run {
 		case Undone:
 			if s := bySeq[e.Ref]; s != nil {
 				s.Undone = true
+			}
+		case UndoFailed:
+			if s := bySeq[e.Ref]; s != nil {
+				s.UndoFailed = true
 			}
 		case End:
 			r.Ended = true
