@@ -139,7 +139,9 @@ func (r Reader) Read(cgroup string, withThreads bool) (Stats, []error) {
 	} else {
 		x.readV1(&s, withThreads)
 	}
-	if x.found == 0 {
+	// Gone only when every file was simply missing: a cgroup whose files
+	// exist but cannot be read (EACCES, EIO) is there, its figures unknown.
+	if x.found == 0 && len(x.errs) == 0 {
 		s.Gone = true
 	}
 	return s, x.errs

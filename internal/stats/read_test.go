@@ -287,6 +287,15 @@ func TestReadGone(t *testing.T) {
 			t.Errorf("v2=%v: Gone = %v, errs %v; want gone without errors", p.V2, s.Gone, errs)
 		}
 	}
+	// A cgroup whose files all exist but cannot be read is there, with
+	// unknown figures and an error per file: not gone.
+	denied := mapFS{errs: map[string]error{}}
+	for _, f := range []string{"cpu.weight", "cpu.max", "cpu.stat", "memory.current", "memory.max", "memory.stat", "pids.current", "pids.max", "cgroup.procs"} {
+		denied.errs["/sys/fs/cgroup/x/"+f] = syscall.EACCES
+	}
+	if s, errs := (Reader{FS: denied, Places: placesV2}).Read("/x", false); s.Gone || len(errs) != 9 || s.CPU.Weight != nil {
+		t.Errorf("unreadable cgroup: Gone = %v, %d errors, weight %v; want there, 9 errors, weight unknown", s.Gone, len(errs), s.CPU.Weight)
+	}
 	// One readable file is enough to be there.
 	s, _ := Reader{FS: mapFS{files: map[string]string{"/sys/fs/cgroup/x/cpu.weight": "100"}}, Places: placesV2}.Read("/x", false)
 	if s.Gone {
