@@ -8,7 +8,10 @@
 // host path. A directory with no file inside is a section whose name ends
 // in "/". A snapshot holds up to two samples of the node: the second
 // sample's files, for CPU rates, are sections named "next:<path>" and hold
-// only the files whose content changed.
+// only the files whose content changed; a cgroup made between the samples
+// is a "next:<dir>/" section (beside its new files), one removed is a
+// "next-gone:<dir>/" section, so the second sample replays the tree as it
+// was then.
 //
 // Loading treats the file as hostile: its size, the number and length of
 // names, and every path are checked (absolute, clean, no "..", beneath a

@@ -26,7 +26,10 @@ const (
 	MaxPathLen  = 4096
 	magicHeader = "cgwarden snapshot v1"
 	nextPrefix  = "next:"
-	mountinfo   = "/proc/self/mountinfo"
+	// gonePrefix names a directory of the first sample that the second
+	// no longer has (a cgroup removed between the two).
+	gonePrefix = "next-gone:"
+	mountinfo  = "/proc/self/mountinfo"
 )
 
 // fixedPaths are the non-cgroup files cgwarden reads.
@@ -49,8 +52,9 @@ type Snapshot struct {
 // files is a snapshot's view of a filesystem.
 type files struct {
 	data map[string][]byte
-	dirs map[string][]string // dir → sorted child dir names
+	dirs map[string][]string // dir → sorted child dir names; nil: the base's
 	base *files              // the first sample, for files a later one did not change
+	gone []string            // directories of the base this sample no longer has
 }
 
 var _ cgroupfs.FS = (*files)(nil)
@@ -59,14 +63,14 @@ func (f *files) ReadFile(p string) ([]byte, error) {
 	if b, ok := f.data[p]; ok {
 		return b, nil
 	}
-	if f.base != nil {
+	if f.base != nil && !slices.ContainsFunc(f.gone, func(d string) bool { return cgroupfs.Within(p, d) }) {
 		return f.base.ReadFile(p)
 	}
 	return nil, &fs.PathError{Op: "open", Path: p, Err: fs.ErrNotExist}
 }
 
 func (f *files) ReadDirs(p string) ([]string, error) {
-	if f.base != nil {
+	if f.dirs == nil && f.base != nil {
 		return f.base.ReadDirs(p)
 	}
 	if d, ok := f.dirs[p]; ok {
@@ -136,9 +140,17 @@ func parse(raw []byte) (*Snapshot, error) {
 	first := &files{data: map[string][]byte{}, dirs: map[string][]string{}}
 	next := &files{data: map[string][]byte{}, base: first}
 	dirSet := map[string]bool{}
+	added, gone := map[string]bool{}, map[string]bool{}
 	for _, f := range ar.Files {
 		name := f.Name
 		target := first
+		if rest, ok := strings.CutPrefix(name, gonePrefix); ok {
+			if err := checkName(rest); err != nil || !strings.HasSuffix(rest, "/") || rest == "/" {
+				return nil, &LoadError{Section: f.Name, Why: "a removed directory must be a clean absolute path ending in /"}
+			}
+			gone[path.Clean(rest)] = true
+			continue
+		}
 		if rest, ok := strings.CutPrefix(name, nextPrefix); ok {
 			name, target = rest, next
 		}
@@ -147,9 +159,10 @@ func parse(raw []byte) (*Snapshot, error) {
 		}
 		if strings.HasSuffix(name, "/") {
 			if target == next {
-				return nil, &LoadError{Section: f.Name, Why: "the second sample cannot add directories"}
+				added[path.Clean(name)] = true
+			} else {
+				dirSet[path.Clean(name)] = true
 			}
-			dirSet[path.Clean(name)] = true
 			continue
 		}
 		if _, dup := target.data[name]; dup {
@@ -176,43 +189,47 @@ func parse(raw []byte) (*Snapshot, error) {
 			}
 		}
 	}
-	for d := range dirSet {
-		if !allowed(d, points) && !slices.ContainsFunc(points, func(p string) bool { return cgroupfs.Within(p, d) }) {
-			return nil, &LoadError{Section: d + "/", Why: "not beneath a cgroup mount of this snapshot"}
-		}
-	}
-	// Every ancestor of a directory is a directory; index the children.
-	for d := range dirSet {
-		for d != "/" {
-			parent := path.Dir(d)
-			if !dirSet[parent] {
-				dirSet[parent] = true
+	for _, set := range []map[string]bool{dirSet, added, gone} {
+		for d := range set {
+			if !allowed(d, points) && !slices.ContainsFunc(points, func(p string) bool { return cgroupfs.Within(p, d) }) {
+				return nil, &LoadError{Section: d + "/", Why: "not beneath a cgroup mount of this snapshot"}
 			}
-			d = parent
 		}
 	}
-	for d := range dirSet {
-		if d == "/" {
-			continue
+	withAncestors(dirSet)
+	first.dirs = index(dirSet)
+	if len(added) > 0 || len(gone) > 0 {
+		// The second sample's tree: the first's, less what was removed,
+		// plus what was made (and the directories of its new files).
+		for d := range gone {
+			if !dirSet[d] {
+				return nil, &LoadError{Section: gonePrefix + d + "/", Why: "the first sample has no such directory"}
+			}
+			next.gone = append(next.gone, d)
 		}
-		parent := path.Dir(d)
-		first.dirs[parent] = append(first.dirs[parent], path.Base(d))
-	}
-	for d, kids := range first.dirs {
-		slices.Sort(kids)
-		first.dirs[d] = kids
-	}
-	for d := range dirSet {
-		if _, ok := first.dirs[d]; !ok {
-			first.dirs[d] = nil
+		nextSet := map[string]bool{}
+		for d := range dirSet {
+			if !slices.ContainsFunc(next.gone, func(g string) bool { return cgroupfs.Within(d, g) }) {
+				nextSet[d] = true
+			}
 		}
+		for d := range added {
+			nextSet[d] = true
+		}
+		for name := range next.data {
+			if !dirSet[path.Dir(name)] {
+				nextSet[path.Dir(name)] = true
+			}
+		}
+		withAncestors(nextSet)
+		next.dirs = index(nextSet)
 	}
 	taken, err := s.time("taken", time.Time{})
 	if err != nil {
 		return nil, err
 	}
 	s.Samples = []Sample{{FS: first, Time: taken}}
-	if len(next.data) > 0 {
+	if len(next.data) > 0 || next.dirs != nil {
 		iv, ok := s.Header["interval"]
 		if !ok {
 			return nil, &LoadError{Why: "a second sample needs an \"interval\" header"}
@@ -224,6 +241,35 @@ func parse(raw []byte) (*Snapshot, error) {
 		s.Samples = append(s.Samples, Sample{FS: next, Time: taken.Add(d)})
 	}
 	return s, nil
+}
+
+// withAncestors adds every ancestor of every directory of set.
+func withAncestors(set map[string]bool) {
+	for d := range set {
+		for d != "/" {
+			d = path.Dir(d)
+			set[d] = true
+		}
+	}
+}
+
+// index maps each directory of set to its sorted child directories.
+func index(set map[string]bool) map[string][]string {
+	idx := make(map[string][]string, len(set))
+	for d := range set {
+		if _, ok := idx[d]; !ok {
+			idx[d] = nil
+		}
+		if d == "/" {
+			continue
+		}
+		parent := path.Dir(d)
+		idx[parent] = append(idx[parent], path.Base(d))
+	}
+	for _, kids := range idx {
+		slices.Sort(kids)
+	}
+	return idx
 }
 
 func (s *Snapshot) time(key string, def time.Time) (time.Time, error) {
@@ -363,6 +409,18 @@ func Write(w io.Writer, first, second *Recorder, taken time.Time, interval time.
 		}
 	}
 	if second != nil {
+		// Cgroups removed or made between the two samples: the
+		// directories each sample listed.
+		for _, d := range sortedKeys(first.dirs) {
+			if !second.dirs[d] && !firstGoneAbove(d, first.dirs, second.dirs) {
+				ar.Files = append(ar.Files, txtar.File{Name: gonePrefix + strings.TrimSuffix(d, "/") + "/"})
+			}
+		}
+		for _, d := range sortedKeys(second.dirs) {
+			if !first.dirs[d] {
+				ar.Files = append(ar.Files, txtar.File{Name: nextPrefix + strings.TrimSuffix(d, "/") + "/"})
+			}
+		}
 		for _, p := range slices.Sorted(func(yield func(string) bool) {
 			for p := range second.data {
 				if !yield(p) {
@@ -381,6 +439,27 @@ func Write(w io.Writer, first, second *Recorder, taken time.Time, interval time.
 	}
 	_, err := w.Write(txtar.Format(ar))
 	return err
+}
+
+func sortedKeys(m map[string]bool) []string {
+	return slices.Sorted(func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	})
+}
+
+// firstGoneAbove reports whether an ancestor of d is itself removed in the
+// second sample, so that one next-gone: section covers the whole subtree.
+func firstGoneAbove(d string, first, second map[string]bool) bool {
+	for p := path.Dir(d); p != "/" && p != "."; p = path.Dir(p) {
+		if first[p] && !second[p] {
+			return true
+		}
+	}
+	return false
 }
 
 // safeData refuses content that would break the txtar framing.

@@ -88,7 +88,10 @@ func TestLoadHostile(t *testing.T) {
 		{"second sample outside", withSection("next:/var/run/secret", "x\n") + "", "/var/run/secret", "not beneath"},
 		{"duplicate section", withSection("/sys/fs/cgroup/a/cpu.weight", "200\n"), "/sys/fs/cgroup/a/cpu.weight", "appears twice"},
 		{"duplicate next section", "cgwarden snapshot v1\ninterval: 1s\n" + strings.SplitN(minimal, "\n", 4)[3] + "-- next:/sys/fs/cgroup/a/cpu.weight --\n1\n-- next:/sys/fs/cgroup/a/cpu.weight --\n2\n", "next:/sys/fs/cgroup/a/cpu.weight", "appears twice"},
-		{"next adds a directory", withSection("next:/sys/fs/cgroup/new/", ""), "next:/sys/fs/cgroup/new/", "cannot add directories"},
+		{"next removes a directory the first sample lacks", withSection("next-gone:/sys/fs/cgroup/never/", ""), "next-gone:/sys/fs/cgroup/never/", "the first sample has no such directory"},
+		{"next removes a file", withSection("next-gone:/sys/fs/cgroup/a/cpu.weight", ""), "next-gone:/sys/fs/cgroup/a/cpu.weight", "must be a clean absolute path ending in /"},
+		{"next removes the root", withSection("next-gone:/", ""), "next-gone:/", "must be a clean absolute path ending in /"},
+		{"next adds a directory outside the mounts", "cgwarden snapshot v1\ninterval: 1s\n" + strings.SplitN(minimal, "\n", 4)[3] + "-- next:/etc/new/ --\n", "/etc/new/", "not beneath a cgroup mount"},
 		{"no mountinfo", strings.Replace(minimal, "-- /proc/self/mountinfo --\n35 24 0:30 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n", "", 1), "", "no /proc/self/mountinfo section"},
 		{"bad mountinfo", strings.Replace(minimal, "35 24 0:30 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw", "35 24 0:30 / /sys/fs/cgroup rw cgroup2", 1), "/proc/self/mountinfo", "mountinfo line 1"},
 		{"second sample without interval", minimal + "-- next:/sys/fs/cgroup/a/cpu.weight --\n200\n", "", `needs an "interval" header`},
@@ -590,4 +593,61 @@ func FuzzLoad(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestRoundTripCgroupsComeAndGo: a cgroup removed and one made between the
+// two samples replay as they were live — the removed one absent from the
+// second sample's scan (with all its files), the new one present.
+func TestRoundTripCgroupsComeAndGo(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	t1 := t0.Add(time.Second)
+	before := v1Node(func(b uint64) uint64 { return b })
+	after := v1Node(func(b uint64) uint64 { return b + 1e6 })
+	gone := "/system.slice"
+	for f := range after.files {
+		for _, mnt := range []string{"/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpuacct", "/sys/fs/cgroup/memory"} {
+			if strings.HasPrefix(f, mnt+gone+"/") {
+				delete(after.files, f)
+			}
+		}
+	}
+	made := "/kubepods/burstable/new"
+	after.files["/sys/fs/cgroup/cpu"+made+"/cpu.shares"] = "1024\n"
+	after.files["/sys/fs/cgroup/cpuacct"+made+"/cpuacct.usage"] = "7\n"
+	after.dirs["/sys/fs/cgroup/cpu"+made+"/empty-child"] = true
+
+	direct := scan(t, before, after, t0, t1)
+	r1, r2 := snapshot.NewRecorder(before), snapshot.NewRecorder(after)
+	scan(t, r1, r2, t0, t1)
+	var buf bytes.Buffer
+	if err := snapshot.Write(&buf, r1, r2, t0, t1.Sub(t0), nil); err != nil {
+		t.Fatal(err)
+	}
+	text := buf.String()
+	for _, want := range []string{
+		"-- next-gone:/sys/fs/cgroup/cpu" + gone + "/ --",
+		"-- next:/sys/fs/cgroup/cpu" + made + "/empty-child/ --",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("snapshot lacks %q", want)
+		}
+	}
+	s, err := snapshot.Load(&buf)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, text)
+	}
+	loaded := scan(t, s.Samples[0].FS, s.Samples[1].FS, s.Samples[0].Time, s.Samples[1].Time)
+	if loaded.Find(gone) != nil || loaded.Find(made) == nil || loaded.Find(made+"/empty-child") == nil {
+		t.Errorf("second sample: removed cgroup found %v, new one found %v", loaded.Find(gone) != nil, loaded.Find(made) != nil)
+	}
+	if got, want := view(t, loaded), view(t, direct); got != want {
+		t.Errorf("scan of the loaded snapshot differs from the direct scan:\n--- loaded\n%s\n--- direct\n%s", got, want)
+	}
+	// A file of the removed cgroup is gone from the second sample too.
+	if _, err := s.Samples[1].FS.ReadFile("/sys/fs/cgroup/cpu" + gone + "/cpu.shares"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("file of a removed cgroup in the second sample: %v, want ErrNotExist", err)
+	}
+	if _, err := s.Samples[0].FS.ReadFile("/sys/fs/cgroup/cpu" + gone + "/cpu.shares"); err != nil {
+		t.Errorf("file of the removed cgroup in the first sample: %v", err)
+	}
 }
