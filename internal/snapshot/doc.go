@@ -11,7 +11,9 @@
 // only the files whose content changed; a cgroup made between the samples
 // is a "next:<dir>/" section (beside its new files), one removed is a
 // "next-gone:<dir>/" section, so the second sample replays the tree as it
-// was then.
+// was then. A file that exists but could not be read is a "failed:<path>"
+// (or "next-failed:<path>") section holding the error, so a replay fails
+// where the node did instead of calling the file missing.
 //
 // Loading treats the file as hostile: its size, the number and length of
 // names, and every path are checked (absolute, clean, no "..", beneath a

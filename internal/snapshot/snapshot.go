@@ -29,7 +29,12 @@ const (
 	// gonePrefix names a directory of the first sample that the second
 	// no longer has (a cgroup removed between the two).
 	gonePrefix = "next-gone:"
-	mountinfo  = "/proc/self/mountinfo"
+	// failedPrefix names a file that existed but could not be read (the
+	// section holds the error), so a replay fails where the node did.
+	failedPrefix     = "failed:"
+	nextFailedPrefix = "next-failed:"
+	maxErrorText     = 200
+	mountinfo        = "/proc/self/mountinfo"
 )
 
 // fixedPaths are the non-cgroup files cgwarden reads.
@@ -55,6 +60,8 @@ type files struct {
 	dirs map[string][]string // dir → sorted child dir names; nil: the base's
 	base *files              // the first sample, for files a later one did not change
 	gone []string            // directories of the base this sample no longer has
+	// fails are files that could not be read, with the error's text.
+	fails map[string]string
 }
 
 var _ cgroupfs.FS = (*files)(nil)
@@ -62,6 +69,9 @@ var _ cgroupfs.FS = (*files)(nil)
 func (f *files) ReadFile(p string) ([]byte, error) {
 	if b, ok := f.data[p]; ok {
 		return b, nil
+	}
+	if msg, ok := f.fails[p]; ok {
+		return nil, &fs.PathError{Op: "read", Path: p, Err: errors.New(msg)}
 	}
 	if f.base != nil && !slices.ContainsFunc(f.gone, func(d string) bool { return cgroupfs.Within(p, d) }) {
 		return f.base.ReadFile(p)
@@ -151,8 +161,25 @@ func parse(raw []byte) (*Snapshot, error) {
 			gone[path.Clean(rest)] = true
 			continue
 		}
+		if rest, ok := strings.CutPrefix(name, nextFailedPrefix); ok {
+			name, target = failedPrefix+rest, next
+		}
 		if rest, ok := strings.CutPrefix(name, nextPrefix); ok {
 			name, target = rest, next
+		}
+		if rest, ok := strings.CutPrefix(name, failedPrefix); ok {
+			msg := strings.TrimSpace(string(f.Data))
+			if err := checkName(rest); err != nil || strings.HasSuffix(rest, "/") {
+				return nil, &LoadError{Section: f.Name, Why: "a failed read must name a file by a clean absolute path"}
+			}
+			if msg == "" || len(msg) > maxErrorText || strings.ContainsRune(msg, '\n') {
+				return nil, &LoadError{Section: f.Name, Why: fmt.Sprintf("a failed read holds one line of at most %d bytes saying why", maxErrorText)}
+			}
+			if target.fails == nil {
+				target.fails = map[string]string{}
+			}
+			target.fails[rest] = msg
+			continue
 		}
 		if err := checkName(name); err != nil {
 			return nil, &LoadError{Section: f.Name, Why: err.Error()}
@@ -186,6 +213,11 @@ func parse(raw []byte) (*Snapshot, error) {
 		for name := range set.data {
 			if !allowed(name, points) {
 				return nil, &LoadError{Section: name, Why: "not beneath a cgroup mount of this snapshot nor a file cgwarden reads"}
+			}
+		}
+		for name := range set.fails {
+			if !allowed(name, points) {
+				return nil, &LoadError{Section: failedPrefix + name, Why: "not beneath a cgroup mount of this snapshot nor a file cgwarden reads"}
 			}
 		}
 	}
@@ -229,7 +261,7 @@ func parse(raw []byte) (*Snapshot, error) {
 		return nil, err
 	}
 	s.Samples = []Sample{{FS: first, Time: taken}}
-	if len(next.data) > 0 || next.dirs != nil {
+	if len(next.data) > 0 || next.dirs != nil || len(next.fails) > 0 {
 		iv, ok := s.Header["interval"]
 		if !ok {
 			return nil, &LoadError{Why: "a second sample needs an \"interval\" header"}
@@ -329,25 +361,34 @@ type Recorder struct {
 	mu    sync.Mutex
 	data  map[string][]byte
 	dirs  map[string]bool
-	order []string
+	fails map[string]string // files that exist but could not be read
 }
 
 var _ cgroupfs.FS = (*Recorder)(nil)
 
 // NewRecorder wraps fsys.
 func NewRecorder(fsys cgroupfs.FS) *Recorder {
-	return &Recorder{FS: fsys, data: map[string][]byte{}, dirs: map[string]bool{}}
+	return &Recorder{FS: fsys, data: map[string][]byte{}, dirs: map[string]bool{}, fails: map[string]string{}}
 }
 
 func (r *Recorder) ReadFile(p string) ([]byte, error) {
 	b, err := r.FS.ReadFile(p)
-	if err == nil {
-		r.mu.Lock()
-		if _, ok := r.data[p]; !ok {
-			r.order = append(r.order, p)
-		}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case err == nil:
 		r.data[p] = slices.Clone(b)
-		r.mu.Unlock()
+		delete(r.fails, p)
+	case !errors.Is(err, fs.ErrNotExist):
+		// The file is there but unreadable (EACCES, EIO): remember why,
+		// so the replay fails where the node did instead of calling the
+		// file missing.
+		msg := err.Error()
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			msg = pe.Err.Error()
+		}
+		r.fails[p] = clip(strings.ReplaceAll(msg, "\n", " "))
 	}
 	return b, err
 }
@@ -408,7 +449,17 @@ func Write(w io.Writer, first, second *Recorder, taken time.Time, interval time.
 			ar.Files = append(ar.Files, txtar.File{Name: strings.TrimSuffix(d, "/") + "/"})
 		}
 	}
+	for _, p := range sortedKeys(first.fails) {
+		if _, ok := first.data[p]; !ok {
+			ar.Files = append(ar.Files, txtar.File{Name: failedPrefix + p, Data: []byte(first.fails[p] + "\n")})
+		}
+	}
 	if second != nil {
+		for _, p := range sortedKeys(second.fails) {
+			if first.fails[p] != second.fails[p] {
+				ar.Files = append(ar.Files, txtar.File{Name: nextFailedPrefix + p, Data: []byte(second.fails[p] + "\n")})
+			}
+		}
 		// Cgroups removed or made between the two samples: the
 		// directories each sample listed.
 		for _, d := range sortedKeys(first.dirs) {
@@ -441,7 +492,7 @@ func Write(w io.Writer, first, second *Recorder, taken time.Time, interval time.
 	return err
 }
 
-func sortedKeys(m map[string]bool) []string {
+func sortedKeys[V any](m map[string]V) []string {
 	return slices.Sorted(func(yield func(string) bool) {
 		for k := range m {
 			if !yield(k) {

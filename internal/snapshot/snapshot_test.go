@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -91,6 +92,9 @@ func TestLoadHostile(t *testing.T) {
 		{"next removes a directory the first sample lacks", withSection("next-gone:/sys/fs/cgroup/never/", ""), "next-gone:/sys/fs/cgroup/never/", "the first sample has no such directory"},
 		{"next removes a file", withSection("next-gone:/sys/fs/cgroup/a/cpu.weight", ""), "next-gone:/sys/fs/cgroup/a/cpu.weight", "must be a clean absolute path ending in /"},
 		{"next removes the root", withSection("next-gone:/", ""), "next-gone:/", "must be a clean absolute path ending in /"},
+		{"failed read outside the mounts", withSection("failed:/etc/shadow", "permission denied\n"), "failed:/etc/shadow", "not beneath a cgroup mount"},
+		{"failed read without a reason", withSection("failed:/sys/fs/cgroup/a/cpu.max", "\n"), "failed:/sys/fs/cgroup/a/cpu.max", "one line of at most"},
+		{"failed read of a directory", withSection("failed:/sys/fs/cgroup/a/", "EIO\n"), "failed:/sys/fs/cgroup/a/", "must name a file"},
 		{"next adds a directory outside the mounts", "cgwarden snapshot v1\ninterval: 1s\n" + strings.SplitN(minimal, "\n", 4)[3] + "-- next:/etc/new/ --\n", "/etc/new/", "not beneath a cgroup mount"},
 		{"no mountinfo", strings.Replace(minimal, "-- /proc/self/mountinfo --\n35 24 0:30 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n", "", 1), "", "no /proc/self/mountinfo section"},
 		{"bad mountinfo", strings.Replace(minimal, "35 24 0:30 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw", "35 24 0:30 / /sys/fs/cgroup rw cgroup2", 1), "/proc/self/mountinfo", "mountinfo line 1"},
@@ -649,5 +653,66 @@ func TestRoundTripCgroupsComeAndGo(t *testing.T) {
 	}
 	if _, err := s.Samples[0].FS.ReadFile("/sys/fs/cgroup/cpu" + gone + "/cpu.shares"); err != nil {
 		t.Errorf("file of the removed cgroup in the first sample: %v", err)
+	}
+}
+
+// denyFS makes some files of a node exist but refuse to be read.
+type denyFS struct {
+	*mapFS
+	deny map[string]bool
+}
+
+func (d denyFS) ReadFile(p string) ([]byte, error) {
+	if d.deny[p] {
+		return nil, &fs.PathError{Op: "open", Path: p, Err: syscall.EACCES}
+	}
+	return d.mapFS.ReadFile(p)
+}
+
+// TestRoundTripUnreadableFiles: a file that exists but cannot be read on
+// the node fails in the replay too (a read error, not a missing file), in
+// the sample where it failed.
+func TestRoundTripUnreadableFiles(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	t1 := t0.Add(time.Second)
+	both := "/sys/fs/cgroup/memory/kubepods/memory.stat"
+	later := "/sys/fs/cgroup/cpu/system.slice/cpu.shares"
+	before := denyFS{v1Node(func(b uint64) uint64 { return b }), map[string]bool{both: true}}
+	after := denyFS{v1Node(func(b uint64) uint64 { return b + 1e6 }), map[string]bool{both: true, later: true}}
+	direct := scan(t, before, after, t0, t1)
+	if len(direct.Errors) != 2 {
+		t.Fatalf("direct scan: %d read errors, want 2: %v", len(direct.Errors), direct.Errors)
+	}
+	r1, r2 := snapshot.NewRecorder(before), snapshot.NewRecorder(after)
+	scan(t, r1, r2, t0, t1)
+	var buf bytes.Buffer
+	if err := snapshot.Write(&buf, r1, r2, t0, t1.Sub(t0), nil); err != nil {
+		t.Fatal(err)
+	}
+	text := buf.String()
+	for _, want := range []string{"-- failed:" + both + " --\npermission denied\n", "-- next-failed:" + later + " --\npermission denied\n"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("snapshot lacks %q", want)
+		}
+	}
+	s, err := snapshot.Load(&buf)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, text)
+	}
+	if _, err := s.Samples[0].FS.ReadFile(later); err != nil {
+		t.Errorf("first sample: %s: %v, want it readable", later, err)
+	}
+	for i, p := range []string{both, later} {
+		_, err := s.Samples[1].FS.ReadFile(p)
+		if err == nil || errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "permission denied") {
+			t.Errorf("second sample, file %d: %v, want a permission error", i, err)
+		}
+	}
+	loaded := scan(t, s.Samples[0].FS, s.Samples[1].FS, s.Samples[0].Time, s.Samples[1].Time)
+	if len(loaded.Errors) != len(direct.Errors) {
+		t.Errorf("replay: %d read errors, the node had %d", len(loaded.Errors), len(direct.Errors))
+	}
+	if got, want := view(t, loaded), view(t, direct); got != want {
+		t.Errorf("scan of the loaded snapshot differs from the direct scan:\n--- loaded\n%s\n--- direct\n%s", got, want)
 	}
 }
