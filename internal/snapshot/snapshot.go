@@ -21,8 +21,10 @@ import (
 
 // Limits on a snapshot file.
 const (
-	MaxBytes    = 256 << 20
-	MaxFiles    = 2_000_000
+	MaxBytes = 256 << 20
+	// MaxFiles bounds the sections: a node of 5,000 containers needs
+	// about 100,000 (files of every cgroup, thread lists, schedstat).
+	MaxFiles    = 500_000
 	MaxPathLen  = 4096
 	magicHeader = "cgwarden snapshot v1"
 	nextPrefix  = "next:"
@@ -124,6 +126,11 @@ func Load(r io.Reader) (*Snapshot, error) {
 }
 
 func parse(raw []byte) (*Snapshot, error) {
+	// Count the sections before parsing them, so that a hostile file of
+	// tiny sections is refused before it costs memory.
+	if n := bytes.Count(raw, []byte("\n-- ")); n > MaxFiles {
+		return nil, &LoadError{Why: fmt.Sprintf("more than %d sections", MaxFiles)}
+	}
 	ar := txtar.Parse(raw)
 	s := &Snapshot{Header: map[string]string{}}
 	lines := strings.Split(strings.TrimRight(string(ar.Comment), "\n"), "\n")

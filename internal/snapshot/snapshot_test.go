@@ -716,3 +716,18 @@ func TestRoundTripUnreadableFiles(t *testing.T) {
 		t.Errorf("scan of the loaded snapshot differs from the direct scan:\n--- loaded\n%s\n--- direct\n%s", got, want)
 	}
 }
+
+// TestLoadTooManySections: a small file of many tiny sections is refused
+// before it is parsed, with a precise error.
+func TestLoadTooManySections(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(minimal)
+	for i := 0; i <= snapshot.MaxFiles; i++ {
+		b.WriteString("-- /sys/fs/cgroup/a --\n")
+	}
+	_, err := snapshot.Load(strings.NewReader(b.String()))
+	var le *snapshot.LoadError
+	if !errors.As(err, &le) || !strings.Contains(le.Why, "more than") {
+		t.Fatalf("%d sections: %v, want a section-count error", snapshot.MaxFiles+1, err)
+	}
+}
