@@ -253,9 +253,24 @@ func (s *Scanner) assemble(n *Node) {
 			}
 			for _, c := range p.Containers {
 				c.Name = mp.ContainerName(c.ID)
+				if c.Runtime == "" {
+					c.Runtime = mp.ContainerRuntime(c.ID)
+				}
 			}
 		}
 		n.Pods = append(n.Pods, p)
+	}
+	// A node has one CRI runtime: when the metadata names exactly one,
+	// it is also the runtime of the containers it does not list (sandbox
+	// containers, which a pod's status leaves out).
+	if rt := s.nodeRuntime(); rt != "" {
+		for _, p := range n.Pods {
+			for _, c := range p.Containers {
+				if c.Runtime == "" && c.Cgroup.Identity.Kind == layout.Container {
+					c.Runtime = rt
+				}
+			}
+		}
 	}
 	slices.SortFunc(n.Pods, func(a, b *Pod) int {
 		if c := strings.Compare(qosRank(a.QoS), qosRank(b.QoS)); c != 0 {
@@ -266,6 +281,24 @@ func (s *Scanner) assemble(n *Node) {
 		}
 		return strings.Compare(a.UID, b.UID)
 	})
+}
+
+// nodeRuntime is the one runtime the metadata's container IDs name, or ""
+// when they name none or several.
+func (s *Scanner) nodeRuntime() string {
+	rt := ""
+	for _, p := range s.Meta.Pods() {
+		for _, c := range p.Containers {
+			switch {
+			case c.Runtime == "":
+			case rt == "":
+				rt = c.Runtime
+			case rt != c.Runtime:
+				return ""
+			}
+		}
+	}
+	return rt
 }
 
 // markLeftovers turns a misplaced container cgroup that holds no process

@@ -118,7 +118,13 @@ func NormalizeUID(s string) string { return strings.ReplaceAll(s, "_", "-") }
 // runtimeOf maps a cgroup name prefix to the runtime that makes it.
 func runtimeOf(prefix string) string {
 	switch prefix {
-	case "cri-containerd", "":
+	case "":
+		// A bare 64-hex ID: containerd and cri-dockerd name container
+		// cgroups alike under the cgroupfs driver, so the name does not
+		// tell. Unknown, not guessed; metadata (the containerID scheme of
+		// a pods file, or the CRI) can say.
+		return ""
+	case "cri-containerd":
 		return "containerd"
 	case "crio", "cri-o":
 		return "crio"

@@ -76,17 +76,17 @@ func TestChildLayouts(t *testing.T) {
 		{"/kubepods/burstable", cgroupfs(QoSTier, Burstable, "")},
 		{"/kubepods/besteffort", cgroupfs(QoSTier, BestEffort, "")},
 		{fsBurst, cgroupfs(Pod, Burstable, uid)},
-		{fsBurst + "/" + cid, ctr(cgroupfs(Pod, Burstable, uid), cid, "containerd")},
+		{fsBurst + "/" + cid, ctr(cgroupfs(Pod, Burstable, uid), cid, "")},
 		{fsBest, cgroupfs(Pod, BestEffort, uid2)},
-		{fsBest + "/" + cid2, ctr(cgroupfs(Pod, BestEffort, uid2), cid2, "containerd")},
+		{fsBest + "/" + cid2, ctr(cgroupfs(Pod, BestEffort, uid2), cid2, "")},
 		{fsGuar, cgroupfs(Pod, Guaranteed, uid)},
-		{fsGuar + "/" + cid, ctr(cgroupfs(Pod, Guaranteed, uid), cid, "containerd")},
+		{fsGuar + "/" + cid, ctr(cgroupfs(Pod, Guaranteed, uid), cid, "")},
 		// CRI-O on cgroupfs.
 		{fsBurst + "/crio-" + cid, ctr(cgroupfs(Pod, Burstable, uid), cid, "crio")},
 		{fsBurst + "/crio-conmon-" + cid, with(cgroupfs(Sandbox, Burstable, uid), func(i *Identity) { i.ContainerID, i.Runtime, i.Shape = cid, "conmon", ShapeConmon })},
 		// Static pods: the 32-hex UID is kept as it is.
 		{"/kubepods/burstable/pod" + static, cgroupfs(Pod, Burstable, static)},
-		{"/kubepods/burstable/pod" + static + "/" + cid2, ctr(cgroupfs(Pod, Burstable, static), cid2, "containerd")},
+		{"/kubepods/burstable/pod" + static + "/" + cid2, ctr(cgroupfs(Pod, Burstable, static), cid2, "")},
 
 		// systemd driver.
 		{"/kubepods.slice", Identity{Kind: KubeRoot, Driver: Systemd}},
@@ -157,9 +157,9 @@ func TestChildLayouts(t *testing.T) {
 		// Nested cgroups under a container (systemd-in-container, crun's
 		// "container" sub-cgroup): the same identity, Nested.
 		{sysPod + "/crio-" + cid + ".scope/container", nested(ctr(systemd(Pod, Burstable, uid), cid, "crio"))},
-		{fsBurst + "/" + cid + "/init.scope/x", nested(ctr(cgroupfs(Pod, Burstable, uid), cid, "containerd"))},
+		{fsBurst + "/" + cid + "/init.scope/x", nested(ctr(cgroupfs(Pod, Burstable, uid), cid, ""))},
 		// A pod-looking name below a container is still that container.
-		{fsBurst + "/" + cid + "/pod" + uid2, nested(ctr(cgroupfs(Pod, Burstable, uid), cid, "containerd"))},
+		{fsBurst + "/" + cid + "/pod" + uid2, nested(ctr(cgroupfs(Pod, Burstable, uid), cid, ""))},
 	}
 	for _, tc := range tests {
 		got := classify(tc.path)

@@ -29,8 +29,11 @@ type Pod struct {
 
 // Container is what is known of one container.
 type Container struct {
-	Name      string
-	ID        string // 64-hex, without the "containerd://" scheme
+	Name string
+	ID   string // 64-hex, without the "containerd://" scheme
+	// Runtime is what the containerID's scheme names (containerd, crio,
+	// docker); "" when it had none.
+	Runtime   string
 	StartTime time.Time
 	// RequestMilliCPU is the container's CPU request from the pod spec;
 	// nil when unknown (a status without a matching spec entry).
@@ -118,6 +121,17 @@ func (s *Set) Len() int {
 		return 0
 	}
 	return len(s.byUID)
+}
+
+// ContainerRuntime returns the runtime of container id in pod p, "" when
+// unknown.
+func (p *Pod) ContainerRuntime(id string) string {
+	for _, c := range p.Containers {
+		if c.ID == id {
+			return c.Runtime
+		}
+	}
+	return ""
 }
 
 // ContainerName returns the name of container id in pod p.

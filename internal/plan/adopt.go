@@ -116,6 +116,11 @@ func ContainerName(d layout.Driver, runtime, id string) (string, error) {
 	if len(id) != 64 || strings.Trim(id, "0123456789abcdef") != "" {
 		return "", fmt.Errorf("container ID %q is not 64 hex digits", id)
 	}
+	if d == layout.Cgroupfs && runtime == "" {
+		// containerd and cri-dockerd both name it by the bare ID, so an
+		// unknown runtime still names it (CRI-O's crio-<id> says so).
+		return id, nil
+	}
 	prefix := map[string]string{"containerd": "cri-containerd", "crio": "crio", "docker": "docker"}[runtime]
 	if prefix == "" {
 		return "", fmt.Errorf("runtime %q has no known container cgroup name", runtime)

@@ -92,6 +92,7 @@ func TestContainerName(t *testing.T) {
 		{layout.Cgroupfs, "containerd", id},
 		{layout.Cgroupfs, "docker", id},
 		{layout.Cgroupfs, "crio", "crio-" + id},
+		{layout.Cgroupfs, "", id},
 	} {
 		got, err := ContainerName(c.d, c.runtime, id)
 		if err != nil || got != c.want {
@@ -102,7 +103,7 @@ func TestContainerName(t *testing.T) {
 		d           layout.Driver
 		runtime, id string
 	}{
-		{layout.Systemd, "kata", id}, {layout.Systemd, "containerd", "abc"}, {layout.Systemd, "containerd", "../" + id[3:]}, {"", "containerd", id},
+		{layout.Systemd, "kata", id}, {layout.Systemd, "", id}, {layout.Systemd, "containerd", "abc"}, {layout.Systemd, "containerd", "../" + id[3:]}, {"", "containerd", id},
 	} {
 		if _, err := ContainerName(c.d, c.runtime, c.id); err == nil {
 			t.Errorf("ContainerName(%q, %q, %q) accepted", c.d, c.runtime, c.id)
