@@ -25,22 +25,11 @@ func scanExample(t *testing.T, name string) *inventory.Node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var prev *inventory.Node
-	for _, smp := range s.Samples {
-		sc, err := inventory.Open(smp.FS)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n, err := sc.Scan(smp.Time)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if prev != nil {
-			inventory.Rate(prev, n)
-		}
-		prev = n
+	n, err := inventory.ScanSamples(s.Samples, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return prev
+	return n
 }
 
 func u64(v uint64) *uint64   { return &v }

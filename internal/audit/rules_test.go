@@ -46,21 +46,9 @@ func v2Node(t *testing.T, meta *metadata.Set, cgs ...cg) *inventory.Node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var prev *inventory.Node
-	for _, smp := range s.Samples {
-		sc, err := inventory.Open(smp.FS)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sc.Meta = meta
-		n, err := sc.Scan(smp.Time)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if prev != nil {
-			inventory.Rate(prev, n)
-		}
-		prev = n
+	prev, err := inventory.ScanSamples(s.Samples, meta)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return prev
 }

@@ -53,21 +53,9 @@ func loadExample(t *testing.T, name, podsFile, vmsFile string) *Input {
 			t.Fatalf("VMs without a pod: %v", un)
 		}
 	}
-	var prev *inventory.Node
-	for _, smp := range s.Samples {
-		sc, err := inventory.Open(smp.FS)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sc.Meta = meta
-		n, err := sc.Scan(smp.Time)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if prev != nil {
-			inventory.Rate(prev, n)
-		}
-		prev = n
+	prev, err := inventory.ScanSamples(s.Samples, meta)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return &Input{Node: prev, Meta: meta}
 }

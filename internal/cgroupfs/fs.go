@@ -1,5 +1,7 @@
 package cgroupfs
 
+import "time"
+
 // FS is the read side of a node's filesystem as cgwarden sees it. Paths are
 // absolute host paths ("/sys/fs/cgroup/cpu/kubepods/cpu.shares").
 type FS interface {
@@ -18,4 +20,11 @@ type Writer interface {
 	Mkdir(path string) error
 	// Rmdir removes one empty cgroup directory.
 	Rmdir(path string) error
+}
+
+// Sample is a node's filesystem as it was at one instant: the live host
+// now, or one sample of a snapshot.
+type Sample struct {
+	FS   FS
+	Time time.Time
 }

@@ -69,7 +69,11 @@ func ScanNode(o *Options, meta *metadata.Set, interval time.Duration) (*inventor
 		if err != nil {
 			return nil, err
 		}
-		return scanSamples(s.Samples, meta)
+		n, err := inventory.ScanSamples(s.Samples, meta)
+		if err != nil {
+			return nil, fmt.Errorf("snapshot: %w", err)
+		}
+		return n, nil
 	}
 	host, err := cgroupfs.OpenHost(o.HostRoot)
 	if err != nil {
@@ -98,24 +102,4 @@ func LiveScan(fsys cgroupfs.FS, meta *metadata.Set, interval time.Duration) (*in
 	}
 	inventory.Rate(first, second)
 	return second, nil
-}
-
-func scanSamples(samples []Sample, meta *metadata.Set) (*inventory.Node, error) {
-	var prev *inventory.Node
-	for _, s := range samples {
-		sc, err := inventory.Open(s.FS)
-		if err != nil {
-			return nil, fmt.Errorf("snapshot: %w", err)
-		}
-		sc.Meta = meta
-		n, err := sc.Scan(s.Time)
-		if err != nil {
-			return nil, fmt.Errorf("snapshot: %w", err)
-		}
-		if prev != nil {
-			inventory.Rate(prev, n)
-		}
-		prev = n
-	}
-	return prev, nil
 }

@@ -51,20 +51,9 @@ func TestEmbedded(t *testing.T) {
 				}
 				meta = metadata.NewSet(pods)
 			}
-			var prev, n *inventory.Node
-			for _, smp := range s.Samples {
-				sc, err := inventory.Open(smp.FS)
-				if err != nil {
-					t.Fatal(err)
-				}
-				sc.Meta = meta
-				if n, err = sc.Scan(smp.Time); err != nil {
-					t.Fatal(err)
-				}
-				if prev != nil {
-					inventory.Rate(prev, n)
-				}
-				prev = n
+			n, err := inventory.ScanSamples(s.Samples, meta)
+			if err != nil {
+				t.Fatal(err)
 			}
 			if len(n.Errors) != 0 {
 				t.Errorf("read errors: %v", n.Errors)

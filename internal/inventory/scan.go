@@ -386,6 +386,29 @@ func (s *Scanner) guarantee(n *Node) {
 	copyBack(n.Root, g)
 }
 
+// ScanSamples scans samples of one node in order (a snapshot's, say) and
+// returns the last scan, with CPU rates when there were two or more. meta
+// may be nil.
+func ScanSamples(samples []cgroupfs.Sample, meta *metadata.Set) (*Node, error) {
+	var prev *Node
+	for _, smp := range samples {
+		sc, err := Open(smp.FS)
+		if err != nil {
+			return nil, err
+		}
+		sc.Meta = meta
+		n, err := sc.Scan(smp.Time)
+		if err != nil {
+			return nil, err
+		}
+		if prev != nil {
+			Rate(prev, n)
+		}
+		prev = n
+	}
+	return prev, nil
+}
+
 // Rate fills UsageCores in cur from the CPU usage difference since prev
 // (matched by path). Cgroups absent from prev, or whose usage is unknown
 // or went backwards (a cgroup removed and recreated), stay unknown.

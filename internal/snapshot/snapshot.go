@@ -43,10 +43,7 @@ const (
 var fixedPrefixes = []string{"/proc", "/sys/devices/system/cpu"}
 
 // Sample is one instant of the node.
-type Sample struct {
-	FS   cgroupfs.FS
-	Time time.Time
-}
+type Sample = cgroupfs.Sample
 
 // Snapshot is a loaded snapshot file.
 type Snapshot struct {
