@@ -48,14 +48,9 @@ func LoadPods(file string) (*metadata.Set, error) {
 	if file == "" {
 		return nil, nil
 	}
-	f, err := os.Open(file)
+	pods, err := metadata.ReadPodsFile(file)
 	if err != nil {
 		return nil, err
-	}
-	defer f.Close()
-	pods, err := metadata.ParsePods(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", file, err)
 	}
 	return metadata.NewSet(pods), nil
 }

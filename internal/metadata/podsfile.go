@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -36,6 +37,21 @@ func ParsePods(r io.Reader) ([]Pod, error) {
 		out = append(out, FromAPI(k))
 	}
 	return out, nil
+}
+
+// ReadPodsFile reads a file holding `kubectl get pods -A -o json`; errors
+// name the file.
+func ReadPodsFile(name string) ([]Pod, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	pods, err := ParsePods(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return pods, nil
 }
 
 // FromAPI converts a Kubernetes Pod.

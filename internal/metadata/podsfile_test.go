@@ -7,12 +7,7 @@ import (
 )
 
 func TestParsePods(t *testing.T) {
-	f, err := os.Open("testdata/pods.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	pods, err := ParsePods(f)
+	pods, err := ReadPodsFile("testdata/pods.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,6 +58,19 @@ func TestParsePodsRejects(t *testing.T) {
 		if _, err := ParsePods(strings.NewReader(in)); err == nil || !strings.Contains(err.Error(), "pods file") {
 			t.Errorf("%s: err = %v, want a pods file error", name, err)
 		}
+	}
+}
+
+func TestReadPodsFileNamesTheFile(t *testing.T) {
+	bad := t.TempDir() + "/pods.json"
+	if err := os.WriteFile(bad, []byte("kind: List"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadPodsFile(bad); err == nil || !strings.Contains(err.Error(), bad) {
+		t.Errorf("malformed file: %v, want an error naming %s", err, bad)
+	}
+	if _, err := ReadPodsFile(bad + ".missing"); err == nil {
+		t.Error("missing file accepted")
 	}
 }
 

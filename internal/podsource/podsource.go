@@ -174,14 +174,9 @@ type FileSource struct{ pods []metadata.Pod }
 
 // OpenFile reads a `kubectl get pods -A -o json` file.
 func OpenFile(name string) (*FileSource, error) {
-	f, err := os.Open(name)
+	pods, err := metadata.ReadPodsFile(name)
 	if err != nil {
 		return nil, err
-	}
-	defer f.Close()
-	pods, err := metadata.ParsePods(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return &FileSource{pods: pods}, nil
 }
