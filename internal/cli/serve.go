@@ -112,7 +112,12 @@ Pod figures include containers a runtime put outside the pod's cgroup. With --sn
 				}
 				cfg.Sampler = &serve.ScannerSampler{Scanner: sc}
 				srv = serve.New(cfg)
-				go srv.Run(ctx)
+				// The scan loop reads through host: stop it, and wait for
+				// it, before host is closed (deferred above, so run after).
+				runCtx, stopRun := context.WithCancel(ctx)
+				running := make(chan struct{})
+				go func() { defer close(running); srv.Run(runCtx) }()
+				defer func() { stopRun(); <-running }()
 			}
 
 			ln, err := net.Listen("tcp", listen)
