@@ -5,39 +5,78 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/cgwarden/cgwarden/internal/cgroupfs"
 	"github.com/cgwarden/cgwarden/internal/fix"
 	"github.com/cgwarden/cgwarden/internal/journal"
+	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/plan"
 )
 
 type fixFlags struct {
 	apply, removeSource bool
-	only, pod           string
+	only                []string
+	pod                 string
 	journalDir          string
+	maxTierCPU          string
+}
+
+// options turns the flags into the engine's options.
+func (f *fixFlags) options() (fix.Options, error) {
+	o := fix.Options{Pod: f.pod, Only: f.only, RemoveEmptySource: f.removeSource}
+	for _, r := range f.only {
+		if !slices.Contains(plan.Rules, r) {
+			return o, fmt.Errorf("--only %s: fix repairs only %s", r, strings.Join(plan.Rules, ", "))
+		}
+	}
+	if f.maxTierCPU != "" {
+		m, err := metadata.Quantity(f.maxTierCPU)
+		if err != nil || m <= 0 || m > metadata.MaxSizeMilliCPU {
+			return o, fmt.Errorf("--max-tier-cpu %q: want a CPU quantity above 0 and at most %d CPUs", f.maxTierCPU, metadata.MaxSizeMilliCPU/1000)
+		}
+		o.MaxTierMilliCPU = m
+	}
+	return o, nil
 }
 
 func newFix(o *Options) *cobra.Command {
 	var f fixFlags
 	cmd := &cobra.Command{
 		Use:   "fix",
-		Short: "Plan (and with --apply, make) the cgroup changes that repair what audit finds: misplaced containers moved back under their pod",
+		Short: "Plan (and with --apply, make) the cgroup changes that repair what audit finds: misplaced containers moved back under their pod, VM pods weighted by their size",
 		Long: `fix computes a plan of cgroup operations from the node's state and prints it; nothing changes
 without --apply. With --apply every operation is journaled (with the value it replaces) before it
-is applied, so 'cgwarden revert' can undo it. See docs/fix.md.`,
+is applied, so 'cgwarden revert' can undo it.
+
+Rules it repairs: misplaced-container (move the processes back under their pod), size-blind-weights
+(the pod and VM container cgroups of sized BestEffort pods get the weight the kubelet would give
+their size as a request) and besteffort-starvation (the BestEffort tier weighs 2 + its sized pods'
+weights). Sizes come from --vms, the NeonVM runner's own arguments and the cgwarden.io/cpu
+annotation (--pods). The kubelet resets the tier within a minute: 'cgwarden serve --fix' holds it.
+See docs/fix.md and docs/weights.md.`,
+		Example: `  # what would change, for every rule
+  cgwarden fix --pods pods.json --vms vms.json
+  # weigh VM pods by size, and make it so
+  cgwarden fix --pods pods.json --vms vms.json --only size-blind-weights,besteffort-starvation --apply
+  # undo the last run
+  cgwarden revert`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.Output != "text" && o.Output != "json" {
 				return fmt.Errorf("-o %s: want text or json", o.Output)
 			}
-			meta, err := LoadPods(o.PodsFile)
+			opts, err := f.options()
 			if err != nil {
 				return err
 			}
-			opts := fix.Options{Pod: f.pod, Only: f.only, RemoveEmptySource: f.removeSource}
+			meta, err := LoadMeta(o)
+			if err != nil {
+				return err
+			}
 			e := &fix.Engine{JournalDir: f.journalDir, Meta: meta}
 			if o.Snapshot != "" {
 				if f.apply {
@@ -85,7 +124,9 @@ is applied, so 'cgwarden revert' can undo it. See docs/fix.md.`,
 	addOutput(cmd, o)
 	fl := cmd.Flags()
 	fl.BoolVar(&f.apply, "apply", false, "make the changes (default: print the plan only)")
-	fl.StringVar(&f.only, "only", "", "repair only findings of this rule (misplaced-container)")
+	fl.StringSliceVar(&f.only, "only", nil, "repair only findings of these rules (comma-separated: "+strings.Join(plan.Rules, ", ")+")")
+	fl.StringVar(&f.maxTierCPU, "max-tier-cpu", "", "cap on the CPU sizes the BestEffort tier's weight counts (a CPU quantity; default: the node's CPUs)")
+	addVMs(fl, o)
 	fl.StringVar(&f.pod, "pod", "", "repair only this pod (UID, or name / namespace/name with --pods)")
 	fl.StringVar(&f.journalDir, "journal-dir", journal.DefaultDir, "where the journal of applied changes (and its lock) lives")
 	fl.BoolVar(&f.removeSource, "remove-empty-source", false, "also remove the runtime's cgroup once it is empty (it belongs to the runtime; left in place by default)")

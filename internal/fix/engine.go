@@ -78,8 +78,11 @@ type Engine struct {
 type Options struct {
 	// Pod is a pod UID, name or namespace/name.
 	Pod string
-	// Only is a rule id.
-	Only string
+	// Only lists the rules to repair (empty: every rule fix knows).
+	Only []string
+	// MaxTierMilliCPU caps the sizes the BestEffort tier's weight counts
+	// (0: the node's CPUs); see plan.WeightInput.
+	MaxTierMilliCPU int64
 	// RemoveEmptySource removes the runtime's emptied cgroup.
 	RemoveEmptySource bool
 }
@@ -124,10 +127,33 @@ func (e *Engine) plan(o Options, owned []string) (*plan.Plan, plan.Policy, error
 	if err != nil {
 		return nil, plan.Policy{}, err
 	}
-	return plan.Adopt(plan.Input{
+	return Plan(plan.Input{
 		Node: n, Places: sc.Places, FS: e.FS, Pod: o.Pod, Only: o.Only, RemoveEmptySource: o.RemoveEmptySource,
 		Owned: func(p string) bool { return slices.Contains(owned, path.Clean(p)) },
-	})
+	}, e.Meta, o.MaxTierMilliCPU)
+}
+
+// Plan is the whole repair of one scan: the adoption of misplaced
+// containers, then the weights of sized BestEffort pods, under one policy.
+func Plan(in plan.Input, meta *metadata.Set, maxTierMilli int64) (*plan.Plan, plan.Policy, error) {
+	p, pol, err := plan.Adopt(in)
+	if err != nil {
+		return nil, pol, err
+	}
+	wp, wpol, err := plan.Weights(plan.WeightInput{Node: in.Node, Places: in.Places, FS: in.FS, Meta: meta,
+		Pod: in.Pod, Only: in.Only, MaxTierMilliCPU: maxTierMilli})
+	if err != nil {
+		return nil, pol, err
+	}
+	p.Ops = append(p.Ops, wp.Ops...)
+	for _, n := range wp.Notes {
+		if !slices.Contains(p.Notes, n) {
+			p.Notes = append(p.Notes, n)
+		}
+	}
+	p.Skipped = append(p.Skipped, wp.Skipped...)
+	pol.Merge(wpol)
+	return p, pol, nil
 }
 
 // StepResult is what happened to one operation.
@@ -218,6 +244,13 @@ func (e *Engine) applyOne(j *journal.Journal, w *guard, run string, i int, op pl
 	sr := StepResult{Op: op}
 	fail := func(err error) error { return fmt.Errorf("operation %d (%s): %w", i+1, op.Description, err) }
 	prev, err := e.prevState(op)
+	if err != nil && op.IfGone != "" && errors.Is(err, fs.ErrNotExist) {
+		// Gone since the plan (a pod deleted): nothing done, nothing to
+		// journal.
+		sr.Note = op.IfGone
+		e.log().Info("step not applied", "op", i+1, "path", op.Path, "meaning", sr.Note)
+		return sr, nil
+	}
 	if err != nil {
 		return sr, fail(fmt.Errorf("not applied: %w", err))
 	}
@@ -254,12 +287,16 @@ func (e *Engine) applyOne(j *journal.Journal, w *guard, run string, i int, op pl
 		sr.Moved, sr.Exited, opErr = e.move(j, w, run, intent.Seq, i, op)
 	}
 	e.hook(StageApplied, i, 0)
-	if opErr != nil && op.Optional && errors.Is(opErr, unix.EINVAL) {
+	gone := opErr != nil && op.IfGone != "" && errors.Is(opErr, fs.ErrNotExist)
+	if gone || opErr != nil && op.Optional && errors.Is(opErr, unix.EINVAL) {
 		sr.Note = "refused by the kernel: " + op.IfRefused
+		if gone {
+			sr.Note = op.IfGone
+		}
 		if _, jerr := j.Append(journal.Entry{Type: journal.Failed, Apply: run, Ref: intent.Seq, Error: opErr.Error(), Note: sr.Note}); jerr != nil {
 			return sr, fail(fmt.Errorf("%v, and that could not be journaled: %w", opErr, jerr))
 		}
-		e.log().Info("optional step refused", "op", i+1, "path", op.Path, "meaning", op.IfRefused)
+		e.log().Info("step not applied", "op", i+1, "path", op.Path, "meaning", sr.Note)
 		return sr, nil
 	}
 	if opErr != nil {

@@ -37,8 +37,8 @@ const (
 // `kubectl get vmis -A -o json`, a List holding both, or one such object.
 // The custom resources are decoded as unstructured objects, so no CRD Go
 // types are needed; only the fields cgwarden uses are read:
-//   - NeonVM (vm.neon.tech/v1 VirtualMachine): spec.guest.cpus.use, else
-//     .max, else .min — milli-CPU quantities written "250m", 0.25 or 4;
+//   - NeonVM (vm.neon.tech/v1 VirtualMachine): spec.guest.cpus.use (the
+//     live size) held within .min and .max, else .max, else .min — milli-CPU quantities written "250m", 0.25 or 4;
 //     the runner pod carries the label vm.neon.tech/name=<VM>, and
 //     status.podName names it.
 //   - KubeVirt (kubevirt.io/v1 VirtualMachineInstance): vCPUs =
@@ -97,7 +97,9 @@ func parseVM(u unstructured.Unstructured) (VM, error) {
 	switch {
 	case group == "vm.neon.tech" && u.GetKind() == "VirtualMachine":
 		vm.Kind, vm.PodLabel = "neonvm", LabelNeonVM
-		found := false
+		// use is the live size (the autoscaler changes it); min and max
+		// bound it, and stand in for it when it is absent.
+		cpus := map[string]int64{}
 		for _, f := range []string{"use", "max", "min"} {
 			v, ok, err := unstructured.NestedFieldNoCopy(u.Object, "spec", "guest", "cpus", f)
 			if err != nil || !ok || v == nil {
@@ -107,10 +109,28 @@ func parseVM(u unstructured.Unstructured) (VM, error) {
 			if err != nil {
 				return VM{}, fmt.Errorf("%s: spec.guest.cpus.%s: %w", id, f, err)
 			}
-			vm.MilliCPU, found = m, true
-			break
+			cpus[f] = m
 		}
-		if !found {
+		lo, hasMin := cpus["min"]
+		hi, hasMax := cpus["max"]
+		if hasMin && hasMax && lo > hi {
+			return VM{}, fmt.Errorf("%s: spec.guest.cpus.min %dm is above max %dm", id, lo, hi)
+		}
+		use, hasUse := cpus["use"]
+		switch {
+		case hasUse:
+			if hasMax {
+				use = min(use, hi)
+			}
+			if hasMin {
+				use = max(use, lo)
+			}
+			vm.MilliCPU = use
+		case hasMax:
+			vm.MilliCPU = hi
+		case hasMin:
+			vm.MilliCPU = lo
+		default:
 			return VM{}, fmt.Errorf("%s: no spec.guest.cpus.use, max or min", id)
 		}
 		vm.PodName, _, _ = unstructured.NestedString(u.Object, "status", "podName")

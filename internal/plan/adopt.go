@@ -25,8 +25,9 @@ type Input struct {
 	Owned func(hostPath string) bool
 	// Pod narrows the plan to one pod (UID, name or namespace/name).
 	Pod string
-	// Only narrows the plan to one rule.
-	Only string
+	// Only narrows the plan to these rules (empty: all); Adopt plans
+	// nothing unless it names misplaced-container.
+	Only []string
 	// RemoveEmptySource removes the runtime's emptied cgroup.
 	RemoveEmptySource bool
 }
@@ -145,8 +146,10 @@ func Adopt(in Input) (*Plan, Policy, error) {
 	n := in.Node
 	p := &Plan{Version: string(n.Version), Driver: string(n.Driver), Ops: []Op{}}
 	var pol Policy
-	if in.Only != "" && !slices.Contains(Rules, in.Only) {
-		return nil, pol, fmt.Errorf("--only %s: fix repairs only %s", in.Only, strings.Join(Rules, ", "))
+	for _, r := range in.Only {
+		if !slices.Contains(Rules, r) {
+			return nil, pol, fmt.Errorf("--only %s: fix repairs only %s", r, strings.Join(Rules, ", "))
+		}
 	}
 	if n.KubeRoot == nil {
 		p.Notes = append(p.Notes, "no kubepods hierarchy found: nothing to repair")
@@ -157,28 +160,14 @@ func Adopt(in Input) (*Plan, Policy, error) {
 		pol.Trees = append(pol.Trees, path.Join(h.Point, n.KubeRoot.Path))
 	}
 	pol.RemoveSources = in.RemoveEmptySource
-	isPod := func(pod *inventory.Pod) bool {
-		return in.Pod == "" || in.Pod == pod.UID || pod.Name != "" && (in.Pod == pod.Name || in.Pod == pod.Namespace+"/"+pod.Name)
+	selected, err := MatchPod(n, in.Pod)
+	if err != nil {
+		return nil, pol, err
 	}
-	if in.Pod != "" {
-		// --pod names one pod: a bare name two namespaces use must not
-		// widen the plan to both.
-		var names []string
-		for _, pod := range n.Pods {
-			if isPod(pod) {
-				names = append(names, pod.Namespace+"/"+pod.Name+" ("+pod.UID+")")
-			}
-		}
-		if len(names) > 1 {
-			return nil, pol, fmt.Errorf("--pod %s matches more than one pod: %s; give namespace/name or the UID", in.Pod, strings.Join(names, ", "))
-		}
+	if len(in.Only) > 0 && !slices.Contains(in.Only, RuleMisplaced) {
+		return p, pol, nil
 	}
-	matched := in.Pod == ""
-	for _, pod := range n.Pods {
-		if !isPod(pod) {
-			continue
-		}
-		matched = true
+	for _, pod := range selected {
 		for _, c := range pod.Containers {
 			if !c.Misplaced || c.Sandbox {
 				continue
@@ -208,9 +197,6 @@ func Adopt(in Input) (*Plan, Policy, error) {
 			pol.Sources = append(pol.Sources, sources...)
 			pol.Owned = append(pol.Owned, owned...)
 		}
-	}
-	if !matched {
-		return nil, pol, fmt.Errorf("--pod %s: no such pod on this node (pod names need --pods)", in.Pod)
 	}
 	if slices.ContainsFunc(p.Ops, func(o Op) bool { return o.Kind == Move }) {
 		if in.Places.V2 {

@@ -26,8 +26,9 @@ const (
 // pod's cgroup; Adopt repairs it.
 const RuleMisplaced = audit.RuleMisplacedContainer
 
-// Rules lists the findings fix can repair.
-var Rules = []string{RuleMisplaced}
+// Rules lists the findings fix can repair: misplaced containers by
+// adoption, and the two VM weight rules by weight writes.
+var Rules = []string{RuleMisplaced, RuleSizeBlind, RuleStarvation}
 
 // Pair is one hierarchy's source and target of a move (host paths of
 // cgroup directories).
@@ -61,6 +62,10 @@ type Op struct {
 	// the plan; IfRefused says what that refusal means.
 	Optional  bool   `json:"optional,omitempty"`
 	IfRefused string `json:"ifRefused,omitempty"`
+	// IfGone marks a write whose cgroup may vanish before it is applied
+	// (a pod deleted between plan and apply) without stopping the plan;
+	// it says what that means.
+	IfGone string `json:"ifGone,omitempty"`
 	// Keep lists the files whose values Rmdir records so that an undo
 	// can recreate the directory as it was.
 	Keep []string `json:"keep,omitempty"`

@@ -270,10 +270,10 @@ func TestAdoptSkips(t *testing.T) {
 	if _, _, err := Adopt(Input{Node: n, Places: sc.Places, FS: sc.FS, Pod: "no-such-pod"}); err == nil {
 		t.Error("--pod with an unknown pod was accepted")
 	}
-	if _, _, err := Adopt(Input{Node: n, Places: sc.Places, FS: sc.FS, Only: "cpu-weights"}); err == nil {
+	if _, _, err := Adopt(Input{Node: n, Places: sc.Places, FS: sc.FS, Only: []string{"cpu-weights"}}); err == nil {
 		t.Error("--only with a rule fix cannot repair was accepted")
 	}
-	if p, _, err := Adopt(Input{Node: n, Places: sc.Places, FS: sc.FS, Pod: "99afd520-5b3e-4c8d-8471-4b6c8ee26b4c", Only: RuleMisplaced}); err != nil || len(p.Ops) == 0 {
+	if p, _, err := Adopt(Input{Node: n, Places: sc.Places, FS: sc.FS, Pod: "99afd520-5b3e-4c8d-8471-4b6c8ee26b4c", Only: []string{RuleMisplaced}}); err != nil || len(p.Ops) == 0 {
 		t.Errorf("--pod <uid> --only %s: %v, %v", RuleMisplaced, p, err)
 	}
 }

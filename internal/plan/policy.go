@@ -24,6 +24,23 @@ type Policy struct {
 	// read only, and removed only when RemoveSources is set.
 	Sources       []string `json:"sources,omitempty"`
 	RemoveSources bool     `json:"removeSources,omitempty"`
+	// Weights are the weight files (cpu.shares, cpu.weight) of kubelet
+	// cgroups whose target the weight plan computed: the one setting of a
+	// cgroup cgwarden did not create that it writes.
+	Weights []string `json:"weights,omitempty"`
+}
+
+// Merge adds q's grants to p (the trees are the node's, the same in both).
+func (p *Policy) Merge(q Policy) {
+	for _, t := range q.Trees {
+		if !slices.Contains(p.Trees, t) {
+			p.Trees = append(p.Trees, t)
+		}
+	}
+	p.Owned = append(p.Owned, q.Owned...)
+	p.Sources = append(p.Sources, q.Sources...)
+	p.Weights = append(p.Weights, q.Weights...)
+	p.RemoveSources = p.RemoveSources || q.RemoveSources
 }
 
 // ErrPolicy marks an operation the policy refuses.
@@ -61,8 +78,9 @@ func (p Policy) Check(op Op) error {
 		// lets those new children be limited.
 		parentOfOwned := op.File() == "cgroup.subtree_control" &&
 			slices.ContainsFunc(p.Owned, func(o string) bool { return path.Dir(path.Clean(o)) == dir })
-		if !p.owned(dir) && !parentOfOwned {
-			return refuse("not a cgroup cgwarden creates (nor the parent of one, for cgroup.subtree_control)")
+		weight := (op.File() == "cpu.shares" || op.File() == "cpu.weight") && slices.Contains(p.Weights, path.Clean(op.Path))
+		if !p.owned(dir) && !parentOfOwned && !weight {
+			return refuse("not a cgroup cgwarden creates (nor the parent of one, for cgroup.subtree_control), nor a weight file the plan computed a target for")
 		}
 	case Move:
 		if len(op.Pairs) == 0 {
