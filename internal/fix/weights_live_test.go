@@ -166,4 +166,3 @@ func TestVMWeightsBadInput(t *testing.T) {
 	}
 	checkJournal(t, f.journal, 0)
 }
-

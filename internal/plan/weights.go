@@ -285,7 +285,7 @@ func Weights(in WeightInput) (*Plan, Policy, error) {
 			continue
 		}
 		p.Ops = append(p.Ops, Op{Kind: Write, Rule: t.Rule, Pod: t.Pod, Container: t.Container, Path: t.Path, Value: v, Current: cur,
-			IfGone: "the cgroup is gone (its pod was deleted): nothing to weigh",
+			IfGone:      "the cgroup is gone (its pod was deleted): nothing to weigh",
 			Description: fmt.Sprintf("set %s %s → %s: %s", path.Base(t.Path), cur, v, t.Description)})
 	}
 	return p, pol, nil

@@ -134,13 +134,13 @@ func (t *VMTree) Pods() []metadata.Pod {
 		out = append(out, metadata.Pod{UID: p.UID, Name: p.Name, Namespace: "default", QoS: "besteffort",
 			Annotation:      map[string]string{metadata.AnnotationCPU: strconv.FormatInt(p.MilliCPU, 10) + "m"},
 			RequestMilliCPU: &zero, LimitMilliCPU: &zero,
-			Containers:      []metadata.Container{{Name: "vm", ID: p.ContainerID, RequestMilliCPU: &zero}}})
+			Containers: []metadata.Container{{Name: "vm", ID: p.ContainerID, RequestMilliCPU: &zero}}})
 	}
 	b := t.Burstable
 	req := b.MilliCPU
 	out = append(out, metadata.Pod{UID: b.UID, Name: b.Name, Namespace: "default", QoS: "burstable",
 		RequestMilliCPU: &req, LimitMilliCPU: &zero,
-		Containers:      []metadata.Container{{Name: "app", ID: b.ContainerID, RequestMilliCPU: &req}}})
+		Containers: []metadata.Container{{Name: "app", ID: b.ContainerID, RequestMilliCPU: &req}}})
 	return out
 }
 
