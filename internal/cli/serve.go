@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cgwarden/cgwarden/internal/cgroupfs"
+	"github.com/cgwarden/cgwarden/internal/hold"
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/podsource"
@@ -34,6 +35,7 @@ func newServe(o *Options) *cobra.Command {
 		nodeName    string
 		tlsCert     string
 		tlsKey      string
+		keep        serveFix
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -43,7 +45,12 @@ func newServe(o *Options) *cobra.Command {
   /stats/summary     the kubelet's Summary API (CPU and memory)
   /metrics           cgwarden's own metrics
   /healthz, /readyz  health; ready once the first scan completed
-Pod figures include containers a runtime put outside the pod's cgroup. With --snapshot it serves the snapshot's scan.`,
+Pod figures include containers a runtime put outside the pod's cgroup. With --snapshot it serves the snapshot's scan.
+
+With --fix it also keeps the node fixed: misplaced-container adopts misplaced containers every
+--interval; size-blind-weights and besteffort-starvation hold the weights of sized BestEffort pods
+(VMs) against the kubelet, restoring any overwrite within milliseconds (inotify) and following new
+pods and size changes. Every first change is journaled: stop serve, then 'cgwarden revert --all'.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := serve.CheckListen(listen, allowRemote); err != nil {
@@ -51,6 +58,9 @@ Pod figures include containers a runtime put outside the pod's cgroup. With --sn
 			}
 			if interval <= 0 {
 				return fmt.Errorf("--interval must be above 0")
+			}
+			if len(keep.rules) > 0 && o.Snapshot != "" {
+				return fmt.Errorf("--fix changes the live node; it cannot be used with --snapshot")
 			}
 			var tlsConfig *tls.Config
 			if (tlsCert == "") != (tlsKey == "") {
@@ -111,13 +121,25 @@ Pod figures include containers a runtime put outside the pod's cgroup. With --sn
 					return err
 				}
 				cfg.Sampler = &serve.ScannerSampler{Scanner: sc}
+				var ls hold.Lister
+				if lister != nil {
+					ls = lister
+				}
+				fx, err := keep.newFixers(host, ls, o.VMsFile, time.Duration(interval), log)
+				if err != nil {
+					return err
+				}
+				if fx != nil {
+					cfg.Collectors = append(cfg.Collectors, fx.collectors...)
+				}
 				srv = serve.New(cfg)
 				// The scan loop reads through host: stop it, and wait for
 				// it, before host is closed (deferred above, so run after).
 				runCtx, stopRun := context.WithCancel(ctx)
 				running := make(chan struct{})
 				go func() { defer close(running); srv.Run(runCtx) }()
-				defer func() { stopRun(); <-running }()
+				stopFix := fx.run(runCtx, log)
+				defer func() { stopRun(); <-running; stopFix() }()
 			}
 
 			ln, err := net.Listen("tcp", listen)
@@ -158,6 +180,8 @@ Pod figures include containers a runtime put outside the pod's cgroup. With --sn
 	f.StringVar(&nodeName, "node-name", "", "this node's name (default: $NODE_NAME, else the hostname)")
 	f.StringVar(&tlsCert, "tls-cert-file", "", "serve HTTPS with this certificate (PEM), as metrics-server expects of a kubelet")
 	f.StringVar(&tlsKey, "tls-private-key-file", "", "private key (PEM) of --tls-cert-file")
+	keep.flags(f)
+	addVMs(f, o)
 	return cmd
 }
 

@@ -152,6 +152,7 @@ func Plan(in plan.Input, meta *metadata.Set, maxTierMilli int64) (*plan.Plan, pl
 		}
 	}
 	p.Skipped = append(p.Skipped, wp.Skipped...)
+	p.Targets = wp.Targets
 	pol.Merge(wpol)
 	return p, pol, nil
 }
@@ -188,6 +189,21 @@ func (e *Engine) Apply(o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	return e.applyPlan(j, runs, p, pol)
+}
+
+// ApplyPlan locks the journal and applies a plan made elsewhere (the
+// weight holder's), under its policy, exactly as Apply applies its own.
+func (e *Engine) ApplyPlan(p *plan.Plan, pol plan.Policy) (*Result, error) {
+	j, err := journal.Open(e.JournalDir)
+	if err != nil {
+		return nil, err
+	}
+	defer j.Close()
+	return e.applyPlan(j, journal.Applies(j.Entries()), p, pol)
+}
+
+func (e *Engine) applyPlan(j *journal.Journal, runs []*journal.Run, p *plan.Plan, pol plan.Policy) (*Result, error) {
 	res := &Result{Plan: p, Steps: []StepResult{}}
 	if err := pol.CheckAll(p.Ops); err != nil {
 		return res, err

@@ -163,3 +163,20 @@ func Owned(runs []*Run) []string {
 	slices.Sort(out)
 	return slices.Compact(out)
 }
+
+// Written lists the files cgwarden wrote and has not restored: write steps
+// done or in doubt, not undone. Their first value is in the journal, so a
+// later write of the same file (a weight re-asserted after the kubelet
+// reset it, or moved to a new size) needs no entry of its own for a revert
+// to restore the original.
+func Written(runs []*Run) map[string]bool {
+	out := map[string]bool{}
+	for _, r := range runs {
+		for _, s := range r.Steps {
+			if s.Op.Kind == plan.Write && !s.Undone && s.Status != StatusFailed {
+				out[path.Clean(s.Op.Path)] = true
+			}
+		}
+	}
+	return out
+}

@@ -109,4 +109,7 @@ type Plan struct {
 	// Notes are what a reader must know about the plan's effect.
 	Notes   []string `json:"notes,omitempty"`
 	Skipped []Skip   `json:"skipped,omitempty"`
+	// Targets are the weight files of sized BestEffort pods and the
+	// values the plan holds them at (written or already there).
+	Targets []Target `json:"targets,omitempty"`
 }

@@ -49,8 +49,10 @@ const (
 type Target struct {
 	// Path is the host path of the weight file (v1 cpu.shares, v2
 	// cpu.weight).
-	Path  string `json:"path"`
-	Value uint64 `json:"value"`
+	Path string `json:"path"`
+	// Cgroup is the cgroup's path in its hierarchy.
+	Cgroup string `json:"cgroup"`
+	Value  uint64 `json:"value"`
 	Role  Role   `json:"role"`
 	Rule  string `json:"rule"`
 	// Pod and Container are the pod UID and container ID it is for
@@ -196,7 +198,7 @@ func WeightTargets(in WeightInput) (*WeightPlan, error) {
 			continue
 		}
 		why := fmt.Sprintf("what the kubelet would write if the pod requested its %s size (%s)", sizeAdj(sz.MilliCPU), sz.Source)
-		wp.Targets = append(wp.Targets, Target{Path: target(c), Value: podWeight(shares), Role: RolePod, Rule: RuleSizeBlind,
+		wp.Targets = append(wp.Targets, Target{Path: target(c), Cgroup: c.Path, Value: podWeight(shares), Role: RolePod, Rule: RuleSizeBlind,
 			Pod: p.UID, MilliCPU: sz.MilliCPU, Description: fmt.Sprintf("pod %s (cgroup %s): %s", podName(p), c.Path, why)})
 		vc, why2 := vmContainer(p, in.Meta, sz.Source)
 		switch {
@@ -205,7 +207,7 @@ func WeightTargets(in WeightInput) (*WeightPlan, error) {
 		case vc.Misplaced:
 			skip(fmt.Sprintf("its VM container %s lives outside the pod (%s): adopt it first (misplaced-container), then its weight is set", short(vc.ID), vc.Cgroup.Path))
 		default:
-			wp.Targets = append(wp.Targets, Target{Path: target(vc.Cgroup), Value: ctrWeight(shares), Role: RoleContainer, Rule: RuleSizeBlind,
+			wp.Targets = append(wp.Targets, Target{Path: target(vc.Cgroup), Cgroup: vc.Cgroup.Path, Value: ctrWeight(shares), Role: RoleContainer, Rule: RuleSizeBlind,
 				Pod: p.UID, Container: vc.ID, MilliCPU: sz.MilliCPU, Description: fmt.Sprintf("VM container %s of pod %s: %s", short(vc.ID), podName(p), why)})
 		}
 	}
@@ -246,7 +248,7 @@ func WeightTargets(in WeightInput) (*WeightPlan, error) {
 			wp.Notes = appendOnce(wp.Notes, fmt.Sprintf("%s: %d shares is above the kernel's maximum; clamped to %d", t.tier.Path, total, fairness.MaxShares))
 			total = fairness.MaxShares
 		}
-		wp.Targets = append(wp.Targets, Target{Path: target(t.tier), Value: podWeight(total), Role: RoleTier, Rule: RuleStarvation, MilliCPU: counted,
+		wp.Targets = append(wp.Targets, Target{Path: target(t.tier), Cgroup: t.tier.Path, Value: podWeight(total), Role: RoleTier, Rule: RuleStarvation, MilliCPU: counted,
 			Description: fmt.Sprintf("BestEffort tier %s: 2 + the shares of its %s (%s), as the kubelet weighs the Burstable tier by its pods' requests",
 				t.tier.Path, plural(t.sized, "sized pod"), milliText(counted))})
 	}
@@ -264,7 +266,7 @@ func Weights(in WeightInput) (*Plan, Policy, error) {
 	if err != nil {
 		return nil, pol, err
 	}
-	p.Notes, p.Skipped = wp.Notes, wp.Skipped
+	p.Notes, p.Skipped, p.Targets = wp.Notes, wp.Skipped, wp.Targets
 	if n.KubeRoot != nil {
 		for _, h := range Hierarchies(in.Places) {
 			pol.Trees = append(pol.Trees, path.Join(h.Point, n.KubeRoot.Path))

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cgwarden/cgwarden/internal/metadata"
@@ -169,17 +170,51 @@ type failing struct{ err error }
 
 func (f failing) Pods(context.Context) ([]metadata.Pod, error) { return nil, f.err }
 
-// FileSource serves a pods file read once.
-type FileSource struct{ pods []metadata.Pod }
+// FileSource serves a pods file, read again whenever it changes (its
+// size or modification time), so an edited file is a new truth — sizes in
+// annotations included. A file that stops reading keeps the last good
+// pods and reports the error.
+type FileSource struct {
+	name string
+	mu   sync.Mutex
+	pods []metadata.Pod
+	seen fileStamp
+}
+
+// fileStamp is what tells that a file changed.
+type fileStamp struct {
+	size int64
+	mod  time.Time
+}
 
 // OpenFile reads a `kubectl get pods -A -o json` file.
 func OpenFile(name string) (*FileSource, error) {
-	pods, err := metadata.ReadPodsFile(name)
-	if err != nil {
+	f := &FileSource{name: name}
+	if _, err := f.Pods(context.Background()); err != nil {
 		return nil, err
 	}
-	return &FileSource{pods: pods}, nil
+	return f, nil
 }
 
 // Pods implements Lister.
-func (f *FileSource) Pods(context.Context) ([]metadata.Pod, error) { return f.pods, nil }
+func (f *FileSource) Pods(context.Context) ([]metadata.Pod, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st, err := os.Stat(f.name)
+	if err != nil {
+		return f.pods, err
+	}
+	stamp := fileStamp{st.Size(), st.ModTime()}
+	if f.pods != nil && stamp == f.seen {
+		return f.pods, nil
+	}
+	pods, err := metadata.ReadPodsFile(f.name)
+	if err != nil {
+		return f.pods, err
+	}
+	if pods == nil {
+		pods = []metadata.Pod{}
+	}
+	f.pods, f.seen = pods, stamp
+	return f.pods, nil
+}

@@ -98,6 +98,9 @@ type Config struct {
 	// Findings counts audit findings per rule and severity for a scan
 	// (AuditFindings); nil leaves cgwarden_audit_findings out.
 	Findings func(*inventory.Node, *metadata.Set) []FindingCount
+	// Collectors are served on /metrics beside cgwarden's own (the weight
+	// holder's).
+	Collectors []prometheus.Collector
 }
 
 // FindingCount is the number of audit findings of one rule and severity.
@@ -154,6 +157,7 @@ func New(cfg Config) *Server {
 		&ownCollector{s: s},
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectors.NewGoCollector())
+	s.own.MustRegister(cfg.Collectors...)
 	return s
 }
 

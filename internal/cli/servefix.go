@@ -1,0 +1,119 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/pflag"
+
+	"github.com/cgwarden/cgwarden/internal/cgroupfs"
+	"github.com/cgwarden/cgwarden/internal/fix"
+	"github.com/cgwarden/cgwarden/internal/hold"
+	"github.com/cgwarden/cgwarden/internal/journal"
+	"github.com/cgwarden/cgwarden/internal/metadata"
+	"github.com/cgwarden/cgwarden/internal/plan"
+)
+
+// serveFix are serve's flags for keeping the node fixed.
+type serveFix struct {
+	rules      []string
+	journalDir string
+	maxTierCPU string
+	check      Duration
+}
+
+// fixers are what `serve --fix` runs beside the scan loop.
+type fixers struct {
+	holder     *hold.Holder
+	adopt      *fix.Engine
+	sizes      hold.Sizes
+	interval   time.Duration
+	collectors []prometheus.Collector
+}
+
+// newFixers checks the --fix rules and builds the weight holder (for the
+// weight rules) and the adoption engine (for misplaced-container). nil
+// when --fix is not given: serve only observes.
+func (f *serveFix) newFixers(host *cgroupfs.Host, lister hold.Lister, vmsFile string, interval time.Duration, log *slog.Logger) (*fixers, error) {
+	if len(f.rules) == 0 {
+		return nil, nil
+	}
+	var weights []string
+	adopt := false
+	for _, r := range f.rules {
+		switch {
+		case r == plan.RuleMisplaced:
+			adopt = true
+		case slices.Contains(plan.Rules, r):
+			weights = append(weights, r)
+		default:
+			return nil, fmt.Errorf("--fix %s: serve keeps fixed only %s", r, strings.Join(plan.Rules, ", "))
+		}
+	}
+	var maxTier int64
+	if f.maxTierCPU != "" {
+		m, err := metadata.Quantity(f.maxTierCPU)
+		if err != nil || m <= 0 || m > metadata.MaxSizeMilliCPU {
+			return nil, fmt.Errorf("--max-tier-cpu %q: want a CPU quantity above 0 and at most %d CPUs", f.maxTierCPU, metadata.MaxSizeMilliCPU/1000)
+		}
+		maxTier = m
+	}
+	if lister == nil {
+		lister = noPods{}
+	}
+	src := &hold.MetaSource{Lister: lister, VMsFile: vmsFile}
+	fx := &fixers{sizes: src.Sizes, interval: interval}
+	if len(weights) > 0 {
+		h, err := hold.New(hold.Config{Host: host, Rules: weights, MaxTierMilliCPU: maxTier, Sizes: src.Sizes,
+			Check: time.Duration(f.check), Resync: max(interval, time.Second)*6, Log: log,
+			Engine: &fix.Engine{FS: host, JournalDir: f.journalDir, Log: log.With("component", "fix")}})
+		if err != nil {
+			return nil, err
+		}
+		fx.holder = h
+		fx.collectors = append(fx.collectors, h)
+	}
+	if adopt {
+		fx.adopt = &fix.Engine{FS: host, JournalDir: f.journalDir, Log: log.With("component", "fix")}
+	}
+	return fx, nil
+}
+
+// run starts the fixers; the returned function stops them and waits.
+func (fx *fixers) run(ctx context.Context, log *slog.Logger) (stop func()) {
+	if fx == nil {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	if fx.holder != nil {
+		wg.Go(func() {
+			if err := fx.holder.Run(ctx); err != nil {
+				log.Error("weight holder stopped", "err", err)
+			}
+		})
+	}
+	if fx.adopt != nil {
+		wg.Go(func() { hold.RunAdoption(ctx, fx.adopt, fx.sizes, fx.interval, log) })
+	}
+	return func() { cancel(); wg.Wait() }
+}
+
+func (f *serveFix) flags(fl *pflag.FlagSet) {
+	f.check = Duration(hold.DefaultCheck)
+	fl.StringSliceVar(&f.rules, "fix", nil, "keep these rules fixed while serving (comma-separated: "+strings.Join(plan.Rules, ", ")+"; default none: observe only)")
+	fl.StringVar(&f.journalDir, "journal-dir", journal.DefaultDir, "where the journal of applied changes (and its lock) lives")
+	fl.StringVar(&f.maxTierCPU, "max-tier-cpu", "", "cap on the CPU sizes the BestEffort tier's weight counts (a CPU quantity; default: the node's CPUs)")
+	fl.Var(&f.check, "size-check", "how often pod sizes are looked at for changes (with --fix)")
+}
+
+// noPods is the lister of a serve without a metadata source.
+type noPods struct{}
+
+func (noPods) Pods(context.Context) ([]metadata.Pod, error) { return nil, nil }

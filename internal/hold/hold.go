@@ -1,0 +1,502 @@
+package hold
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"path"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cgwarden/cgwarden/internal/cgroupfs"
+	"github.com/cgwarden/cgwarden/internal/fix"
+	"github.com/cgwarden/cgwarden/internal/inventory"
+	"github.com/cgwarden/cgwarden/internal/journal"
+	"github.com/cgwarden/cgwarden/internal/layout"
+	"github.com/cgwarden/cgwarden/internal/metadata"
+	"github.com/cgwarden/cgwarden/internal/plan"
+)
+
+// Sizes gives the pods' metadata as it is now; the Holder reads their
+// declared sizes (metadata.DeclaredSize) from it.
+type Sizes func(ctx context.Context) (*metadata.Set, error)
+
+// Defaults of Config.
+const (
+	DefaultCheck  = 250 * time.Millisecond
+	DefaultPoll   = 10 * time.Second
+	DefaultResync = time.Minute
+)
+
+// Config configures a Holder.
+type Config struct {
+	// Host is the door the Holder reads, writes and watches through.
+	Host *cgroupfs.Host
+	// Engine journals the first write of each file; its FS is Host and
+	// its Base the cgroup scans start from.
+	Engine *fix.Engine
+	Sizes  Sizes
+	// Rules are the weight rules to hold (plan.RuleSizeBlind,
+	// plan.RuleStarvation); empty holds both.
+	Rules []string
+	// MaxTierMilliCPU caps the sizes the tier counts (0: the node's CPUs).
+	MaxTierMilliCPU int64
+	// Check is how often the sizes are looked at, Poll how often every
+	// target file is read again (in case an event was lost), Resync how
+	// often the node is planned again without any event.
+	Check, Poll, Resync time.Duration
+	Log                 *slog.Logger
+}
+
+// held is one target file and what happened to it.
+type held struct {
+	t    plan.Target
+	want string
+	// resets counts overwrites that were undone; off is the time from
+	// noticing each to restoring the target.
+	resets uint64
+	off    time.Duration
+	// The time-weighted value: integral of the value over time since
+	// since; cur is the value the file holds from curAt.
+	since    time.Time
+	integral float64
+	cur      float64
+	curAt    time.Time
+}
+
+func (f *held) advance(now time.Time, v float64) {
+	f.integral += f.cur * now.Sub(f.curAt).Seconds()
+	f.cur, f.curAt = v, now
+}
+
+// effective is the time-weighted value the file held since the Holder
+// took it on.
+func (f *held) effective(now time.Time) float64 {
+	span := now.Sub(f.since).Seconds()
+	if span <= 0 {
+		return f.cur
+	}
+	return (f.integral + f.cur*now.Sub(f.curAt).Seconds()) / span
+}
+
+// Holder holds weight targets; see the package comment.
+type Holder struct {
+	cfg Config
+	log *slog.Logger
+	sc  *inventory.Scanner
+	w   *cgroupfs.Watcher
+
+	// Owned by Run's goroutine.
+	dirs     map[string]bool
+	lastMeta *metadata.Set
+	lastSize string
+
+	mu sync.Mutex
+	// trees are the kubelet's root cgroups of the last plan's policy.
+	trees   []string
+	files   map[string]*held
+	gone    map[string]*held // targets dropped, kept for their counters until the next scrape
+	replans uint64
+	errs    uint64
+	ready   bool
+}
+
+// New checks the configuration and returns a Holder; Run starts it.
+func New(cfg Config) (*Holder, error) {
+	if cfg.Host == nil || cfg.Engine == nil || cfg.Sizes == nil {
+		return nil, errors.New("hold: Host, Engine and Sizes are required")
+	}
+	for _, r := range cfg.Rules {
+		if r != plan.RuleSizeBlind && r != plan.RuleStarvation {
+			return nil, fmt.Errorf("hold: %s is not a weight rule (%s, %s)", r, plan.RuleSizeBlind, plan.RuleStarvation)
+		}
+	}
+	if len(cfg.Rules) == 0 {
+		cfg.Rules = []string{plan.RuleSizeBlind, plan.RuleStarvation}
+	}
+	if cfg.Check <= 0 {
+		cfg.Check = DefaultCheck
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = DefaultPoll
+	}
+	if cfg.Resync <= 0 {
+		cfg.Resync = DefaultResync
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	sc, err := inventory.Open(cfg.Host)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Engine.Base != "" {
+		sc.Base = cfg.Engine.Base
+	}
+	return &Holder{cfg: cfg, log: cfg.Log.With("component", "hold"), sc: sc,
+		dirs: map[string]bool{}, files: map[string]*held{}, gone: map[string]*held{}}, nil
+}
+
+// Ready reports whether the first plan was applied.
+func (h *Holder) Ready() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ready
+}
+
+// Run holds the targets until ctx ends. It returns an error only when it
+// cannot watch at all; failures of single plans are logged and retried.
+func (h *Holder) Run(ctx context.Context) error {
+	w, err := h.cfg.Host.NewWatcher()
+	if err != nil {
+		return err
+	}
+	h.w = w
+	defer w.Close()
+	events := make(chan []cgroupfs.WatchEvent, 64)
+	readErr := make(chan error, 1)
+	go func() {
+		for {
+			evs, err := w.Read()
+			if err != nil {
+				readErr <- err
+				return
+			}
+			select {
+			case events <- evs:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	h.replan(ctx)
+	check := time.NewTicker(h.cfg.Check)
+	defer check.Stop()
+	poll := time.NewTicker(h.cfg.Poll)
+	defer poll.Stop()
+	resync := time.NewTicker(h.cfg.Resync)
+	defer resync.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-readErr:
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("hold: reading inotify events: %w", err)
+		case evs := <-events:
+			if h.handle(evs) {
+				h.replan(ctx)
+			}
+		case <-check.C:
+			if h.sizesChanged(ctx) {
+				h.replan(ctx)
+			}
+		case <-poll.C:
+			if h.checkAll() {
+				h.replan(ctx)
+			}
+		case <-resync.C:
+			h.replan(ctx)
+		}
+	}
+}
+
+// handle corrects the files the events name and reports whether the set
+// of cgroups changed (plan again).
+func (h *Holder) handle(evs []cgroupfs.WatchEvent) (dirty bool) {
+	for _, ev := range evs {
+		switch {
+		case ev.Mask&cgroupfs.EventOverflow != 0:
+			h.log.Warn("inotify queue overflowed: reading every target again")
+			h.checkAll()
+			dirty = true
+		case ev.Mask&(cgroupfs.EventCreate|cgroupfs.EventDelete) != 0:
+			dirty = true
+		case ev.Mask&cgroupfs.EventIgnored != 0:
+			// A watched file or directory went with its cgroup.
+			dirty = dirty || h.isTarget(ev.Path) || h.dirs[ev.Path]
+		case ev.Mask&cgroupfs.EventModify != 0:
+			if !h.correct(ev.Path) {
+				dirty = true
+			}
+		}
+	}
+	return dirty
+}
+
+func (h *Holder) isTarget(p string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, ok := h.files[p]
+	return ok
+}
+
+// correct reads target file p and, when it holds anything but the target,
+// writes the target back. It reports false when the file is gone.
+func (h *Holder) correct(p string) bool {
+	h.mu.Lock()
+	f, ok := h.files[p]
+	h.mu.Unlock()
+	if !ok {
+		return true
+	}
+	b, err := h.cfg.Host.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false
+	}
+	if err != nil {
+		h.log.Warn("reading a held weight", "path", p, "err", err)
+		return true
+	}
+	cur := strings.TrimSpace(string(b))
+	if cur == f.want {
+		return true
+	}
+	noticed := time.Now()
+	op := plan.Op{Kind: plan.Write, Rule: f.t.Rule, Path: p, Value: f.want}
+	h.mu.Lock()
+	pol := plan.Policy{Weights: []string{p}, Trees: h.trees}
+	h.mu.Unlock()
+	if err := pol.Check(op); err != nil {
+		h.log.Error("refusing to write a held weight", "path", p, "err", err)
+		return true
+	}
+	werr := h.cfg.Host.WriteFile(p, []byte(f.want))
+	done := time.Now()
+	if errors.Is(werr, fs.ErrNotExist) {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if werr != nil {
+		h.errs++
+		h.log.Error("restoring a held weight", "path", p, "found", cur, "want", f.want, "err", werr)
+		return true
+	}
+	v, _ := strconv.ParseFloat(cur, 64)
+	f.advance(noticed, v)
+	f.advance(done, float64(f.t.Value))
+	f.resets++
+	f.off += done.Sub(noticed)
+	h.log.Info("weight overwritten; target restored", "cgroup", f.t.Cgroup, "found", cur, "target", f.want, "took", done.Sub(noticed))
+	return true
+}
+
+// checkAll reads every target again; it reports whether one is gone.
+func (h *Holder) checkAll() (dirty bool) {
+	h.mu.Lock()
+	paths := make([]string, 0, len(h.files))
+	for p := range h.files {
+		paths = append(paths, p)
+	}
+	h.mu.Unlock()
+	for _, p := range paths {
+		if !h.correct(p) {
+			dirty = true
+		}
+	}
+	return dirty
+}
+
+// sizesChanged reads the sizes and reports whether a declared size
+// differs from the last plan's.
+func (h *Holder) sizesChanged(ctx context.Context) bool {
+	meta, err := h.cfg.Sizes(ctx)
+	if err != nil {
+		h.log.Warn("reading pod sizes", "err", err)
+		return false
+	}
+	if meta == h.lastMeta {
+		return false
+	}
+	return sizeKey(meta) != h.lastSize
+}
+
+// sizeKey is a fingerprint of every declared size.
+func sizeKey(meta *metadata.Set) string {
+	var parts []string
+	for _, p := range meta.Pods() {
+		sz, ok, err := meta.DeclaredSize(p.UID)
+		switch {
+		case err != nil:
+			parts = append(parts, p.UID+"!"+err.Error())
+		case ok:
+			parts = append(parts, p.UID+"="+strconv.FormatInt(sz.MilliCPU, 10))
+		}
+		if c := p.Annotation[plan.AnnotationVMContainer]; c != "" {
+			parts = append(parts, p.UID+"@"+c)
+		}
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ",")
+}
+
+// replan scans, plans the weights, applies them and watches what it
+// holds. A container cgroup made between the scan and the watch on its
+// pod is caught by listing the newly watched directories again.
+func (h *Holder) replan(ctx context.Context) {
+	for round := 0; round < 3; round++ {
+		again, err := h.replanOnce(ctx)
+		if err != nil {
+			h.mu.Lock()
+			h.errs++
+			h.mu.Unlock()
+			h.log.Error("planning weights", "err", err)
+			return
+		}
+		if !again {
+			return
+		}
+	}
+}
+
+func (h *Holder) replanOnce(ctx context.Context) (again bool, err error) {
+	meta, err := h.cfg.Sizes(ctx)
+	if err != nil {
+		return false, fmt.Errorf("pod sizes: %w", err)
+	}
+	n, err := h.sc.Scan(time.Now())
+	if err != nil {
+		return false, err
+	}
+	p, pol, err := plan.Weights(plan.WeightInput{Node: n, Places: h.sc.Places, FS: h.cfg.Host, Meta: meta,
+		Only: h.cfg.Rules, MaxTierMilliCPU: h.cfg.MaxTierMilliCPU})
+	if err != nil {
+		return false, err
+	}
+	entries, err := journal.Read(h.cfg.Engine.JournalDir)
+	if err != nil {
+		return false, err
+	}
+	written := journal.Written(journal.Applies(entries))
+	first := *p
+	first.Ops = nil
+	var again2 []plan.Op
+	for _, op := range p.Ops {
+		if written[path.Clean(op.Path)] {
+			again2 = append(again2, op)
+		} else {
+			first.Ops = append(first.Ops, op)
+		}
+	}
+	if len(first.Ops) > 0 {
+		if _, err := h.cfg.Engine.ApplyPlan(&first, pol); err != nil {
+			return false, fmt.Errorf("applying weights: %w", err)
+		}
+	}
+	// Files whose first value is journaled already: a new size, or a
+	// reset that happened while no watch was on them.
+	h.cfg.Host.AllowWrites(pol.Trees...)
+	for _, op := range again2 {
+		if err := pol.Check(op); err != nil {
+			return false, err
+		}
+		if err := h.cfg.Host.WriteFile(op.Path, []byte(op.Value)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return false, err
+		}
+	}
+	h.lastMeta, h.lastSize = meta, sizeKey(meta)
+
+	// Watch the target files, and the tiers and sized pods for cgroups
+	// that come and go.
+	now := time.Now()
+	want := map[string]plan.Target{}
+	dirs := map[string]bool{}
+	for _, t := range p.Targets {
+		want[t.Path] = t
+		if t.Role != plan.RoleContainer {
+			dirs[path.Dir(t.Path)] = true
+		}
+	}
+	point := h.sc.Places.CPU
+	if h.sc.Places.V2 {
+		point = h.sc.Places.Unified
+	}
+	if n.KubeRoot != nil {
+		for _, c := range n.KubeRoot.Children {
+			if c.Identity.Kind == layout.QoSTier && c.Identity.QoS == layout.BestEffort {
+				dirs[path.Join(point, c.Path)] = true
+			}
+		}
+	}
+	h.mu.Lock()
+	for p, f := range h.files {
+		if _, ok := want[p]; !ok {
+			h.w.Remove(p)
+			delete(h.files, p)
+			h.gone[p] = f
+		}
+	}
+	var added []string
+	for p, t := range want {
+		v := strconv.FormatUint(t.Value, 10)
+		if f, ok := h.files[p]; ok {
+			if f.want != v {
+				f.advance(now, float64(t.Value))
+			}
+			f.t, f.want = t, v
+			continue
+		}
+		if err := h.w.Add(p, cgroupfs.EventModify); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				again = true
+				continue
+			}
+			h.mu.Unlock()
+			return false, err
+		}
+		h.files[p] = &held{t: t, want: v, since: now, cur: float64(t.Value), curAt: now}
+	}
+	h.replans++
+	h.ready = true
+	h.trees = pol.Trees
+	h.mu.Unlock()
+	for d := range h.dirs {
+		if !dirs[d] {
+			h.w.Remove(d)
+			delete(h.dirs, d)
+		}
+	}
+	for d := range dirs {
+		if h.dirs[d] {
+			continue
+		}
+		if err := h.w.Add(d, cgroupfs.EventCreate|cgroupfs.EventDelete); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				again = true
+				continue
+			}
+			return false, err
+		}
+		h.dirs[d] = true
+		added = append(added, d)
+	}
+	// A child made before its parent's watch raised no event: list it.
+	for _, d := range added {
+		kids, err := h.cfg.Host.ReadDirs(d)
+		if err != nil {
+			continue
+		}
+		c := n.Find(strings.TrimPrefix(d, strings.TrimSuffix(point, "/")))
+		var known []string
+		if c != nil {
+			for _, k := range c.Children {
+				known = append(known, k.Name())
+			}
+		}
+		for _, k := range kids {
+			if !slices.Contains(known, k) {
+				again = true
+			}
+		}
+	}
+	return again, nil
+}

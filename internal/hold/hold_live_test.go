@@ -1,0 +1,269 @@
+package hold_test
+
+import (
+	"context"
+	"math"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/cgwarden/cgwarden/internal/fairness"
+	"github.com/cgwarden/cgwarden/internal/fix"
+	"github.com/cgwarden/cgwarden/internal/hold"
+	"github.com/cgwarden/cgwarden/internal/journal"
+	"github.com/cgwarden/cgwarden/internal/metadata"
+	"github.com/cgwarden/cgwarden/internal/realtest"
+)
+
+// rig is a VM tree on the live kernel with a Holder running on it.
+type rig struct {
+	t       *testing.T
+	tree    *realtest.VMTree
+	engine  *fix.Engine
+	holder  *hold.Holder
+	meta    atomic.Pointer[metadata.Set]
+	stop    func()
+	stopped chan struct{}
+}
+
+// The sizes seed 000's VMs declare together: the tier's cap is set to
+// them, as on a node with enough CPUs (this one has 2).
+const capMilli = 7000
+
+func newRig(t *testing.T) *rig {
+	s := realtest.NewScratch(t)
+	r := &rig{t: t, tree: realtest.NewVMTree(s, 500, 1000, 2000, 4000)}
+	r.meta.Store(metadata.NewSet(r.tree.Pods()))
+	r.engine = &fix.Engine{FS: s.Host, Base: s.Name, JournalDir: t.TempDir()}
+	h, err := hold.New(hold.Config{Host: s.Host, Engine: r.engine, MaxTierMilliCPU: capMilli, Check: 100 * time.Millisecond,
+		Sizes: func(context.Context) (*metadata.Set, error) { return r.meta.Load(), nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.holder = h
+	return r
+}
+
+func (r *rig) start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	r.stopped = make(chan struct{})
+	go func() {
+		defer close(r.stopped)
+		if err := r.holder.Run(ctx); err != nil {
+			r.t.Errorf("holder: %v", err)
+		}
+	}()
+	r.stop = func() { cancel(); <-r.stopped }
+	r.t.Cleanup(r.stop)
+	r.waitFor("the first plan", time.Now(), 10*time.Second, func() bool {
+		return r.holder.Ready() && r.tree.Weight(realtest.Kube+"/besteffort") == r.tierTarget(1000, 2000, 4000)
+	})
+}
+
+func (r *rig) tierTarget(sizes ...int64) uint64 {
+	var sum uint64 = fairness.MinShares
+	for _, m := range sizes {
+		sum += fairness.MilliCPUToShares(m)
+	}
+	return r.tree.PodWeight(sum)
+}
+
+// waitFor polls cond every millisecond until it holds and returns the time
+// since from; it fails the test after limit.
+func (r *rig) waitFor(what string, from time.Time, limit time.Duration, cond func() bool) time.Duration {
+	r.t.Helper()
+	for !cond() {
+		if time.Since(from) > limit {
+			r.t.Fatalf("%s: not within %v", what, limit)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return time.Since(from)
+}
+
+// metric reads one series of the holder's metrics by its labels.
+func (r *rig) metric(name string, labels map[string]string) float64 {
+	r.t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(r.holder)
+	mfs, err := reg.Gather()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range mf.GetMetric() {
+			for k, v := range labels {
+				if !hasLabel(m, k, v) {
+					continue next
+				}
+			}
+			if c := m.GetCounter(); c != nil {
+				return c.GetValue()
+			}
+			return m.GetGauge().GetValue()
+		}
+	}
+	r.t.Fatalf("no %s%v", name, labels)
+	return 0
+}
+
+func hasLabel(m *dto.Metric, k, v string) bool {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == k && l.GetValue() == v {
+			return true
+		}
+	}
+	return false
+}
+
+// TestHoldAgainstTierResets: a kubelet-like resetter writes the minimum
+// to the BestEffort tier every few seconds while the Holder runs. Every
+// reset is counted and undone within 1 s (measured from the file), the
+// journal does not grow, and the VM pods' share of the CPU over the whole
+// run stays within 5 points of what their sizes give them (7 CPUs against
+// 0.5: 93%).
+func TestHoldAgainstTierResets(t *testing.T) {
+	r := newRig(t)
+	r.tree.BurnAll(0)
+	r.start()
+	time.Sleep(time.Second) // let the scheduler settle the new weights
+	lines := len(journalEntries(t, r.engine.JournalDir))
+	resets, every := 6, 10*time.Second // the kubelet's minute, compressed
+	if testing.Short() {
+		resets, every = 3, 2*time.Second
+	}
+	tier := realtest.Kube + "/besteffort"
+	target := r.tree.Weight(tier)
+	minimum := strconv.FormatUint(r.tree.PodWeight(fairness.MinShares), 10)
+	cpu0 := r.cpu()
+	start := time.Now()
+	var worst time.Duration
+	for i := 0; i < resets; i++ {
+		time.Sleep(every)
+		from := time.Now()
+		r.tree.S.Write(tier, r.tree.WeightFile(), minimum)
+		took := r.waitFor("restoring the tier", from, time.Second, func() bool { return r.tree.Weight(tier) == target })
+		worst = max(worst, took)
+	}
+	time.Sleep(every / 2)
+	cpu1 := r.cpu()
+	share := vmShare(cpu0, cpu1)
+	t.Logf("%d resets in %v: worst time to restore %v; VM pods %.4f of the CPU (%.3f s against %.3f s)", resets, time.Since(start).Round(time.Second), worst, share, cpu1.vm-cpu0.vm, cpu1.burst-cpu0.burst)
+	if want := 7.0 / 7.5; math.Abs(share-want) > 0.05 {
+		t.Errorf("the VM pods got %.2f%% of the CPU over the run, want within 5 points of %.2f%%", 100*share, 100*want)
+	}
+	labels := map[string]string{"role": "tier"}
+	if got := r.metric("cgwarden_weight_resets_total", labels); got != float64(resets) {
+		t.Errorf("cgwarden_weight_resets_total{role=tier} = %v, want %d", got, resets)
+	}
+	if off := r.metric("cgwarden_weight_off_target_seconds_total", labels); off <= 0 || off > float64(resets) {
+		t.Errorf("cgwarden_weight_off_target_seconds_total{role=tier} = %v, want above 0 and under 1 s per reset", off)
+	}
+	if eff := r.metric("cgwarden_weight_effective", labels); eff < 0.99*float64(target) || eff > float64(target) {
+		t.Errorf("cgwarden_weight_effective{role=tier} = %v, want just under the target %d", eff, target)
+	}
+	if got := len(journalEntries(t, r.engine.JournalDir)); got != lines {
+		t.Errorf("the journal grew from %d to %d entries while the holder undid resets", lines, got)
+	}
+}
+
+// TestHoldFollowsSizesAndNewPods: a VM's size drops from 4 to 2 CPUs in
+// its source, and a fourth sized pod appears; their weights and the
+// tier's follow within 1 s. Afterwards revert puts every value back.
+func TestHoldFollowsSizesAndNewPods(t *testing.T) {
+	r := newRig(t)
+	before := r.weights()
+	r.start()
+
+	big := r.tree.VMs[2]
+	pods := r.tree.Pods()
+	pods[2].Annotation[metadata.AnnotationCPU] = "2"
+	from := time.Now()
+	r.meta.Store(metadata.NewSet(pods))
+	took := r.waitFor("following the size change", from, time.Second, func() bool {
+		return r.tree.Weight(big.Rel) == r.tree.PodWeight(fairness.MilliCPUToShares(2000)) &&
+			r.tree.Weight(big.CtrRel) == r.tree.PodWeight(fairness.MilliCPUToShares(2000)) &&
+			r.tree.Weight(realtest.Kube+"/besteffort") == r.tierTarget(1000, 2000, 2000)
+	})
+	t.Logf("size 4 → 2 CPUs: pod, container and tier weights followed in %v", took)
+
+	from = time.Now()
+	vm := r.tree.AddVM(1500)
+	pods = r.tree.Pods()
+	pods[2].Annotation[metadata.AnnotationCPU] = "2"
+	r.meta.Store(metadata.NewSet(pods))
+	took = r.waitFor("weighing a new sized pod", from, time.Second, func() bool {
+		return r.tree.Weight(vm.Rel) == r.tree.PodWeight(fairness.MilliCPUToShares(1500)) &&
+			r.tree.Weight(vm.CtrRel) == r.tree.PodWeight(fairness.MilliCPUToShares(1500)) &&
+			r.tree.Weight(realtest.Kube+"/besteffort") == r.tierTarget(1000, 2000, 2000, 1500)
+	})
+	t.Logf("a new 1.5-CPU pod: weighed %v after its cgroup appeared", took)
+
+	r.stop()
+	rep, err := r.engine.Revert(true)
+	if err != nil || len(rep.Failed()) > 0 {
+		t.Fatalf("revert: %v %+v", err, rep)
+	}
+	after := r.weights()
+	delete(after, vm.Rel)
+	delete(after, vm.CtrRel)
+	if after[vm.Rel] != before[vm.Rel] || len(after) != len(before) {
+		t.Fatalf("weights after revert: %v, before: %v", after, before)
+	}
+	for k, v := range before {
+		if after[k] != v {
+			t.Errorf("%s: weight %d after revert, %d before", k, after[k], v)
+		}
+	}
+	if w := r.tree.Weight(vm.Rel); w != r.tree.PodWeight(fairness.MinShares) {
+		t.Errorf("the pod added mid-run kept weight %d after revert, want the kubelet's %d", w, r.tree.PodWeight(fairness.MinShares))
+	}
+}
+
+// weights reads the weight of every cgroup of the tree.
+func (r *rig) weights() map[string]uint64 {
+	out := map[string]uint64{}
+	rels := []string{realtest.Kube + "/besteffort", realtest.Kube + "/burstable", r.tree.Burstable.Rel, r.tree.Burstable.CtrRel}
+	for _, vm := range r.tree.VMs {
+		rels = append(rels, vm.Rel, vm.CtrRel)
+	}
+	for _, rel := range rels {
+		out[rel] = r.tree.Weight(rel)
+	}
+	return out
+}
+
+type cpuReading struct{ vm, burst float64 }
+
+func (r *rig) cpu() cpuReading {
+	var c cpuReading
+	for _, vm := range r.tree.VMs {
+		c.vm += r.tree.S.CPUSeconds(vm.Rel)
+	}
+	c.burst = r.tree.S.CPUSeconds(r.tree.Burstable.Rel)
+	return c
+}
+
+func vmShare(a, b cpuReading) float64 {
+	vm, burst := b.vm-a.vm, b.burst-a.burst
+	return vm / (vm + burst)
+}
+
+func journalEntries(t *testing.T, dir string) []journal.Entry {
+	t.Helper()
+	e, err := journal.Read(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+

@@ -1,0 +1,88 @@
+package hold
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/cgwarden/cgwarden/internal/metadata"
+)
+
+// Lister lists the node's pods (a podsource).
+type Lister interface {
+	Pods(ctx context.Context) ([]metadata.Pod, error)
+}
+
+// MetaSource turns a pod lister and an optional VMs file into Sizes. The
+// VMs file (`kubectl get virtualmachines.vm.neon.tech -A -o json`, VMIs)
+// is read again whenever it changes, so a VM's live size (NeonVM's
+// spec.guest.cpus.use, which its autoscaler moves) is a new target. The
+// set is rebuilt only when the pods or the VMs changed.
+type MetaSource struct {
+	Lister  Lister
+	VMsFile string
+
+	mu      sync.Mutex
+	vms     []metadata.VM
+	vmStamp [2]int64
+	pods    []metadata.Pod
+	set     *metadata.Set
+}
+
+// Sizes implements the Sizes function.
+func (m *MetaSource) Sizes(ctx context.Context) (*metadata.Set, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	pods, err := m.Lister.Pods(ctx)
+	if err != nil {
+		return nil, err
+	}
+	vmsChanged, err := m.readVMs()
+	if err != nil {
+		return nil, err
+	}
+	if m.set != nil && !vmsChanged && samePods(pods, m.pods) {
+		return m.set, nil
+	}
+	set := metadata.NewSet(pods)
+	set.ApplyVMs(m.vms)
+	m.pods, m.set = pods, set
+	return set, nil
+}
+
+// samePods reports whether a lister returned the very slice it returned
+// before (file and informer sources return the same slice until
+// something changed).
+func samePods(a, b []metadata.Pod) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
+func (m *MetaSource) readVMs() (changed bool, err error) {
+	if m.VMsFile == "" {
+		return false, nil
+	}
+	st, err := os.Stat(m.VMsFile)
+	if err != nil {
+		return false, err
+	}
+	stamp := [2]int64{st.Size(), st.ModTime().UnixNano()}
+	if stamp == m.vmStamp && m.vms != nil {
+		return false, nil
+	}
+	f, err := os.Open(m.VMsFile)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	vms, err := metadata.ParseVMs(f)
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", m.VMsFile, err)
+	}
+	if vms == nil {
+		vms = []metadata.VM{}
+	}
+	m.vms, m.vmStamp = vms, stamp
+	return true, nil
+}
+
