@@ -265,5 +265,3 @@ func journalEntries(t *testing.T, dir string) []journal.Entry {
 	}
 	return e
 }
-
-

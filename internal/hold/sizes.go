@@ -85,4 +85,3 @@ func (m *MetaSource) readVMs() (changed bool, err error) {
 	m.vms, m.vmStamp = vms, stamp
 	return true, nil
 }
-

@@ -53,8 +53,8 @@ type Target struct {
 	// Cgroup is the cgroup's path in its hierarchy.
 	Cgroup string `json:"cgroup"`
 	Value  uint64 `json:"value"`
-	Role  Role   `json:"role"`
-	Rule  string `json:"rule"`
+	Role   Role   `json:"role"`
+	Rule   string `json:"rule"`
 	// Pod and Container are the pod UID and container ID it is for
 	// (empty for the tier).
 	Pod       string `json:"pod,omitempty"`
