@@ -21,6 +21,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/layout"
 	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/plan"
+	"github.com/cgwarden/cgwarden/internal/weights"
 )
 
 // Sizes gives the pods' metadata as it is now; the Holder reads their
@@ -331,7 +332,7 @@ func sizeKey(meta *metadata.Set) string {
 		case ok:
 			parts = append(parts, p.UID+"="+strconv.FormatInt(sz.MilliCPU, 10))
 		}
-		if c := p.Annotation[plan.AnnotationVMContainer]; c != "" {
+		if c := p.Annotation[weights.AnnotationVMContainer]; c != "" {
 			parts = append(parts, p.UID+"@"+c)
 		}
 	}
@@ -412,7 +413,7 @@ func (h *Holder) replanOnce(ctx context.Context) (again bool, err error) {
 	dirs := map[string]bool{}
 	for _, t := range p.Targets {
 		want[t.Path] = t
-		if t.Role != plan.RoleContainer {
+		if t.Role != weights.RoleContainer {
 			dirs[path.Dir(t.Path)] = true
 		}
 	}

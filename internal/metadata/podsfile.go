@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -18,8 +19,17 @@ const MaxFileBytes = 256 << 20
 // PodList, or a List of Pods).
 func ParsePods(r io.Reader) ([]Pod, error) {
 	var list corev1.PodList
-	dec := json.NewDecoder(io.LimitReader(r, MaxFileBytes+1))
-	if err := dec.Decode(&list); err != nil {
+	raw, err := io.ReadAll(io.LimitReader(r, MaxFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("pods file: %w", err)
+	}
+	if len(raw) > MaxFileBytes {
+		return nil, fmt.Errorf("pods file: larger than %d MiB", MaxFileBytes>>20)
+	}
+	if m := hugeExponentJSON.Find(raw); m != nil {
+		return nil, fmt.Errorf("pods file: quantity %s has an exponent no resource has (and parsing it would not end)", m)
+	}
+	if err := json.Unmarshal(raw, &list); err != nil {
 		return nil, fmt.Errorf("pods file: not a kubectl pod list: %w", err)
 	}
 	if list.Kind != "" && list.Kind != "List" && list.Kind != "PodList" {
@@ -228,8 +238,20 @@ func computeQoS(k *corev1.Pod) corev1.PodQOSClass {
 	return corev1.PodQOSBurstable
 }
 
+// hugeExponent finds a quantity with an exponent of four digits or more:
+// apimachinery's resource.ParseQuantity computes such a number in full
+// ("9e2337203372" does not return), so hostile input must not reach it.
+// The API server never stores one: no resource is that large or small.
+var (
+	hugeExponent     = regexp.MustCompile(`^\s*[+-]?[0-9.]+[eE][-+]?[0-9]{4,}\s*$`)
+	hugeExponentJSON = regexp.MustCompile(`(?:"|[:\[,]\s*)[+-]?[0-9.]+[eE][-+]?[0-9]{4,}(?:"|\s*[,\]}])`)
+)
+
 // Quantity parses a CPU quantity ("250m", "0.25", "4") into milli-CPU.
 func Quantity(s string) (int64, error) {
+	if len(s) > 64 || hugeExponent.MatchString(s) {
+		return 0, fmt.Errorf("CPU quantity %.64q: too long or too large an exponent for a CPU size", s)
+	}
 	q, err := resource.ParseQuantity(strings.TrimSpace(s))
 	if err != nil {
 		return 0, fmt.Errorf("CPU quantity %q: %w", s, err)

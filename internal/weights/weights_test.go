@@ -1,0 +1,190 @@
+package weights
+
+import (
+	"bytes"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cgwarden/cgwarden/internal/examples"
+	"github.com/cgwarden/cgwarden/internal/fairness"
+	"github.com/cgwarden/cgwarden/internal/inventory"
+	"github.com/cgwarden/cgwarden/internal/metadata"
+	"github.com/cgwarden/cgwarden/internal/snapshot"
+	"github.com/cgwarden/cgwarden/internal/stats"
+)
+
+const seedDir = "../examples/snapshots/"
+
+// example scans an embedded snapshot's last sample with its pods (and VMs)
+// files.
+func example(t *testing.T, name, pods, vms string) (*inventory.Node, stats.Places, *metadata.Set) {
+	t.Helper()
+	raw, ok := examples.Open(name)
+	if !ok {
+		t.Fatalf("no example %s", name)
+	}
+	s, err := snapshot.Load(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err := metadata.ReadPodsFile(seedDir + pods)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := metadata.NewSet(ps)
+	if vms != "" {
+		f, err := os.Open(seedDir + vms)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		v, err := metadata.ParseVMs(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		meta.ApplyVMs(v)
+	}
+	sc, err := inventory.Open(s.Samples[len(s.Samples)-1].FS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Meta = meta
+	n, err := sc.Scan(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n, sc.Places, meta
+}
+
+func byRole(p *Plan) map[Role][]Target {
+	out := map[Role][]Target{}
+	for _, t := range p.Targets {
+		out[t.Role] = append(out[t.Role], t)
+	}
+	return out
+}
+
+// Seed 000 (EKS, NeonVM, v1 systemd, 48 CPUs): three VM runner pods of 4,
+// 1 and 0.25 CPUs at 2 shares, one unsized BestEffort pod.
+func TestSeed000Targets(t *testing.T) {
+	n, pl, meta := example(t, "seed-000-eks-neonvm", "seed-000-eks-neonvm.pods.json", "seed-000-eks-neonvm.vms.json")
+	p, err := Targets(Input{Node: n, Places: pl, Meta: meta, Pods: true, Tier: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := byRole(p)
+	if len(r[RolePod]) != 3 || len(r[RoleContainer]) != 3 || len(r[RoleTier]) != 1 {
+		t.Fatalf("targets by role: %d pods, %d containers, %d tiers; want 3, 3, 1: %+v", len(r[RolePod]), len(r[RoleContainer]), len(r[RoleTier]), p.Targets)
+	}
+	var sum uint64
+	for _, pt := range r[RolePod] {
+		want := fairness.MilliCPUToShares(pt.MilliCPU)
+		if pt.Value != want {
+			t.Errorf("pod %s: %d shares for %dm, want %d", pt.Pod, pt.Value, pt.MilliCPU, want)
+		}
+		sum += want
+		if !strings.HasSuffix(pt.Path, "/cpu.shares") || !strings.Contains(pt.Path, pt.Cgroup) {
+			t.Errorf("pod target path %s does not name %s's cpu.shares", pt.Path, pt.Cgroup)
+		}
+		ok := false
+		for _, ct := range r[RoleContainer] {
+			if ct.Pod == pt.Pod {
+				ok = ct.Value == pt.Value && strings.HasPrefix(ct.Cgroup, pt.Cgroup+"/")
+			}
+		}
+		if !ok {
+			t.Errorf("pod %s: no VM container target inside it at its weight", pt.Pod)
+		}
+	}
+	if tier := r[RoleTier][0]; tier.Value != 2+sum || !strings.HasSuffix(tier.Cgroup, "kubepods-besteffort.slice") {
+		t.Errorf("tier target %s = %d, want 2 + %d", tier.Cgroup, tier.Value, sum)
+	}
+	if !strings.Contains(strings.Join(p.Notes, "\n"), "1 BestEffort pod without a declared size keeps the minimum") {
+		t.Errorf("no note of the unsized pod: %q", p.Notes)
+	}
+
+	// Only the tier, only the pods, one pod.
+	p, _ = Targets(Input{Node: n, Places: pl, Meta: meta, Tier: true})
+	if r := byRole(p); len(r[RoleTier]) != 1 || len(p.Targets) != 1 {
+		t.Errorf("tier only: %+v", p.Targets)
+	}
+	p, _ = Targets(Input{Node: n, Places: pl, Meta: meta, Pods: true, Pod: r[RolePod][0].Pod})
+	if len(p.Targets) != 2 {
+		t.Errorf("one pod: %d targets, want its pod and container: %+v", len(p.Targets), p.Targets)
+	}
+	if _, err := Targets(Input{Node: n, Places: pl, Meta: meta, Pods: true, Pod: "nope"}); err == nil {
+		t.Error("--pod nope was accepted")
+	}
+
+	// A cap below the sizes: the tier weighs what the cap would request.
+	p, _ = Targets(Input{Node: n, Places: pl, Meta: meta, Tier: true, MaxTierMilliCPU: 2000})
+	if v := p.Targets[0].Value; v != 2+fairness.MilliCPUToShares(2000) {
+		t.Errorf("capped tier %d, want %d", v, 2+fairness.MilliCPUToShares(2000))
+	}
+	if !strings.Contains(strings.Join(p.Notes, "\n"), "more than the cap") {
+		t.Errorf("no note of the cap: %q", p.Notes)
+	}
+}
+
+// Sizes beyond the kernel's range are clamped, with a note; sizes that are
+// not sizes and sizes on pods with requests are skipped, with the reason.
+func TestTargetsAtTheExtremes(t *testing.T) {
+	n, pl, meta := example(t, "seed-000-eks-neonvm", "seed-000-eks-neonvm.pods.json", "")
+	var be []*inventory.Pod
+	for _, p := range n.Pods {
+		if p.QoS == "besteffort" && p.Cgroup != nil {
+			be = append(be, p)
+		}
+	}
+	if len(be) < 3 {
+		t.Fatalf("%d BestEffort pods, want 3 or more", len(be))
+	}
+	meta.SetSize(be[0].UID, metadata.Size{MilliCPU: 300_000, Source: "annotation"}) // 300 CPUs: above 262144 shares
+	meta.SetSize(be[1].UID, metadata.Size{MilliCPU: 9_000_000, Source: "annotation"})
+	meta.SetSize(be[2].UID, metadata.Size{MilliCPU: 0, Source: "annotation"})
+	p, err := Targets(Input{Node: n, Places: pl, Meta: meta, Pods: true, Tier: true, MaxTierMilliCPU: 8_000_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	notes := strings.Join(p.Notes, "\n")
+	for _, want := range []string{"weighs more than the kernel's maximum", "above the kernel's maximum; clamped to 262144"} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("notes %q lack %q", notes, want)
+		}
+	}
+	skipped := map[string]string{}
+	for _, s := range p.Skipped {
+		skipped[s.Pod] = s.Reason
+	}
+	if !strings.Contains(skipped[be[1].UID], "no node has") || !strings.Contains(skipped[be[2].UID], "above 0") {
+		t.Errorf("skips %v", skipped)
+	}
+	for _, tg := range p.Targets {
+		if tg.Value < fairness.MinShares || tg.Value > fairness.MaxShares {
+			t.Errorf("target %s = %d outside the kernel's range", tg.Cgroup, tg.Value)
+		}
+	}
+}
+
+// On v2 the pod and tier targets are the kubelet's linear conversion.
+func TestTargetsV2(t *testing.T) {
+	n, pl, meta := example(t, "cgroupfs-v2-crio", "cgroupfs-v2-crio.pods.json", "")
+	uid := "f37bbcbd-1d63-486c-a0ec-6f767fa8cbc7" // the example's BestEffort pod
+	meta.SetSize(uid, metadata.Size{MilliCPU: 2000, Source: "annotation"})
+	p, err := Targets(Input{Node: n, Places: pl, Meta: meta, Pods: true, Tier: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := byRole(p)
+	if len(r[RolePod]) != 1 || len(r[RoleTier]) != 1 {
+		t.Fatalf("targets %+v", p.Targets)
+	}
+	if w := r[RolePod][0].Value; w != fairness.SharesToWeightLinear(2048) || !strings.HasSuffix(r[RolePod][0].Path, "/cpu.weight") {
+		t.Errorf("v2 pod target %d at %s, want %d in cpu.weight", w, r[RolePod][0].Path, fairness.SharesToWeightLinear(2048))
+	}
+	if w := r[RoleTier][0].Value; w != fairness.SharesToWeightLinear(2+2048) {
+		t.Errorf("v2 tier target %d, want %d", w, fairness.SharesToWeightLinear(2+2048))
+	}
+}
