@@ -106,4 +106,6 @@ func Weights(in WeightInput) (*Plan, Policy, error) {
 }
 
 // MatchPod returns the pods --pod names (every pod when it is empty).
-func MatchPod(n *inventory.Node, pod string) ([]*inventory.Pod, error) { return weights.MatchPod(n, pod) }
+func MatchPod(n *inventory.Node, pod string) ([]*inventory.Pod, error) {
+	return weights.MatchPod(n, pod)
+}

@@ -56,7 +56,7 @@ type Target struct {
 type Input struct {
 	Node   *inventory.Node
 	Places stats.Places
-	Meta *metadata.Set
+	Meta   *metadata.Set
 	// Pod narrows pod and container targets to one pod (UID, name or
 	// namespace/name); the tier still counts every sized pod.
 	Pod string
