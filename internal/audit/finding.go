@@ -9,6 +9,7 @@ import (
 
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/metadata"
+	"github.com/cgwarden/cgwarden/internal/weights"
 )
 
 // Severity says how urgent a finding is.
@@ -165,6 +166,29 @@ type Input struct {
 	Meta *metadata.Set
 	// StarvationCores is the besteffort-starvation threshold.
 	StarvationCores float64
+
+	views     map[string]weights.View // sized BestEffort pods by UID
+	viewsHeld bool
+	viewsDone bool
+}
+
+// sized returns the weights view of a sized BestEffort pod: its targets
+// and its guarantee under them (computed once per run).
+func (in *Input) sized(uid string) (weights.View, bool) {
+	in.loadViews()
+	v, ok := in.views[uid]
+	return v, ok
+}
+
+func (in *Input) loadViews() {
+	if !in.viewsDone {
+		in.viewsDone = true
+		vs, held := weights.Views(in.Node, in.Meta, 0)
+		in.views, in.viewsHeld = map[string]weights.View{}, held
+		for _, v := range vs {
+			in.views[v.Pod.UID] = v
+		}
+	}
 }
 
 // DefaultStarvationCores is the default besteffort-starvation threshold.
@@ -180,6 +204,7 @@ type Rule struct {
 var Rules = []Rule{
 	{RuleBestEffortStarvation, checkStarvation},
 	{RuleSizeBlindWeights, checkSizeBlind},
+	{RuleHeldWeights, checkHeldWeights},
 	{RuleMisplacedContainer, checkMisplaced},
 	{RulePodAccountingGap, checkAccountingGap},
 	{RuleEscapedProcess, checkEscaped},

@@ -122,9 +122,11 @@ func checkSizeBlind(in *Input, r *Report) {
 			parent.Name(), podLabel(big.pod), cpuCount(big.milli), pct(float64(big.weight)/sumW/(float64(kubeletWeight(in.Node, big.milli))/sumSize)))
 		r.add(Finding{Rule: RuleSizeBlindWeights, Severity: sev,
 			Subject: Subject{Kind: "cgroup", Cgroup: parent.Path}, Evidence: ev, Message: msg,
-			Remedy: "Set each pod's CPU requests from its real size (NeonVM: spec.guest.cpus.use; KubeVirt: the VMI's vCPUs), or " +
-				"by hand write each pod cgroup's " + weightFile(in.Node) + " in proportion to its size (v1: MilliCPUToShares(size)); " +
-				"the kubelet leaves pod weights alone, but a pod recreated gets the kubelet's value back.",
+			Remedy: "For BestEffort pods with a declared size: `cgwarden fix --only size-blind-weights --apply` writes each pod cgroup's " +
+				weightFile(in.Node) + " (and its VM container's) from its size as the kubelet would from a request, and " +
+				"`cgwarden serve --fix size-blind-weights` keeps doing it for new pods and size changes (the kubelet leaves pod " +
+				"weights alone, but a recreated pod starts at its value again). The lasting fix is CPU requests from the real size " +
+				"(NeonVM: spec.guest.cpus.use; KubeVirt: the VMI's vCPUs).",
 		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/fairness"
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/layout"
+	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/mounts"
 )
 
@@ -78,6 +79,10 @@ func checkStarvation(in *Input, r *Report) {
 			}
 			msg = fmt.Sprintf("Under CPU contention this %s-CPU %s is guaranteed %s cores, %s of its size: any busy Burstable or Guaranteed pod can starve it, and it gets the same sliver as every other BestEffort pod whatever its size.",
 				strconv.FormatFloat(float64(sz.MilliCPU)/1000, 'f', -1, 64), what, cores(c.GuaranteedCores), pct(share))
+			if v, ok := in.sized(p.UID); ok {
+				ev.Add("targetWeight", v.Target).Add("targetTierWeight", v.TierTarget).Add("guaranteedCoresAtTarget", round(v.AtTarget))
+				summary += fmt.Sprintf("; weighed by its size (pod %d, tier %d) it would be guaranteed %s cores", v.Target, v.TierTarget, cores(v.AtTarget))
+			}
 		} else if vm, ok := vmLabel(mp); ok {
 			r.note("%s runs %s, whose size is unknown: give --vms to judge it against its size", podLabel(p), vm)
 		} else if in.Meta == nil {
@@ -102,10 +107,22 @@ func checkStarvation(in *Input, r *Report) {
 		}
 		r.add(Finding{
 			Rule: RuleBestEffortStarvation, Severity: sev, Subject: podSubject(p), Evidence: ev, Message: msg, Brief: brief,
-			Remedy: "Give the pod CPU requests that match its size (it becomes Burstable and weighs what it requests; NeonVM: " +
-				"requests from spec.guest.cpus.use, resized in place on Kubernetes ≥ 1.27). By hand today there is no lasting fix: " +
-				"the kubelet resets the BestEffort tier's weight to the minimum within a minute, and raising the pod's own weight " +
-				"only changes its part of the tier's sliver.",
+			Remedy: remedyStarvation(sized),
 		})
 	}
+}
+
+// remedyStarvation is the remedy of a starved pod: with a declared size,
+// cgwarden's weights; without one, a size first.
+func remedyStarvation(sized bool) string {
+	lasting := "The lasting fix is CPU requests that match the pod's size, set when it is created (it becomes Burstable and weighs " +
+		"what it requests; NeonVM: requests from spec.guest.cpus.use, kept equal to the live size by in-place resize)."
+	if !sized {
+		return "If the pod is a VM or sandbox of a known size, declare it (annotation " + metadata.AnnotationCPU + ", or its VM object " +
+			"with --vms) and cgwarden can weigh it by that size. " + lasting
+	}
+	return "Weigh sized BestEffort pods by their size: `cgwarden fix --only size-blind-weights,besteffort-starvation --apply` " +
+		"(the pod and its VM container get the shares the kubelet would give its size as a request, the tier 2 + their sum), and " +
+		"`cgwarden serve --fix size-blind-weights,besteffort-starvation` to hold the tier against the kubelet, which resets it to " +
+		"the minimum within a minute. " + lasting
 }

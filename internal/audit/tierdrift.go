@@ -50,12 +50,17 @@ func checkTierDrift(in *Input, r *Report) {
 		switch tier.Identity.QoS {
 		case layout.BestEffort:
 			want := kubeletWeight(n, 0)
+			if in.Meta != nil {
+				if in.loadViews(); in.viewsHeld && len(in.views) > 0 {
+					continue // weighed by its sized pods on purpose: held-weights says so
+				}
+			}
 			if w != want {
 				drift(r, n, tier, w, want, fmt.Sprintf("the kubelet writes %d for the BestEffort tier", want),
 					"The kubelet re-applies the BestEffort tier's weight about every minute: this value will not last, and "+
 						"whatever relies on it (a hand-made fix, another agent) is undone.",
-					"Do not tune the tier by hand; give the pods that need CPU requests (or, once available, let `cgwarden fix` "+
-						"weigh pods inside the tier).")
+					"Do not tune the tier by hand; give the pods that need CPU requests, or declare the sizes of VM and sandbox "+
+						"pods (annotation "+metadata.AnnotationCPU+", --vms) and let `cgwarden serve --fix besteffort-starvation` hold the tier.")
 			}
 		case layout.Burstable:
 			checkBurstableTier(in, r, tier, w)

@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cgwarden/cgwarden/internal/audit"
 	"github.com/cgwarden/cgwarden/internal/fairness"
+	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/plan"
 	"github.com/cgwarden/cgwarden/internal/realtest"
@@ -93,6 +95,33 @@ func TestVMWeightsFollowSizes(t *testing.T) {
 		if math.Abs(r-1) > 0.10 {
 			t.Errorf("after: VM pod %d (%d m) got %.2f× its size's share, want within 10%%", i, tree.VMs[i].MilliCPU, r)
 		}
+	}
+
+	// audit now says the weights are held, and what the pods would get
+	// without them; before the apply it said they were starved.
+	sc, err := inventory.Open(f.s.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Base = f.s.Name
+	n, err := sc.Scan(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := audit.Run(&audit.Input{Node: n, Meta: f.e.Meta})
+	var held *audit.Finding
+	for i, fd := range r.Findings {
+		if fd.Rule == audit.RuleBestEffortStarvation {
+			t.Errorf("after the fix: %s %s", fd.Rule, fd.Evidence.Summary)
+		}
+		if fd.Rule == audit.RuleHeldWeights {
+			held = &r.Findings[i]
+		}
+	}
+	if held == nil || !strings.Contains(held.Message, "removing it gives the starvation back") {
+		t.Errorf("after the fix audit does not say the weights are held: %+v", r.Findings)
+	} else {
+		t.Logf("audit: %s", held.Evidence.Summary)
 	}
 
 	// A second plan finds nothing to do.

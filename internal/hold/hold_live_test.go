@@ -158,7 +158,9 @@ func TestHoldAgainstTierResets(t *testing.T) {
 	share := vmShare(cpu0, cpu1)
 	t.Logf("%d resets in %v: worst time to restore %v; VM pods %.4f of the CPU (%.3f s against %.3f s)", resets, time.Since(start).Round(time.Second), worst, share, cpu1.vm-cpu0.vm, cpu1.burst-cpu0.burst)
 	if want := 7.0 / 7.5; math.Abs(share-want) > 0.05 {
-		t.Errorf("the VM pods got %.2f%% of the CPU over the run, want within 5 points of %.2f%%", 100*share, 100*want)
+		t.Errorf("the VM pods got %.2f%% of the CPU over the run, want within 5 points of %.2f%%; Burstable container procs %q weight %d, tier weight %d, pod weight %d",
+			100*share, 100*want, r.tree.S.Read(r.tree.Burstable.CtrRel, "cgroup.procs"), r.tree.Weight(r.tree.Burstable.CtrRel),
+			r.tree.Weight(realtest.Kube+"/burstable"), r.tree.Weight(r.tree.Burstable.Rel))
 	}
 	labels := map[string]string{"role": "tier"}
 	if got := r.metric("cgwarden_weight_resets_total", labels); got != float64(resets) {

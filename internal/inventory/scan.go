@@ -354,19 +354,36 @@ func qosRank(q string) string {
 // A cgroup whose weight is unknown is counted at the default weight; one
 // that vanished during the scan is not counted.
 func (s *Scanner) guarantee(n *Node) {
+	g := fairnessTree(n, s.Places.V2, nil)
+	var copyBack func(c *Cgroup, g *fairness.Group)
+	copyBack = func(c *Cgroup, g *fairness.Group) {
+		c.GuaranteedCores = g.Guaranteed
+		for i, ch := range c.Children {
+			copyBack(ch, g.Children[i])
+		}
+	}
+	copyBack(n.Root, g)
+}
+
+// fairnessTree builds the scheduler's view of the node (see guarantee)
+// and fills its guarantees; override replaces the weights of the cgroups
+// it names (by path).
+func fairnessTree(n *Node, v2 bool, override map[string]uint64) *fairness.Group {
 	def := float64(fairness.DefaultShares)
-	if s.Places.V2 {
+	if v2 {
 		def = fairness.DefaultWeight
 	}
 	var build func(c *Cgroup) *fairness.Group
 	build = func(c *Cgroup) *fairness.Group {
 		g := &fairness.Group{Weight: def, ThreadWeight: fairness.ThreadWeightV1, Children: make([]*fairness.Group, len(c.Children))}
-		if w := c.Stats.CPU.Weight; w != nil {
+		if w, ok := override[c.Path]; ok {
+			g.Weight = float64(w)
+		} else if w := c.Stats.CPU.Weight; w != nil {
 			g.Weight = float64(*w)
 		} else if c.Stats.Gone {
 			g.Weight = 0 // vanished while scanned: it competes for nothing
 		}
-		if !s.Places.V2 && c.Parent != nil && len(c.Children) > 0 && c.Stats.Threads != nil {
+		if !v2 && c.Parent != nil && len(c.Children) > 0 && c.Stats.Threads != nil {
 			g.Threads = *c.Stats.Threads
 		}
 		for i, ch := range c.Children {
@@ -376,14 +393,27 @@ func (s *Scanner) guarantee(n *Node) {
 	}
 	g := build(n.Root)
 	fairness.Guarantee(g, float64(n.CPUs))
-	var copyBack func(c *Cgroup, g *fairness.Group)
-	copyBack = func(c *Cgroup, g *fairness.Group) {
-		c.GuaranteedCores = g.Guaranteed
+	return g
+}
+
+// GuaranteedWith is what the cgroups at paths would be guaranteed under
+// full contention if the cgroups in weights had those weights (raw weight
+// file values) — the node as a fix would leave it. The node is not
+// changed.
+func (n *Node) GuaranteedWith(weights map[string]uint64, paths ...string) map[string]float64 {
+	g := fairnessTree(n, n.Version == mounts.V2, weights)
+	out := make(map[string]float64, len(paths))
+	var walk func(c *Cgroup, g *fairness.Group)
+	walk = func(c *Cgroup, g *fairness.Group) {
+		if slices.Contains(paths, c.Path) {
+			out[c.Path] = g.Guaranteed
+		}
 		for i, ch := range c.Children {
-			copyBack(ch, g.Children[i])
+			walk(ch, g.Children[i])
 		}
 	}
-	copyBack(n.Root, g)
+	walk(n.Root, g)
+	return out
 }
 
 // ScanSamples scans samples of one node in order (a snapshot's, say) and

@@ -188,3 +188,32 @@ func TestTargetsV2(t *testing.T) {
 		t.Errorf("v2 tier target %d, want %d", w, fairness.SharesToWeightLinear(2+2048))
 	}
 }
+
+// Views of seed 000: the VM pods' guarantees now (a sliver) and at their
+// targets (their sizes' share of the node, against 32076 Burstable shares
+// and 9984 of Guaranteed pods on 48 CPUs).
+func TestSeed000Views(t *testing.T) {
+	n, _, meta := example(t, "seed-000-eks-neonvm", "seed-000-eks-neonvm.pods.json", "seed-000-eks-neonvm.vms.json")
+	views, held := Views(n, meta, 0)
+	if held {
+		t.Error("seed 000's weights reported as held")
+	}
+	if len(views) != 3 {
+		t.Fatalf("%d views, want 3", len(views))
+	}
+	for _, v := range views {
+		if v.Weight == nil || *v.Weight != 2 || v.Target != fairness.MilliCPUToShares(v.MilliCPU) {
+			t.Errorf("%s: weight %v target %d", v.Pod.UID, v.Weight, v.Target)
+		}
+		if v.Guaranteed > 0.001 {
+			t.Errorf("%s: guaranteed %.4f now, want a sliver", v.Pod.UID, v.Guaranteed)
+		}
+		// The tier's share of kubepods at its target, split by weight.
+		tierShare := float64(v.TierTarget) / float64(v.TierTarget+32076+9984)
+		podShare := float64(v.Target) / float64(v.TierTarget-2+2) // + the unsized pod's 2
+		want := n.KubeRoot.GuaranteedCores * tierShare * podShare
+		if d := v.AtTarget/want - 1; d > 0.01 || d < -0.01 {
+			t.Errorf("%s (%dm): guaranteed %.3f at target, want %.3f", v.Pod.UID, v.MilliCPU, v.AtTarget, want)
+		}
+	}
+}
