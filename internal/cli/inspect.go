@@ -9,6 +9,7 @@ import (
 
 	"github.com/cgwarden/cgwarden/internal/examples"
 	"github.com/cgwarden/cgwarden/internal/inspect"
+	"github.com/cgwarden/cgwarden/internal/weights"
 )
 
 func newInspect(o *Options) *cobra.Command {
@@ -30,9 +31,10 @@ func newInspect(o *Options) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			sized, held := weights.Views(n, meta, 0)
 			switch o.Output {
 			case "json":
-				return inspect.WriteJSON(cmd.OutOrStdout(), n)
+				return inspect.WriteJSON(cmd.OutOrStdout(), n, sized)
 			case "", "text":
 				var hints []string
 				if o.Snapshot == "" {
@@ -41,7 +43,10 @@ func newInspect(o *Options) *cobra.Command {
 						hints = append(hints, "  cgwarden inspect --snapshot "+examples.Prefix+name)
 					}
 				}
-				return inspect.WriteText(cmd.OutOrStdout(), n, hints)
+				if err := inspect.WriteText(cmd.OutOrStdout(), n, hints); err != nil {
+					return err
+				}
+				return inspect.WriteSized(cmd.OutOrStdout(), sized, held)
 			}
 			return fmt.Errorf("-o %s: want text or json", o.Output)
 		},

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/plan"
+	"github.com/cgwarden/cgwarden/internal/realtest"
 )
 
 // TestAdoptSeed003 repairs the seed-003 layout on the live kernel: a CPU
@@ -182,6 +183,7 @@ func TestAdoptSeed003(t *testing.T) {
 // several times the placed one's CPU; after the fix they split kubepods'
 // share evenly.
 func TestAdoptRestoresIsolation(t *testing.T) {
+	realtest.LockCPU(t)
 	f := newFixture(t)
 	weight, low := "cpu.shares", "256" // default 1024
 	if f.s.V2() {

@@ -24,6 +24,7 @@ import (
 // and together get what 7 CPUs of requests get against 0.5 (about 93%).
 // Revert puts every value back.
 func TestVMWeightsFollowSizes(t *testing.T) {
+	realtest.LockCPU(t)
 	f := newFixture(t)
 	tree := realtest.NewVMTree(f.s, 500, 1000, 2000, 4000)
 	f.e.Meta = metadata.NewSet(tree.Pods())

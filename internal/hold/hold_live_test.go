@@ -131,6 +131,7 @@ func hasLabel(m *dto.Metric, k, v string) bool {
 // run stays within 5 points of what their sizes give them (7 CPUs against
 // 0.5: 93%).
 func TestHoldAgainstTierResets(t *testing.T) {
+	realtest.LockCPU(t)
 	r := newRig(t)
 	r.tree.BurnAll(0)
 	r.start()

@@ -8,6 +8,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/layout"
 	"github.com/cgwarden/cgwarden/internal/mounts"
 	"github.com/cgwarden/cgwarden/internal/stats"
+	"github.com/cgwarden/cgwarden/internal/weights"
 )
 
 // Report is the JSON form of `cgwarden inspect -o json`. The names in the
@@ -18,6 +19,9 @@ type Report struct {
 	Node       NodeJSON   `json:"node"`
 	Pods       []PodJSON  `json:"pods"`
 	Unattached []CgroupJS `json:"unattached,omitempty"`
+	// SizedPods are the BestEffort pods with a declared size (VMs,
+	// sandboxes) and their weights by size.
+	SizedPods []SizedJSON `json:"sizedPods,omitempty"`
 	// ReadErrors counts files that existed but could not be read or
 	// parsed; their fields are null.
 	ReadErrors int `json:"readErrors"`
@@ -144,9 +148,13 @@ func Build(n *inventory.Node) Report {
 	return r
 }
 
-// WriteJSON writes the report, indented.
-func WriteJSON(w io.Writer, n *inventory.Node) error {
+// WriteJSON writes the report, indented, with the sized pods' weights.
+func WriteJSON(w io.Writer, n *inventory.Node, sized []weights.View) error {
+	r := Build(n)
+	if len(sized) > 0 {
+		r.SizedPods = Sized(sized)
+	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(Build(n))
+	return enc.Encode(r)
 }

@@ -21,6 +21,7 @@ import (
 // gives the capped group its quota (10%) and splits the rest 1:2:4, so
 // the expected split is about 12.9 / 25.7 / 51.4 / 10 percent.
 func TestFairShareMatchesTheKernel(t *testing.T) {
+	realtest.LockCPU(t)
 	s := realtest.NewScratch(t)
 	type grp struct {
 		rel            string
