@@ -28,6 +28,10 @@ func newFix(o *Options) *cobra.Command {
 		Long: `fix computes a plan of cgroup operations from the node's state and prints it; nothing changes
 without --apply. With --apply every operation is journaled (with the value it replaces) before it
 is applied, so 'cgwarden revert' can undo it. See docs/fix.md.`,
+		Example: `  cgwarden fix                          # the plan: a dry run
+  cgwarden fix --pod default/my-pod     # only this pod
+  cgwarden fix --apply                  # make the changes, journaled
+  cgwarden revert                       # undo them`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.Output != "text" && o.Output != "json" {
@@ -43,7 +47,7 @@ is applied, so 'cgwarden revert' can undo it. See docs/fix.md.`,
 				if f.apply {
 					return errors.New("--apply works on the live node, not on a snapshot")
 				}
-				s, err := LoadSnapshot(o.Snapshot)
+				s, err := o.loadSnapshot()
 				if err != nil {
 					return err
 				}
@@ -68,7 +72,11 @@ is applied, so 'cgwarden revert' can undo it. See docs/fix.md.`,
 				if err := plan.WriteText(out, p); err != nil {
 					return err
 				}
-				if len(p.Ops) > 0 {
+				switch {
+				case len(p.Ops) == 0:
+				case o.Snapshot != "":
+					_, err = fmt.Fprintln(out, "This was a dry run from a snapshot: nothing was changed. To make these changes, run `cgwarden fix --apply` on the node the snapshot was taken from (it plans again from the node's state then); `cgwarden revert` undoes them.")
+				default:
 					_, err = fmt.Fprintln(out, "This was a dry run: nothing was changed. Run with --apply to make these changes; `cgwarden revert` undoes them.")
 				}
 				return err
@@ -87,7 +95,7 @@ is applied, so 'cgwarden revert' can undo it. See docs/fix.md.`,
 	fl.BoolVar(&f.apply, "apply", false, "make the changes (default: print the plan only)")
 	fl.StringVar(&f.only, "only", "", "repair only findings of this rule (misplaced-container)")
 	fl.StringVar(&f.pod, "pod", "", "repair only this pod (UID, or name / namespace/name with --pods)")
-	fl.StringVar(&f.journalDir, "journal-dir", journal.DefaultDir, "where the journal of applied changes (and its lock) lives")
+	fl.StringVar(&f.journalDir, "journal-dir", journal.DefaultDir, "the `DIR` where the journal of applied changes (and its lock) lives")
 	fl.BoolVar(&f.removeSource, "remove-empty-source", false, "also remove the runtime's cgroup once it is empty (it belongs to the runtime; left in place by default)")
 	return cmd
 }

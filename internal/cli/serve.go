@@ -44,6 +44,9 @@ func newServe(o *Options) *cobra.Command {
   /metrics           cgwarden's own metrics
   /healthz, /readyz  health; ready once the first scan completed
 Pod figures include containers a runtime put outside the pod's cgroup. With --snapshot it serves the snapshot's scan.`,
+		Example: `  cgwarden serve
+  cgwarden serve --listen 0.0.0.0:10250 --allow-remote --tls-cert-file tls.crt --tls-private-key-file tls.key
+  cgwarden serve --snapshot example:seed-003-k3s-spin   # then: curl 127.0.0.1:9530/metrics/resource`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := serve.CheckListen(listen, allowRemote); err != nil {
@@ -167,6 +170,9 @@ func feedSnapshot(ctx context.Context, srv *serve.Server, name string, lister po
 	snap, err := LoadSnapshot(name)
 	if err != nil {
 		return err
+	}
+	if w := SnapshotWarning(name, snap); w != "" {
+		slog.Warn(w)
 	}
 	var meta *metadata.Set
 	if lister != nil {
