@@ -66,6 +66,9 @@ is applied, so 'cgwarden revert' can undo it. See docs/fix.md.`,
 				if err != nil {
 					return err
 				}
+				if o.Snapshot != "" {
+					o.warnUnrecorded(e.FS, p)
+				}
 				if o.Output == "json" {
 					return plan.WriteJSON(out, p)
 				}

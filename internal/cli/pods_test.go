@@ -64,6 +64,10 @@ func TestPodsFileMatchCount(t *testing.T) {
 	if !strings.Contains(errs, "1 of its 1 pods are on this node; 1 of the node's 2 pods are not in it") {
 		t.Errorf("inspect stderr %q", errs)
 	}
+	_, errs, _ = run("inspect", "--snapshot", "example:seed-003-k3s-spin", "--pods", podsFileWith(t))
+	if !strings.Contains(errs, "lists no pod") {
+		t.Errorf("inspect with an empty pods file: stderr %q", errs)
+	}
 }
 
 // A pods file from another node (seed 000's, 57 pods) names none of seed

@@ -80,9 +80,13 @@ func (o *Options) checkPodsMatch(meta *metadata.Set, n *inventory.Node) {
 			matched++
 		}
 	}
-	if matched == 0 && onNode > 0 {
+	switch {
+	case len(inFile) == 0:
+		o.warnf("--pods %s lists no pod: pods are shown by UID", o.PodsFile)
+		return
+	case matched == 0 && onNode > 0:
 		o.warnf("NONE of the %d pods in --pods %s is on this node (%d pods here): the file is from another node or another time. "+
-			"Pods are shown by UID, and findings that depend on pod names are left out.", len(inFile), o.PodsFile, onNode)
+			"Pods are shown by UID, and audit leaves out the findings that depend on the file's pods.", len(inFile), o.PodsFile, onNode)
 		return
 	}
 	o.infof("--pods %s: %d of its %d pods are on this node; %d of the node's %d pods are not in it", o.PodsFile, matched, len(inFile), onNode-matched, onNode)
