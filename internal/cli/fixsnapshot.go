@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"path"
+	"strings"
 
 	"github.com/cgwarden/cgwarden/internal/cgroupfs"
 	"github.com/cgwarden/cgwarden/internal/plan"
@@ -27,8 +28,8 @@ func (o *Options) warnUnrecorded(fsys cgroupfs.FS, p *plan.Plan) {
 			}
 		}
 		if len(missing) > 0 {
-			o.warnf("snapshot %s does not record %v of %s: the plan enables %s there, which the node may have enabled already",
-				o.Snapshot, missing, dir, op.Value)
+			o.warnf("snapshot %s does not record %s of %s: the plan enables %s there, which the node may have enabled already",
+				o.Snapshot, strings.Join(missing, " and "), dir, op.Value)
 		}
 	}
 }

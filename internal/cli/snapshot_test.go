@@ -190,7 +190,7 @@ func TestSnapshotRecordsWhatFixReads(t *testing.T) {
 	// The embedded example does not record them: the plan has the write,
 	// and stderr says it may not be needed.
 	_, errs, _ = run("fix", "--snapshot", "example:seed-003-k3s-spin", "--journal-dir", t.TempDir())
-	if !strings.Contains(errs, "does not record [cgroup.controllers cgroup.subtree_control] of "+strings.TrimSuffix(pod, "/")) {
+	if !strings.Contains(errs, "does not record cgroup.controllers and cgroup.subtree_control of "+strings.TrimSuffix(pod, "/")) {
 		t.Errorf("no warning that the controller write rests on files the snapshot lacks: %q", errs)
 	}
 }
