@@ -55,7 +55,7 @@ func checkAccountingGap(in *Input, r *Report) {
 			Brief: fmt.Sprintf("pod cgroup %s cores, its containers %s", cores(pod), cores(sum)),
 			Message: fmt.Sprintf("Everything that reads the pod cgroup sees %s cores for pod %s instead of %s: the kubelet's pod CPU "+
 				"(Summary API, pod_cpu_usage_seconds_total), cAdvisor and what is built on them; kubectl top and the HPA are right "+
-				"only if the runtime's own container stats are (in seed 003 they were not, and the HPA never scaled).",
+				"only if the runtime's own container stats are (the runwasi shim's once read 0.0005 cores for an app under load, and the HPA never scaled).",
 				cores(pod), podLabel(p), cores(sum)),
 			Remedy: "Move the containers' processes under the pod cgroup (see misplaced-container / escaped-process for where they " +
 				"are); until then `cgwarden serve` can report the pod from where its processes really are.",

@@ -2,6 +2,9 @@ package audit
 
 import (
 	"fmt"
+
+	"github.com/cgwarden/cgwarden/internal/cgroupfs"
+	"github.com/cgwarden/cgwarden/internal/inventory"
 )
 
 // RuleOrphanCgroup: pod cgroups with no pod in the metadata.
@@ -17,6 +20,25 @@ func checkOrphans(in *Input, r *Report) {
 		r.note("%s not checked: no pod metadata (give --pods)", RuleOrphanCgroup)
 		return
 	}
+	// Metadata that names none of the node's pods is another node's (or
+	// another time's): every pod would look orphaned, busy ones included.
+	withCgroup, known := 0, 0
+	for _, p := range in.Node.Pods {
+		if p.Cgroup == nil {
+			continue
+		}
+		withCgroup++
+		if _, ok := in.Meta.Pod(p.UID); ok {
+			known++
+		}
+	}
+	switch {
+	case withCgroup > 0 && known == 0:
+		r.note("%s not checked: the pod metadata names none of the node's %d pods (it is from another node, or another time)", RuleOrphanCgroup, withCgroup)
+		return
+	case known < withCgroup && known*2 <= withCgroup:
+		r.note("%s: the pod metadata names only %d of the node's %d pods; if it is from another node or another time, the pods reported as orphaned are not", RuleOrphanCgroup, known, withCgroup)
+	}
 	for _, p := range in.Node.Pods {
 		if p.Cgroup == nil {
 			continue
@@ -24,11 +46,14 @@ func checkOrphans(in *Input, r *Report) {
 		if _, ok := in.Meta.Pod(p.UID); ok {
 			continue
 		}
-		procs, known := procsIn(p.Cgroup)
+		procs, known := podProcs(p)
 		ev := Evidence{}
 		ev.Add("cgroup", p.Cgroup.Path)
 		if known {
 			ev.Add("processes", procs)
+		}
+		if outside := outsideContainers(p); outside > 0 {
+			ev.Add("containersOutside", outside)
 		}
 		if p.Cgroup.UsageCores != nil {
 			ev.Add("usageCores", round(*p.Cgroup.UsageCores))
@@ -47,6 +72,9 @@ func checkOrphans(in *Input, r *Report) {
 				what = "processes (count unknown)"
 			}
 			ev.Summary = fmt.Sprintf("pod cgroup %s names pod %s, which the metadata does not list, and holds %s", p.Cgroup.Path, p.UID, what)
+			if n := outsideContainers(p); n > 0 {
+				ev.Summary = fmt.Sprintf("pod cgroup %s names pod %s, which the metadata does not list; with its %d container cgroup(s) outside it, the pod holds %s", p.Cgroup.Path, p.UID, n, what)
+			}
 			f.Message = "Processes of a pod the metadata does not know take CPU and memory under kubepods: a pod deleted while its " +
 				"processes live on, or metadata taken from another node or at another time."
 			f.Remedy = "Check that the pods file is this node's and current; if the pod is really gone, find the processes (cgroup.procs) and stop them through their runtime (crictl)."
@@ -54,4 +82,32 @@ func checkOrphans(in *Input, r *Report) {
 		f.Evidence = ev
 		r.add(f)
 	}
+}
+
+// podProcs counts the processes of a pod wherever they are: in its cgroup
+// and in its container cgroups outside it (misplaced ones, Kata
+// sandboxes). A pod cgroup that is empty while a container of its pod
+// runs elsewhere is no leftover: removing it is never advised.
+func podProcs(p *inventory.Pod) (n int, known bool) {
+	n, known = procsIn(p.Cgroup)
+	for _, c := range p.Containers {
+		if c.Cgroup == nil || cgroupfs.Within(c.Cgroup.Path, p.Cgroup.Path) {
+			continue
+		}
+		m, k := procsIn(c.Cgroup)
+		n += m
+		known = known && k
+	}
+	return n, known
+}
+
+// outsideContainers counts a pod's container cgroups outside its cgroup.
+func outsideContainers(p *inventory.Pod) int {
+	n := 0
+	for _, c := range p.Containers {
+		if c.Cgroup != nil && !cgroupfs.Within(c.Cgroup.Path, p.Cgroup.Path) {
+			n++
+		}
+	}
+	return n
 }

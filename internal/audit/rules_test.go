@@ -192,3 +192,40 @@ func TestSortAndFailOn(t *testing.T) {
 		t.Error("ParseSeverity accepted fatal")
 	}
 }
+
+// A Burstable tier whose pods request no CPU: the kubelet would write the
+// minimum weight, and the message says so instead of a percentage of it
+// ("1603800% of what their requests promise").
+func TestBurstableTierWithoutCPURequests(t *testing.T) {
+	meta := metadata.NewSet([]metadata.Pod{{UID: uidA, Name: "cache", Namespace: "ns", QoS: "burstable", RequestMilliCPU: ms(0)}})
+	bu := "/kubepods.slice/kubepods-burstable.slice"
+	n := v2Node(t, meta,
+		cg{path: "/kubepods.slice", weight: 100},
+		cg{path: bu, weight: 3000},
+		cg{path: "/kubepods.slice/kubepods-besteffort.slice", weight: 1},
+		cg{path: bu + "/kubepods-burstable-pod" + under(uidA) + ".slice", weight: 1, procs: 1},
+	)
+	r := Run(&Input{Node: n, Meta: meta})
+	f, ok := find(r, RuleTierDrift, func(f Finding) bool { return f.Subject.Cgroup == bu })
+	if !ok {
+		t.Fatalf("no tier-drift for the Burstable tier: %v", rules(r))
+	}
+	if !strings.Contains(f.Message, "No Burstable pod requests CPU") || !strings.Contains(f.Message, "the tier weighs 3000") || strings.Contains(f.Message, "%") {
+		t.Errorf("message %q", f.Message)
+	}
+}
+
+// Findings speak to the person paged about their node, not about this
+// project's test cases.
+func TestMessagesDoNotSpeakOfSeeds(t *testing.T) {
+	for _, name := range []string{"seed-000-eks-neonvm", "seed-003-k3s-spin", "cgroupfs-v1-containerd", "cgroupfs-v2-crio"} {
+		in := loadExample(t, name, "", "")
+		for _, f := range Run(in).Findings {
+			for _, text := range []string{f.Message, f.Remedy, f.Evidence.Summary, f.Brief} {
+				if strings.Contains(strings.ToLower(text), "seed") {
+					t.Errorf("%s %s: %q", name, f.Rule, text)
+				}
+			}
+		}
+	}
+}

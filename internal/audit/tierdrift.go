@@ -123,10 +123,16 @@ func checkBurstableTier(in *Input, r *Report, tier *inventory.Cgroup, w uint64) 
 	if math.Abs(float64(w)-float64(want)) <= max(2, tierTolerance*float64(want)) {
 		return
 	}
-	drift(r, n, tier, w, want, fmt.Sprintf("Burstable pods request %dm CPU in total → the kubelet writes %d", sum, want),
-		fmt.Sprintf("The Burstable tier weighs %d where its pods' requests say %d: under contention all Burstable pods together get %s of what their requests promise against Guaranteed pods and the BestEffort tier.",
-			w, want, pct(float64(w)/float64(want))),
-		"The kubelet refreshes this value about every minute; if it stays off, look for another agent writing it.")
+	msg := fmt.Sprintf("The Burstable tier weighs %d where its pods' requests say %d: under contention all Burstable pods together get %s of what their requests promise against Guaranteed pods and the BestEffort tier.",
+		w, want, pct(float64(w)/float64(want)))
+	if sum == 0 {
+		// No request to promise anything: a ratio to the minimum weight
+		// (e.g. "1603800%") would say nothing true.
+		msg = fmt.Sprintf("No Burstable pod requests CPU, so the kubelet gives the Burstable tier the minimum weight, %d; the tier weighs %d: "+
+			"under contention the Burstable pods together take CPU from Guaranteed pods and the BestEffort tier that no request of theirs asks for.", want, w)
+	}
+	drift(r, n, tier, w, want, fmt.Sprintf("Burstable pods request %dm CPU in total → the kubelet writes %d", sum, want), msg,
+		"The kubelet refreshes this value about every minute; if it stays off, look for another agent writing it, or check that the pods file is this node's and current.")
 }
 
 func drift(r *Report, n *inventory.Node, c *inventory.Cgroup, have, want uint64, why, msg, remedy string) {

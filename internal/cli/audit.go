@@ -13,6 +13,7 @@ import (
 func newAudit(o *Options) *cobra.Command {
 	var failOn string
 	var starvation float64
+	var allowNoKubepods bool
 	cmd := &cobra.Command{
 		Use:   "audit",
 		Short: "Find what is wrong with the pods' cgroups: the cause, the numbers, what it breaks and how to fix it",
@@ -20,6 +21,10 @@ func newAudit(o *Options) *cobra.Command {
 			"weights blind to VM sizes, containers outside their pod, pods whose CPU reads short, processes outside " +
 			"kubepods, weights that drifted, leftover pod cgroups. Exit code 0 when nothing is at or above --fail-on, " +
 			"1 when something is, 2 when the audit itself failed.",
+		Example: `  cgwarden audit
+  cgwarden audit --pods pods.json --vms vms.json --fail-on warning
+  kubectl get pods -A -o json > pods.json && cgwarden audit --pods pods.json -o json
+  cgwarden audit --snapshot example:seed-003-k3s-spin`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			fail, err := audit.ParseSeverity(failOn)
@@ -40,6 +45,10 @@ func newAudit(o *Options) *cobra.Command {
 			if err != nil {
 				return &ExitError{Code: 2, Err: err}
 			}
+			if n.KubeRoot == nil && !allowNoKubepods {
+				return &ExitError{Code: 2, Err: fmt.Errorf("no kubepods hierarchy found %s: there is nothing to audit (not a Kubernetes node, or --host-root does not point at the host's /; --allow-no-kubepods audits what there is)", where(o))}
+			}
+			o.checkPodsMatch(meta, n)
 			r := audit.Run(&audit.Input{Node: n, Meta: meta, StarvationCores: starvation})
 			if o.Output == "json" {
 				enc := json.NewEncoder(cmd.OutOrStdout())
@@ -61,6 +70,18 @@ func newAudit(o *Options) *cobra.Command {
 	addVMs(cmd.Flags(), o)
 	cmd.Flags().Var(&o.Interval, "interval", "time between the two samples CPU usage is measured over (0 for one sample: no usage-based checks)")
 	cmd.Flags().StringVar(&failOn, "fail-on", "error", "exit 1 when a finding is at least this severe: error, warning or info")
+	cmd.Flags().BoolVar(&allowNoKubepods, "allow-no-kubepods", false, "audit a node where no kubepods hierarchy was found (by default that is exit 2: there is nothing to audit)")
 	cmd.Flags().Float64Var(&starvation, "starvation-cores", audit.DefaultStarvationCores, "besteffort-starvation threshold: a BestEffort pod guaranteed fewer cores than this under contention is reported")
 	return cmd
+}
+
+// where names the node a command read, for messages.
+func where(o *Options) string {
+	if o.Snapshot != "" {
+		return "in snapshot " + o.Snapshot
+	}
+	if o.HostRoot != "/" {
+		return "under --host-root " + o.HostRoot
+	}
+	return "on this host"
 }

@@ -3,7 +3,6 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"flag"
 	"os"
 	"path/filepath"
@@ -49,15 +48,7 @@ func run(args ...string) (string, string, int) {
 	var out, errb bytes.Buffer
 	root := NewRoot(&out, &errb)
 	root.SetArgs(args)
-	code := 0
-	if err := root.Execute(); err != nil {
-		var ee *ExitError
-		if errors.As(err, &ee) {
-			code = ee.Code
-		} else {
-			code = 2
-		}
-	}
+	code := exitCode(root, root.Execute())
 	return out.String(), errb.String(), code
 }
 

@@ -17,7 +17,7 @@ import (
 // FairCores. With one sample there is no fair share.
 func ScanNodeDemand(o *Options, meta *metadata.Set, interval time.Duration) (*inventory.Node, error) {
 	if o.Snapshot != "" {
-		s, err := LoadSnapshot(o.Snapshot)
+		s, err := o.loadSnapshot()
 		if err != nil {
 			return nil, err
 		}

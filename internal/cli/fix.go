@@ -58,12 +58,12 @@ their size as a request) and besteffort-starvation (the BestEffort tier weighs 2
 weights). Sizes come from --vms, the NeonVM runner's own arguments and the cgwarden.io/cpu
 annotation (--pods). The kubelet resets the tier within a minute: 'cgwarden serve --fix' holds it.
 See docs/fix.md and docs/weights.md.`,
-		Example: `  # what would change, for every rule
-  cgwarden fix --pods pods.json --vms vms.json
-  # weigh VM pods by size, and make it so
-  cgwarden fix --pods pods.json --vms vms.json --only size-blind-weights,besteffort-starvation --apply
-  # undo the last run
-  cgwarden revert`,
+		Example: `  cgwarden fix                          # the plan: a dry run
+  cgwarden fix --pod default/my-pod     # only this pod
+  cgwarden fix --apply                  # make the changes, journaled
+  cgwarden revert                       # undo them
+  # weigh VM pods by their size, and make it so
+  cgwarden fix --pods pods.json --vms vms.json --only size-blind-weights,besteffort-starvation --apply`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.Output != "text" && o.Output != "json" {
@@ -82,7 +82,7 @@ See docs/fix.md and docs/weights.md.`,
 				if f.apply {
 					return errors.New("--apply works on the live node, not on a snapshot")
 				}
-				s, err := LoadSnapshot(o.Snapshot)
+				s, err := o.loadSnapshot()
 				if err != nil {
 					return err
 				}
@@ -101,13 +101,20 @@ See docs/fix.md and docs/weights.md.`,
 				if err != nil {
 					return err
 				}
+				if o.Snapshot != "" {
+					o.warnUnrecorded(e.FS, p)
+				}
 				if o.Output == "json" {
 					return plan.WriteJSON(out, p)
 				}
 				if err := plan.WriteText(out, p); err != nil {
 					return err
 				}
-				if len(p.Ops) > 0 {
+				switch {
+				case len(p.Ops) == 0:
+				case o.Snapshot != "":
+					_, err = fmt.Fprintln(out, "This was a dry run from a snapshot: nothing was changed. To make these changes, run `cgwarden fix --apply` on the node the snapshot was taken from (it plans again from the node's state then); `cgwarden revert` undoes them.")
+				default:
 					_, err = fmt.Fprintln(out, "This was a dry run: nothing was changed. Run with --apply to make these changes; `cgwarden revert` undoes them.")
 				}
 				return err
@@ -128,7 +135,7 @@ See docs/fix.md and docs/weights.md.`,
 	fl.StringVar(&f.maxTierCPU, "max-tier-cpu", "", "cap on the CPU sizes the BestEffort tier's weight counts (a CPU quantity; default: the node's CPUs)")
 	addVMs(fl, o)
 	fl.StringVar(&f.pod, "pod", "", "repair only this pod (UID, or name / namespace/name with --pods)")
-	fl.StringVar(&f.journalDir, "journal-dir", journal.DefaultDir, "where the journal of applied changes (and its lock) lives")
+	fl.StringVar(&f.journalDir, "journal-dir", journal.DefaultDir, "the `DIR` where the journal of applied changes (and its lock) lives")
 	fl.BoolVar(&f.removeSource, "remove-empty-source", false, "also remove the runtime's cgroup once it is empty (it belongs to the runtime; left in place by default)")
 	return cmd
 }

@@ -23,10 +23,14 @@ func TestFixDryRunFromSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"Plan: 7 operations.", "[misplaced-container] move every process", "This was a dry run: nothing was changed."} {
+	for _, want := range []string{"Plan: 7 operations.", "[misplaced-container] move every process", "This was a dry run from a snapshot: nothing was changed.", "run `cgwarden fix --apply` on the node the snapshot was taken from"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
+	}
+	// --apply refuses snapshots: the dry run must not tell to run with it.
+	if strings.Contains(out, "Run with --apply") {
+		t.Errorf("a dry run from a snapshot tells to run with --apply, which refuses snapshots:\n%s", out)
 	}
 	out, err = runCLI(t, "fix", "--snapshot", "example:seed-003-k3s-spin", "--journal-dir", t.TempDir(), "-o", "json")
 	if err != nil {

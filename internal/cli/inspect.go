@@ -17,7 +17,11 @@ func newInspect(o *Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "inspect",
 		Short: "Show the node's cgroups as pods and containers, with weights, limits, guaranteed and used CPU, and memory",
-		Args:  cobra.NoArgs,
+		Example: `  cgwarden inspect
+  cgwarden inspect --pods pods.json --demand --interval 5s
+  cgwarden inspect -o json | jq '.pods[] | select(.containers[].misplaced)'
+  cgwarden inspect --snapshot example:seed-000-eks-neonvm`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			meta, err := LoadMeta(o)
 			if err != nil {
@@ -31,6 +35,7 @@ func newInspect(o *Options) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			o.checkPodsMatch(meta, n)
 			sized, held := weights.Views(n, meta, 0)
 			switch o.Output {
 			case "json":

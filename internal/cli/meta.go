@@ -39,5 +39,5 @@ func LoadMeta(o *Options) (*metadata.Set, error) {
 func addVMs(cmdFlags interface {
 	StringVar(*string, string, string, string)
 }, o *Options) {
-	cmdFlags.StringVar(&o.VMsFile, "vms", "", "VM sizes: the output of `kubectl get virtualmachines.vm.neon.tech -A -o json` and/or `kubectl get vmis -A -o json` (needs --pods)")
+	cmdFlags.StringVar(&o.VMsFile, "vms", "", "VM sizes: a `FILE` holding the output of kubectl get virtualmachines.vm.neon.tech -A -o json and/or kubectl get vmis -A -o json (needs --pods)")
 }

@@ -21,6 +21,8 @@ func newRevert(o *Options) *cobra.Command {
 		Long: `revert undoes the changes of the last apply recorded in the journal, newest first, looking at
 each cgroup's current state, and tells what it could not undo (a process that has exited, a cgroup
 its runtime removed). It exits 1 when something could not be undone.`,
+		Example: `  cgwarden revert        # undo the last apply
+  cgwarden revert --all  # undo every recorded apply`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.Snapshot != "" {
@@ -49,7 +51,7 @@ its runtime removed). It exits 1 when something could not be undone.`,
 	}
 	addOutput(cmd, o)
 	cmd.Flags().BoolVar(&all, "all", false, "undo every recorded apply, newest first")
-	cmd.Flags().StringVar(&dir, "journal-dir", journal.DefaultDir, "where the journal of applied changes (and its lock) lives")
+	cmd.Flags().StringVar(&dir, "journal-dir", journal.DefaultDir, "the `DIR` where the journal of applied changes (and its lock) lives")
 	return cmd
 }
 

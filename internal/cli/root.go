@@ -1,11 +1,17 @@
 package cli
 
 import (
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/cgwarden/cgwarden/internal/buildinfo"
 )
 
 // ExitError carries a process exit code out of a command (audit uses 1
@@ -32,47 +38,94 @@ type Options struct {
 	Interval Duration
 	Output   string
 	LogLevel string
+	// stderr takes the warnings of read commands (a snapshot that does
+	// not prove it is whole, a pods file from another node).
+	stderr io.Writer
+}
+
+// warnf writes a warning line to stderr.
+func (o *Options) warnf(format string, a ...any) {
+	fmt.Fprintf(o.stderr, "cgwarden: warning: "+format+"\n", a...)
+}
+
+// infof writes an informational line to stderr (stdout stays the
+// command's output, for tools).
+func (o *Options) infof(format string, a ...any) {
+	fmt.Fprintf(o.stderr, "cgwarden: "+format+"\n", a...)
 }
 
 // NewRoot builds the command tree.
 func NewRoot(stdout, stderr io.Writer) *cobra.Command {
-	o := &Options{Interval: Duration(defaultInterval)}
+	o := &Options{Interval: Duration(defaultInterval), stderr: stderr}
 	root := &cobra.Command{
-		Use:           "cgwarden",
-		Short:         "Keep the cgroups of Kubernetes pods honest",
-		Long:          "cgwarden shows what each pod's cgroups really get and use, finds containers a runtime put outside their pod, serves pod metrics from where the processes really are, and fixes weights and placement with a way back.",
+		Use:   "cgwarden",
+		Short: "Keep the cgroups of Kubernetes pods honest",
+		Long:  "cgwarden shows what each pod's cgroups really get and use, finds containers a runtime put outside their pod, serves pod metrics from where the processes really are, and fixes weights and placement with a way back.",
+		Example: `  cgwarden inspect                                  # this node's pods' cgroups
+  cgwarden audit --pods pods.json                   # what is wrong, and how to fix it
+  cgwarden snapshot -f node.snapshot                # for a bug report
+  cgwarden audit --snapshot example:seed-003-k3s-spin`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		PersistentPreRun: func(cmd *cobra.Command, _ []string) {
-			lvl := slog.LevelInfo
-			_ = lvl.UnmarshalText([]byte(o.LogLevel))
+		Version:       buildinfo.Get().String(),
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			lvl, err := parseLogLevel(o.LogLevel)
+			if err != nil {
+				return err
+			}
 			slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl})))
+			if f := cmd.Flags().Lookup("interval"); f != nil && f.Changed && o.Snapshot != "" && cmd.Name() != "snapshot" {
+				o.warnf("--interval %s is ignored with --snapshot: the figures come from the snapshot's own samples", f.Value)
+			}
+			return nil
 		},
 	}
+	root.SetVersionTemplate("cgwarden {{.Version}}\n")
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	pf := root.PersistentFlags()
-	pf.StringVar(&o.HostRoot, "host-root", "/", "where the host's / is mounted (e.g. /host in a container that mounts the host's /sys/fs/cgroup and /proc there)")
-	pf.StringVar(&o.Snapshot, "snapshot", "", "read the node from a snapshot file instead of the live host (example:<name> for an embedded one)")
-	pf.StringVar(&o.PodsFile, "pods", "", "pod metadata: a file holding the output of kubectl get pods -A -o json")
-	pf.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")
-	root.AddCommand(newInspect(o), newSnapshot(o), newAudit(o), newServe(o), newFix(o), newRevert(o))
+	pf.StringVar(&o.HostRoot, "host-root", "/", "the `DIR` where the host's / is mounted (e.g. /host in a container that mounts the host's /sys/fs/cgroup and /proc there)")
+	pf.StringVar(&o.Snapshot, "snapshot", "", "read the node from a snapshot `FILE` instead of the live host (example:NAME for an embedded one: cgwarden examples lists them)")
+	pf.StringVar(&o.PodsFile, "pods", "", "pod metadata: a `FILE` holding the output of kubectl get pods -A -o json")
+	pf.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
+	root.AddCommand(newInspect(o), newSnapshot(o), newAudit(o), newServe(o), newFix(o), newRevert(o), newVersion(), newExamples())
+	addCompletions(root)
 	return root
+}
+
+// logLevels are the --log-level values.
+var logLevels = []string{"debug", "info", "warn", "error"}
+
+// parseLogLevel reads --log-level; anything else is an error, not
+// silently info.
+func parseLogLevel(s string) (slog.Level, error) {
+	var lvl slog.Level
+	if !slices.Contains(logLevels, strings.ToLower(s)) || lvl.UnmarshalText([]byte(s)) != nil {
+		return 0, &ExitError{Code: 2, Err: fmt.Errorf("--log-level %q: want %s", s, strings.Join(logLevels, ", "))}
+	}
+	return lvl, nil
 }
 
 // Main runs the CLI and returns the process exit code.
 func Main(args []string) int {
 	root := NewRoot(os.Stdout, os.Stderr)
 	root.SetArgs(args)
-	if err := root.Execute(); err != nil {
-		if ee, ok := err.(*ExitError); ok {
-			if ee.Err != nil {
-				root.PrintErrln("cgwarden:", ee.Err)
-			}
-			return ee.Code
-		}
-		root.PrintErrln("cgwarden:", err)
-		return 2
+	return exitCode(root, root.Execute())
+}
+
+// exitCode prints a command's error to its stderr and returns the exit
+// code: an ExitError's, else 2.
+func exitCode(root *cobra.Command, err error) int {
+	if err == nil {
+		return 0
 	}
-	return 0
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		if ee.Err != nil {
+			root.PrintErrln("cgwarden:", ee.Err)
+		}
+		return ee.Code
+	}
+	root.PrintErrln("cgwarden:", err)
+	return 2
 }

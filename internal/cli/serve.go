@@ -51,6 +51,10 @@ With --fix it also keeps the node fixed: misplaced-container adopts misplaced co
 --interval; size-blind-weights and besteffort-starvation hold the weights of sized BestEffort pods
 (VMs) against the kubelet, restoring any overwrite within milliseconds (inotify) and following new
 pods and size changes. Every first change is journaled: stop serve, then 'cgwarden revert --all'.`,
+		Example: `  cgwarden serve
+  cgwarden serve --listen 0.0.0.0:10250 --allow-remote --tls-cert-file tls.crt --tls-private-key-file tls.key
+  cgwarden serve --snapshot example:seed-003-k3s-spin   # then: curl 127.0.0.1:9530/metrics/resource
+  cgwarden serve --pods pods.json --vms vms.json --fix size-blind-weights,besteffort-starvation`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := serve.CheckListen(listen, allowRemote); err != nil {
@@ -191,6 +195,9 @@ func feedSnapshot(ctx context.Context, srv *serve.Server, name string, lister po
 	snap, err := LoadSnapshot(name)
 	if err != nil {
 		return err
+	}
+	if w := SnapshotWarning(name, snap); w != "" {
+		slog.Warn(w)
 	}
 	var meta *metadata.Set
 	if lister != nil {

@@ -1,7 +1,11 @@
 package cli
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -11,80 +15,138 @@ import (
 	"github.com/cgwarden/cgwarden/internal/aggregate"
 	"github.com/cgwarden/cgwarden/internal/cgroupfs"
 	"github.com/cgwarden/cgwarden/internal/inventory"
+	"github.com/cgwarden/cgwarden/internal/plan"
 	"github.com/cgwarden/cgwarden/internal/snapshot"
 )
 
 func newSnapshot(o *Options) *cobra.Command {
-	var out, note string
+	var file, out, note string
+	var force bool
 	cmd := &cobra.Command{
-		Use:   "snapshot -o FILE",
+		Use:   "snapshot -f FILE",
 		Short: "Capture everything cgwarden reads from this node into one file (for bug reports and --snapshot)",
-		Args:  cobra.NoArgs,
+		Long: `snapshot records every file cgwarden reads from this node (cgroup files, thread times, the
+mounts, the CPUs, what fix plans from) in two samples --interval apart, into one text file that
+any read command replays with --snapshot FILE. The file ends with a section holding its section
+count and SHA-256, so a file cut short or edited is refused instead of replayed as another node.
+-f - writes it to stdout. An existing file is not overwritten without --force.`,
+		Example: `  cgwarden snapshot -f node.snapshot
+  cgwarden snapshot -f - --interval 5s | gzip > node.snapshot.gz
+  cgwarden audit --snapshot node.snapshot`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if out == "" {
-				return fmt.Errorf("-o FILE is required")
+			if out != "" {
+				if file != "" {
+					return fmt.Errorf("-o and -f both name the file: give -f FILE only")
+				}
+				switch out {
+				case "-", "text", "json", "yaml":
+					// -o is the output format in every other command:
+					// never write a file named after one.
+					return fmt.Errorf("-o %s: snapshot writes one format to a file; give the file with -f FILE (-f - for stdout)", out)
+				}
+				file = out
+			}
+			if file == "" {
+				return fmt.Errorf("-f FILE is required (-f - for stdout)")
 			}
 			if o.Snapshot != "" {
 				return fmt.Errorf("snapshot reads the live host; --snapshot makes no sense here")
 			}
-			host, err := cgroupfs.OpenHost(o.HostRoot)
-			if err != nil {
-				return err
-			}
-			defer host.Close()
-			interval := time.Duration(o.Interval)
-			first, second := snapshot.NewRecorder(host), snapshot.NewRecorder(host)
-			taken := time.Now()
-			if err := scanOnce(first, taken); err != nil {
-				return err
-			}
-			if interval > 0 {
-				time.Sleep(interval)
-				// Record the real time between the two scans' starts: on a
-				// big node a scan takes a while, and rates computed over
-				// the nominal interval would be too high.
-				at := time.Now()
-				if err := scanOnce(second, at); err != nil {
-					return err
+			if file != "-" && !force {
+				if _, err := os.Lstat(file); err == nil {
+					return fmt.Errorf("%s exists: give --force to overwrite it", file)
 				}
-				interval = at.Sub(taken)
-			} else {
-				second = nil
 			}
-			// Write to a temporary file in the same directory and rename,
-			// so a failure never leaves a partial snapshot behind.
-			tmp, err := os.CreateTemp(filepath.Dir(out), ".cgwarden-snapshot-*")
-			if err != nil {
+			var buf bytes.Buffer
+			if err := capture(&buf, o, note); err != nil {
 				return err
 			}
-			defer os.Remove(tmp.Name())
-			hostname, _ := os.Hostname()
-			notes := []string{"captured by cgwarden snapshot on " + hostname}
-			if note != "" {
-				notes = append(notes, note)
-			}
-			if err := snapshot.Write(tmp, first, second, taken, interval, notes); err != nil {
-				tmp.Close()
+			if file == "-" {
+				_, err := cmd.OutOrStdout().Write(buf.Bytes())
 				return err
 			}
-			if err := tmp.Sync(); err != nil {
-				tmp.Close()
+			if err := writeFile(file, buf.Bytes(), force); err != nil {
 				return err
 			}
-			if err := tmp.Close(); err != nil {
-				return err
-			}
-			if err := os.Rename(tmp.Name(), out); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "snapshot written to %s\n", out)
+			fmt.Fprintf(cmd.ErrOrStderr(), "snapshot written to %s\n", file)
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&out, "output", "o", "", "file to write")
+	cmd.Flags().StringVarP(&file, "file", "f", "", "write the snapshot to this `FILE` (- for stdout)")
+	cmd.Flags().StringVarP(&out, "output", "o", "", "the same as -f `FILE` (kept for old scripts; never a format, nor -)")
+	_ = cmd.Flags().MarkDeprecated("output", "use -f FILE (-f - for stdout)")
+	cmd.Flags().BoolVar(&force, "force", false, "overwrite the file if it exists")
 	cmd.Flags().StringVar(&note, "note", "", "a line of text to put in the snapshot's header")
 	cmd.Flags().Var(&o.Interval, "interval", "time between the two samples (0 for one sample)")
 	return cmd
+}
+
+// capture takes the node's two samples and writes the snapshot to w.
+func capture(w io.Writer, o *Options, note string) error {
+	host, err := cgroupfs.OpenHost(o.HostRoot)
+	if err != nil {
+		return err
+	}
+	defer host.Close()
+	interval := time.Duration(o.Interval)
+	first, second := snapshot.NewRecorder(host), snapshot.NewRecorder(host)
+	taken := time.Now()
+	if err := scanOnce(first, taken); err != nil {
+		return err
+	}
+	if interval > 0 {
+		time.Sleep(interval)
+		// Record the real time between the two scans' starts: on a big
+		// node a scan takes a while, and rates computed over the nominal
+		// interval would be too high.
+		at := time.Now()
+		if err := scanOnce(second, at); err != nil {
+			return err
+		}
+		interval = at.Sub(taken)
+	} else {
+		second = nil
+	}
+	hostname, _ := os.Hostname()
+	notes := []string{"captured by cgwarden snapshot on " + hostname}
+	if note != "" {
+		notes = append(notes, note)
+	}
+	return snapshot.Write(w, first, second, taken, interval, notes)
+}
+
+// writeFile writes data to file through a temporary file in the same
+// directory, so a failure never leaves a partial snapshot behind. Without
+// force it links the file into place, which fails if the name was taken
+// meanwhile, instead of renaming over it.
+func writeFile(file string, data []byte, force bool) error {
+	tmp, err := os.CreateTemp(filepath.Dir(file), ".cgwarden-snapshot-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if force {
+		return os.Rename(tmp.Name(), file)
+	}
+	if err := os.Link(tmp.Name(), file); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("%s exists: give --force to overwrite it", file)
+		}
+		return err
+	}
+	return nil
 }
 
 func scanOnce(fsys cgroupfs.FS, now time.Time) error {
@@ -103,5 +165,11 @@ func scanOnce(fsys cgroupfs.FS, now time.Time) error {
 	// serve reads the node's memory from /proc/meminfo on cgroup v2 (the
 	// root cgroup has no memory.current); record it so snapshots serve it.
 	_, _ = fsys.ReadFile(aggregate.MeminfoPath)
+	// Record what fix reads to plan (cgroup.controllers,
+	// cgroup.subtree_control, the current values it would copy), so that
+	// fix --snapshot plans what the live node would need, no more. The
+	// plan itself is thrown away; nothing is written.
+	_, _, _ = plan.Adopt(plan.Input{Node: n, Places: sc.Places, FS: readOnly{fsys}, RemoveEmptySource: true,
+		Owned: func(string) bool { return true }}) // as if cgwarden made every target: read on instead of stopping
 	return nil
 }

@@ -43,6 +43,55 @@ func LoadSnapshot(name string) (*snapshot.Snapshot, error) {
 	return s, nil
 }
 
+// SnapshotWarning is what to tell the user about a loaded snapshot: ""
+// when it proved it is whole, else why its replay may not be the node.
+func SnapshotWarning(name string, s *snapshot.Snapshot) string {
+	if s.Sealed {
+		return ""
+	}
+	return fmt.Sprintf("snapshot %s does not prove it is whole (it has no closing section with a checksum: written before cgwarden sealed its snapshots, or edited): a file cut short or edited would replay as a different node", name)
+}
+
+// loadSnapshot loads --snapshot and warns when it is not sealed.
+func (o *Options) loadSnapshot() (*snapshot.Snapshot, error) {
+	s, err := LoadSnapshot(o.Snapshot)
+	if err != nil {
+		return nil, err
+	}
+	if w := SnapshotWarning(o.Snapshot, s); w != "" {
+		o.warnf("%s", w)
+	}
+	return s, nil
+}
+
+// checkPodsMatch says on stderr how many pods of --pods are on the node,
+// and how many of the node's pods the file does not name. A file that
+// names none of them is another node's (or another time's): the warning
+// is loud, and the audit rules that depend on names skip themselves.
+func (o *Options) checkPodsMatch(meta *metadata.Set, n *inventory.Node) {
+	if meta == nil || n == nil {
+		return
+	}
+	inFile := meta.Pods()
+	onNode, matched := 0, 0
+	for _, p := range n.Pods {
+		onNode++
+		if _, ok := meta.Pod(p.UID); ok {
+			matched++
+		}
+	}
+	switch {
+	case len(inFile) == 0:
+		o.warnf("--pods %s lists no pod: pods are shown by UID", o.PodsFile)
+		return
+	case matched == 0 && onNode > 0:
+		o.warnf("NONE of the %d pods in --pods %s is on this node (%d pods here): the file is from another node or another time. "+
+			"Pods are shown by UID, and audit leaves out the findings that depend on the file's pods.", len(inFile), o.PodsFile, onNode)
+		return
+	}
+	o.infof("--pods %s: %d of its %d pods are on this node; %d of the node's %d pods are not in it", o.PodsFile, matched, len(inFile), onNode-matched, onNode)
+}
+
 // LoadPods reads --pods; nil when not given.
 func LoadPods(file string) (*metadata.Set, error) {
 	if file == "" {
@@ -60,7 +109,7 @@ func LoadPods(file string) (*metadata.Set, error) {
 // The returned node carries CPU rates when two samples were taken.
 func ScanNode(o *Options, meta *metadata.Set, interval time.Duration) (*inventory.Node, error) {
 	if o.Snapshot != "" {
-		s, err := LoadSnapshot(o.Snapshot)
+		s, err := o.loadSnapshot()
 		if err != nil {
 			return nil, err
 		}

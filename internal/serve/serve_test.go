@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +17,7 @@ import (
 
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
+	"github.com/cgwarden/cgwarden/internal/buildinfo"
 	"github.com/cgwarden/cgwarden/internal/examples"
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/metadata"
@@ -81,7 +83,9 @@ func golden(t *testing.T, name, got string) {
 }
 
 // volatile are /metrics lines that depend on the test process itself.
-var volatile = regexp.MustCompile(`^(# (HELP|TYPE) )?(go_|process_|cgwarden_scan_duration_seconds)`)
+// cgwarden_build_info's sample names the toolchain; its HELP and TYPE
+// stay, and TestBuildInfoMetric checks the sample.
+var volatile = regexp.MustCompile(`^((# (HELP|TYPE) )?(go_|process_|cgwarden_scan_duration_seconds)|cgwarden_build_info\{)`)
 
 func TestGoldenSeed003(t *testing.T) {
 	h := feedExample(t, "seed-003-k3s-spin", nil).Handler()
@@ -109,6 +113,17 @@ func TestGoldenSeed003(t *testing.T) {
 		}
 	}
 	golden(t, "seed-003.metrics.txt", strings.Join(keep, "\n"))
+}
+
+// /metrics names the build: version, commit and Go version, value 1.
+func TestBuildInfoMetric(t *testing.T) {
+	h := feedExample(t, "seed-003-k3s-spin", nil).Handler()
+	_, own, _ := get(t, h, "/metrics")
+	in := buildinfo.Get()
+	want := fmt.Sprintf("cgwarden_build_info{goversion=%q,revision=%q,version=%q} 1\n", in.GoVersion, in.Commit(), in.Version)
+	if !strings.Contains(own, want) {
+		t.Errorf("/metrics lacks %q", want)
+	}
 }
 
 // The issue's acceptance: the seed's pod is served with non-zero CPU on

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/cgwarden/cgwarden/internal/aggregate"
+	"github.com/cgwarden/cgwarden/internal/buildinfo"
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/metadata"
 )
@@ -154,7 +155,7 @@ func New(cfg Config) *Server {
 	})
 	s.own = prometheus.NewRegistry()
 	s.own.MustRegister(s.scans, s.scanFailures, s.scanDuration, s.metaFailures,
-		&ownCollector{s: s},
+		&ownCollector{s: s}, buildInfoCollector{buildinfo.Get()},
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectors.NewGoCollector())
 	s.own.MustRegister(cfg.Collectors...)

@@ -15,6 +15,14 @@
 // (or "next-failed:<path>") section holding the error, so a replay fails
 // where the node did instead of calling the file missing.
 //
+// A snapshot proves it is whole: its header holds "seal: sha256" and its
+// last section, "cgwarden-end", the count of the sections before it and
+// the SHA-256 of every byte before its marker line. A sealed file cut
+// short (the end is gone), edited (the checksum differs) or with sections
+// added after its end is refused, instead of replaying as a smaller node
+// with nothing wrong in it. A file without the seal header (written before
+// sealing existed) loads with Snapshot.Sealed false, for callers to warn.
+//
 // Loading treats the file as hostile: its size, the number and length of
 // names, and every path are checked (absolute, clean, no "..", beneath a
 // cgroup mount point named by the snapshot's own mountinfo or one of the

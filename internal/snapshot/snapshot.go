@@ -3,12 +3,15 @@ package snapshot
 import (
 	"bytes"
 	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -37,6 +40,15 @@ const (
 	nextFailedPrefix = "next-failed:"
 	maxErrorText     = 200
 	mountinfo        = "/proc/self/mountinfo"
+	// sealHeader is the header key of a snapshot that ends with an
+	// endSection: its value names the checksum ("sha256").
+	sealHeader = "seal"
+	sealSHA256 = "sha256"
+	// endSection closes a sealed snapshot: the count of the sections
+	// before it and the SHA-256 of every byte before its own marker line,
+	// so that a file cut short or edited is refused instead of replayed
+	// as a smaller, healthy-looking node.
+	endSection = "cgwarden-end"
 )
 
 // fixedPaths are the non-cgroup files cgwarden reads.
@@ -51,6 +63,10 @@ type Snapshot struct {
 	Header  map[string]string
 	Notes   []string
 	Samples []Sample
+	// Sealed reports that the file proved it is whole: it ends with the
+	// closing section, whose count and checksum match. Snapshots written
+	// before sealing existed load with Sealed false; callers warn.
+	Sealed bool
 }
 
 // files is a snapshot's view of a filesystem.
@@ -130,6 +146,13 @@ func parse(raw []byte) (*Snapshot, error) {
 	}
 	ar := txtar.Parse(raw)
 	s := &Snapshot{Header: map[string]string{}}
+	sealed, err := checkSeal(raw, ar)
+	if err != nil {
+		return nil, err
+	}
+	if sealed {
+		ar.Files = ar.Files[:len(ar.Files)-1]
+	}
 	lines := strings.Split(strings.TrimRight(string(ar.Comment), "\n"), "\n")
 	if len(lines) == 0 || strings.TrimSpace(lines[0]) != magicHeader {
 		return nil, &LoadError{Why: fmt.Sprintf("not a cgwarden snapshot (the first line must be %q)", magicHeader)}
@@ -148,6 +171,15 @@ func parse(raw []byte) (*Snapshot, error) {
 		}
 		s.Header[strings.TrimSpace(k)] = strings.TrimSpace(v)
 	}
+	switch seal, ok := s.Header[sealHeader]; {
+	case ok && seal != sealSHA256:
+		return nil, &LoadError{Why: fmt.Sprintf("header seal: %q is not a seal this cgwarden knows (want %q)", clip(seal), sealSHA256)}
+	case ok && !sealed:
+		return nil, &LoadError{Why: fmt.Sprintf("the file is cut short or was edited: its header says it ends with a %q section, and it does not (its last section is %s)", endSection, lastSection(ar))}
+	case !ok && sealed:
+		return nil, &LoadError{Section: endSection, Why: "the header has no \"seal\" line: the file was edited"}
+	}
+	s.Sealed = sealed
 	if len(ar.Files) > MaxFiles {
 		return nil, &LoadError{Why: fmt.Sprintf("more than %d sections", MaxFiles)}
 	}
@@ -277,6 +309,102 @@ func parse(raw []byte) (*Snapshot, error) {
 		s.Samples = append(s.Samples, Sample{FS: next, Time: taken.Add(d)})
 	}
 	return s, nil
+}
+
+// checkSeal verifies a snapshot's closing section, when it has one: it
+// must be the last section, count the sections before it, and hold the
+// SHA-256 of every byte before its marker line. It reports whether the
+// snapshot is sealed.
+func checkSeal(raw []byte, ar *txtar.Archive) (bool, error) {
+	at := -1
+	for i, f := range ar.Files {
+		if f.Name == endSection {
+			if at >= 0 {
+				return false, &LoadError{Section: endSection, Why: "appears twice"}
+			}
+			at = i
+		}
+	}
+	if at < 0 {
+		return false, nil
+	}
+	if at != len(ar.Files)-1 {
+		return false, &LoadError{Section: endSection, Why: "is not the last section: something was appended after the end"}
+	}
+	marker := []byte("-- " + endSection + " --\n")
+	cut := bytes.LastIndex(raw, append([]byte("\n"), marker...))
+	if cut < 0 {
+		return false, &LoadError{Section: endSection, Why: "its marker line is malformed"}
+	}
+	body := raw[:cut+1]
+	fields := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(string(ar.Files[at].Data)), "\n") {
+		k, v, ok := strings.Cut(l, ":")
+		if !ok {
+			return false, &LoadError{Section: endSection, Why: fmt.Sprintf("line %q is not \"key: value\"", clip(l))}
+		}
+		fields[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	}
+	n, err := strconv.Atoi(fields["sections"])
+	if err != nil {
+		return false, &LoadError{Section: endSection, Why: fmt.Sprintf("sections %q is not a count", clip(fields["sections"]))}
+	}
+	if n != at {
+		return false, &LoadError{Section: endSection, Why: fmt.Sprintf("the file is damaged: it holds %d sections where its end says %d", at, n)}
+	}
+	sum := sha256.Sum256(body)
+	if want := fields[sealSHA256]; want != hex.EncodeToString(sum[:]) {
+		return false, &LoadError{Section: endSection, Why: fmt.Sprintf("the file was changed after it was written: its SHA-256 is %s where its end says %q", hex.EncodeToString(sum[:]), clip(want))}
+	}
+	return true, nil
+}
+
+// lastSection names the last section of ar, for an error message.
+func lastSection(ar *txtar.Archive) string {
+	if len(ar.Files) == 0 {
+		return "none: there is only the header"
+	}
+	return strconv.Quote(clip(ar.Files[len(ar.Files)-1].Name))
+}
+
+// Seal appends the closing section to a snapshot's text: the count of
+// its sections and the SHA-256 of all of it. The text must have a
+// "seal: sha256" header line and no closing section yet.
+func Seal(body []byte) []byte {
+	n := len(txtar.Parse(body).Files)
+	sum := sha256.Sum256(body)
+	out := slices.Clip(body)
+	return fmt.Appendf(out, "-- %s --\nsections: %d\n%s: %s\n", endSection, n, sealSHA256, hex.EncodeToString(sum[:]))
+}
+
+// Reseal rewrites an unsealed snapshot's text (one written before sealing
+// existed, or edited by hand on purpose, e.g. a generated example) as a
+// sealed one: a "seal" header line after the first line, and the closing
+// section. A sealed text loses its old closing section first.
+func Reseal(raw []byte) ([]byte, error) {
+	ar := txtar.Parse(raw)
+	if n := len(ar.Files); n > 0 && ar.Files[n-1].Name == endSection {
+		ar.Files = ar.Files[:n-1]
+	}
+	lines := strings.SplitAfter(string(ar.Comment), "\n")
+	if strings.TrimSpace(lines[0]) != magicHeader {
+		return nil, &LoadError{Why: fmt.Sprintf("not a cgwarden snapshot (the first line must be %q)", magicHeader)}
+	}
+	var hdr strings.Builder
+	hdr.WriteString(lines[0])
+	fmt.Fprintf(&hdr, "%s: %s\n", sealHeader, sealSHA256)
+	for _, l := range lines[1:] {
+		if k, _, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == sealHeader {
+			continue
+		}
+		hdr.WriteString(l)
+	}
+	ar.Comment = []byte(hdr.String())
+	sealed := Seal(txtar.Format(ar))
+	if _, err := parse(sealed); err != nil {
+		return nil, err
+	}
+	return sealed, nil
 }
 
 // withAncestors adds every ancestor of every directory of set.
@@ -413,6 +541,7 @@ func (r *Recorder) ReadDirs(p string) ([]string, error) {
 func Write(w io.Writer, first, second *Recorder, taken time.Time, interval time.Duration, notes []string) error {
 	var hdr strings.Builder
 	hdr.WriteString(magicHeader + "\n")
+	fmt.Fprintf(&hdr, "%s: %s\n", sealHeader, sealSHA256)
 	fmt.Fprintf(&hdr, "taken: %s\n", taken.UTC().Format(time.RFC3339Nano))
 	if second != nil {
 		fmt.Fprintf(&hdr, "interval: %s\n", interval)
@@ -492,7 +621,7 @@ func Write(w io.Writer, first, second *Recorder, taken time.Time, interval time.
 			ar.Files = append(ar.Files, txtar.File{Name: nextPrefix + p, Data: second.data[p]})
 		}
 	}
-	_, err := w.Write(txtar.Format(ar))
+	_, err := w.Write(Seal(txtar.Format(ar)))
 	return err
 }
 

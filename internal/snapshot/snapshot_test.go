@@ -566,6 +566,9 @@ func FuzzLoad(f *testing.F) {
 	if raw, ok := examples.Open("seed-003-k3s-spin"); ok {
 		f.Add(raw)
 	}
+	if sealed, err := snapshot.Reseal([]byte(minimal)); err == nil {
+		f.Add(sealed)
+	}
 	var z bytes.Buffer
 	zw := gzip.NewWriter(&z)
 	zw.Write([]byte(minimal))

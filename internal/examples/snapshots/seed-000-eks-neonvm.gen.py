@@ -241,6 +241,7 @@ mountinfo = """30 25 0:26 / /sys/fs/cgroup/unified rw,nosuid,nodev,noexec,relati
 39 25 0:35 / /sys/fs/cgroup/freezer rw,nosuid,nodev,noexec,relatime shared:14 - cgroup cgroup rw,freezer
 """
 header = f"""cgwarden snapshot v1
+seal: sha256
 taken: 2023-10-29T14:00:00Z
 interval: {INTERVAL}s
 # origin: the EKS node of seed 000 (NeonVM, k8s 1.25, Amazon Linux 2, kernel 5.10, containerd 1.6, runc;
@@ -271,7 +272,11 @@ for k in sorted(allf1):
 for k in sorted(allf2):
     if allf2[k] != allf1[k]:
         sec("next:" + k, allf2[k])
-open(OUT + ".txtar", "w").write("".join(out))
+# The closing section cgwarden snapshot writes (internal/snapshot.Seal): the
+# count of the sections before it and the SHA-256 of every byte before it.
+body = "".join(out)
+sealed = body + f"-- cgwarden-end --\nsections: {len(out) - 1}\nsha256: {hashlib.sha256(body.encode()).hexdigest()}\n"
+open(OUT + ".txtar", "w").write(sealed)
 
 # ---- pods file -----------------------------------------------------------
 def q(m):
