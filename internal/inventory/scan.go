@@ -256,6 +256,9 @@ func (s *Scanner) assemble(n *Node) {
 				if c.Runtime == "" {
 					c.Runtime = mp.ContainerRuntime(c.ID)
 				}
+				if isPause(c, mp) {
+					c.Sandbox = true
+				}
 			}
 		}
 		n.Pods = append(n.Pods, p)
@@ -463,4 +466,30 @@ func Rate(prev, cur *Node) {
 			c.UsageCores = &r
 		}
 	})
+}
+
+// isPause reports whether a container cgroup of a pod is the pod's
+// sandbox (pause) container: the CRI names it as the pod's sandbox, or the
+// pod's metadata knows the ID of every container it declares and this one
+// is none of them. The kubelet lists only declared containers; the
+// sandbox's usage counts in the pod's figures only.
+func isPause(c *Container, mp *metadata.Pod) bool {
+	if c.ID == "" || c.Misplaced || c.Sandbox || c.Cgroup.Identity.Kind != layout.Container {
+		return false
+	}
+	if mp.SandboxID != "" {
+		return c.ID == mp.SandboxID
+	}
+	if len(mp.Containers) == 0 {
+		return false
+	}
+	for _, mc := range mp.Containers {
+		if mc.ID == "" {
+			return false // a container not started yet: cannot tell
+		}
+		if mc.ID == c.ID {
+			return false
+		}
+	}
+	return true
 }
