@@ -40,11 +40,14 @@ type Scanner struct {
 	Meta *metadata.Set
 }
 
-// Open reads the node's mounts and CPU count.
+// Open reads the node's mounts and CPU count, and checks that the cgroup
+// hierarchies the mounts name can be read. A piece of the host that is
+// missing is named with the mount that provides it (under --host-root in a
+// container, the DaemonSet's hostPath volumes).
 func Open(fsys cgroupfs.FS) (*Scanner, error) {
 	raw, err := fsys.ReadFile(MountinfoPath)
 	if err != nil {
-		return nil, fmt.Errorf("reading mounts: %w", err)
+		return nil, fmt.Errorf("reading mounts: %w%s", err, missingHint(fsys, err, "/proc"))
 	}
 	table, err := mounts.Parse(string(raw))
 	if err != nil {
@@ -56,13 +59,41 @@ func Open(fsys cgroupfs.FS) (*Scanner, error) {
 	}
 	online, err := fsys.ReadFile(CPUOnlinePath)
 	if err != nil {
-		return nil, fmt.Errorf("reading CPU count: %w", err)
+		return nil, fmt.Errorf("reading CPU count: %w%s", err, missingHint(fsys, err, "/sys/devices/system/cpu"))
 	}
 	cpus, err := ParseCPUList(string(online))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", CPUOnlinePath, err)
 	}
+	// On a live host (a snapshot records only what it holds), every
+	// hierarchy the mounts name must be there.
+	_, live := fsys.(interface{ Root() string })
+	for _, pt := range []string{places.Unified, places.CPU, places.CPUAcct, places.Memory, places.Pids} {
+		if !live || pt == "" || (places.V2 && pt != places.Unified) {
+			continue
+		}
+		if _, err := fsys.ReadDirs(pt); err != nil {
+			return nil, fmt.Errorf("reading the cgroup hierarchy %s: %w%s", pt, err, missingHint(fsys, err, "/sys/fs/cgroup"))
+		}
+	}
 	return &Scanner{FS: fsys, Mounts: table, Places: places, Version: table.Version(), CPUs: cpus, Base: "/"}, nil
+}
+
+// missingHint says which host directory must be mounted where when a read
+// found nothing.
+func missingHint(fsys cgroupfs.FS, err error, hostDir string) string {
+	if !errors.Is(err, fs.ErrNotExist) {
+		return ""
+	}
+	root := "/"
+	if r, ok := fsys.(interface{ Root() string }); ok {
+		root = r.Root()
+	}
+	if root == "/" {
+		return fmt.Sprintf(" (cgwarden reads the host's %s)", hostDir)
+	}
+	return fmt.Sprintf(" (with --host-root %s, the host's %s must be mounted at %s: the DaemonSet mounts it as a hostPath volume)",
+		root, hostDir, path.Join(root, hostDir))
 }
 
 // ParseCPUList counts the CPUs of a list such as "0-3,5,7-8".
