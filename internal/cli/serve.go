@@ -36,6 +36,7 @@ func newServe(o *Options) *cobra.Command {
 		tlsCert     string
 		tlsKey      string
 		keep        serveFix
+		authn       bool
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -84,6 +85,10 @@ pods and size changes. Every first change is journaled: stop serve, then 'cgward
 			}
 			if nodeName == "" {
 				nodeName, _ = os.Hostname()
+			}
+			auth, tlsConfig, err := serveAuth(authn, kubeconfig, nodeName, listen, allowRemote, tlsConfig)
+			if err != nil {
+				return err
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
@@ -150,7 +155,11 @@ pods and size changes. Every first change is journaled: stop serve, then 'cgward
 			if err != nil {
 				return err
 			}
-			hs := serve.NewHTTPServer(srv.Handler(), serve.DefaultTimeouts, tlsConfig, log)
+			handler := srv.Handler()
+			if auth != nil {
+				handler = auth.Wrap(handler)
+			}
+			hs := serve.NewHTTPServer(handler, serve.DefaultTimeouts, tlsConfig, log)
 			log.Info("serving", "addr", ln.Addr().String(), "tls", tlsConfig != nil, "node", nodeName, "metadata", source, "interval", time.Duration(interval).String(), "snapshot", o.Snapshot)
 			errc := make(chan error, 1)
 			go func() {
@@ -176,7 +185,7 @@ pods and size changes. Every first change is journaled: stop serve, then 'cgward
 	}
 	f := cmd.Flags()
 	f.StringVar(&listen, "listen", serve.DefaultListen, "address to serve on; beyond loopback needs --allow-remote")
-	f.BoolVar(&allowRemote, "allow-remote", false, "allow a --listen address reachable from other hosts (the endpoints are unauthenticated)")
+	f.BoolVar(&allowRemote, "allow-remote", false, "allow a --listen address reachable from other hosts (use --authenticate there, or a network policy)")
 	f.Var(&interval, "interval", "time between two scans; every request reads the latest scan")
 	f.StringVar(&metaMode, "metadata", podsource.Auto, "where pod and container names come from: "+strings.Join(podsource.Modes, ", ")+" (auto: --pods if given, else the CRI socket, else the Kubernetes API)")
 	f.StringVar(&criSocket, "cri-socket", "", "CRI runtime socket (default: the first of "+strings.Join(podsource.DefaultCRISockets, ", ")+" that exists)")
@@ -184,6 +193,7 @@ pods and size changes. Every first change is journaled: stop serve, then 'cgward
 	f.StringVar(&nodeName, "node-name", "", "this node's name (default: $NODE_NAME, else the hostname)")
 	f.StringVar(&tlsCert, "tls-cert-file", "", "serve HTTPS with this certificate (PEM), as metrics-server expects of a kubelet")
 	f.StringVar(&tlsKey, "tls-private-key-file", "", "private key (PEM) of --tls-cert-file")
+	f.BoolVar(&authn, "authenticate", false, "like the kubelet: serve HTTPS and accept only bearer tokens a TokenReview accepts and a SubjectAccessReview allows get on nodes/metrics (/metrics, /metrics/resource) or nodes/stats (/stats/summary); health endpoints stay open. Uses --kubeconfig or the in-cluster config")
 	keep.flags(f)
 	addVMs(f, o)
 	return cmd

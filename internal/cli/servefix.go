@@ -2,8 +2,10 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -11,6 +13,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/cgwarden/cgwarden/internal/cgroupfs"
 	"github.com/cgwarden/cgwarden/internal/fix"
@@ -18,6 +22,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/journal"
 	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/plan"
+	"github.com/cgwarden/cgwarden/internal/serve"
 )
 
 // serveFix are serve's flags for keeping the node fixed.
@@ -117,3 +122,41 @@ func (f *serveFix) flags(fl *pflag.FlagSet) {
 type noPods struct{}
 
 func (noPods) Pods(context.Context) ([]metadata.Pod, error) { return nil, nil }
+
+// serveAuth builds the kubelet-like authentication of serve's data
+// endpoints when asked, with HTTPS: the certificate files, else a
+// self-signed certificate (and a warning). Without --authenticate, a
+// listener beyond loopback gets a warning that anyone who reaches it can
+// read the node's figures.
+func serveAuth(on bool, kubeconfig, node, listen string, remote bool, tlsConfig *tls.Config) (*serve.Auth, *tls.Config, error) {
+	if !on {
+		if remote {
+			slog.Warn("serving beyond loopback without --authenticate: anyone who can reach " + listen + " reads this node's pod figures")
+		}
+		return nil, tlsConfig, nil
+	}
+	var rc *rest.Config
+	var err error
+	if kubeconfig != "" {
+		rc, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	} else {
+		rc, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("--authenticate needs the API server (--kubeconfig, or in-cluster): %w", err)
+	}
+	rv, err := serve.NewAPIReviewer(rc)
+	if err != nil {
+		return nil, nil, err
+	}
+	if tlsConfig == nil {
+		host, _, _ := net.SplitHostPort(listen)
+		cert, err := serve.SelfSigned([]string{node, host, "127.0.0.1", "localhost"})
+		if err != nil {
+			return nil, nil, err
+		}
+		slog.Warn("--authenticate without --tls-cert-file: serving HTTPS with a self-signed certificate; clients must skip verification (metrics-server: --kubelet-insecure-tls)")
+		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	return &serve.Auth{Reviewer: rv, Node: node, Log: slog.Default().With("component", "auth")}, tlsConfig, nil
+}

@@ -1,0 +1,88 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	authnv1 "k8s.io/api/authentication/v1"
+)
+
+// fakeReviewer knows two tokens: "reader" may get nodes/metrics of node
+// "n1" but not nodes/stats, "nobody" may get nothing. It counts calls.
+type fakeReviewer struct {
+	authn, authz int
+	down         bool
+}
+
+func (f *fakeReviewer) Authenticate(_ context.Context, token string) (authnv1.UserInfo, bool, error) {
+	f.authn++
+	if f.down {
+		return authnv1.UserInfo{}, false, errors.New("connection refused")
+	}
+	switch token {
+	case "reader", "nobody":
+		return authnv1.UserInfo{Username: "system:serviceaccount:x:" + token}, true, nil
+	}
+	return authnv1.UserInfo{}, false, nil
+}
+
+func (f *fakeReviewer) Authorize(_ context.Context, u authnv1.UserInfo, node, sub string) (bool, string, error) {
+	f.authz++
+	if u.Username == "system:serviceaccount:x:reader" && node == "n1" && sub == "metrics" {
+		return true, "", nil
+	}
+	return false, "no RBAC rule", nil
+}
+
+func TestAuthLikeTheKubelet(t *testing.T) {
+	rv := &fakeReviewer{}
+	now := time.Unix(1000, 0)
+	a := &Auth{Reviewer: rv, Node: "n1", Now: func() time.Time { return now }}
+	h := a.Wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }))
+	do := func(path, token string) int {
+		r := httptest.NewRequest("GET", path, nil)
+		if token != "" {
+			r.Header.Set("Authorization", "Bearer "+token)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Code
+	}
+	for _, c := range []struct {
+		path, token string
+		want        int
+	}{
+		{"/healthz", "", 200}, {"/readyz", "", 200},
+		{"/metrics/resource", "", 401}, {"/metrics", "garbage", 401}, {"/stats/summary", "garbage", 401},
+		{"/metrics/resource", "reader", 200}, {"/metrics", "reader", 200}, {"/stats/summary", "reader", 403},
+		{"/metrics/resource", "nobody", 403},
+	} {
+		if got := do(c.path, c.token); got != c.want {
+			t.Errorf("GET %s with token %q: %d, want %d", c.path, c.token, got, c.want)
+		}
+	}
+	// Decisions are cached: the same requests again ask the API server
+	// nothing.
+	n, z := rv.authn, rv.authz
+	do("/metrics/resource", "reader")
+	do("/stats/summary", "reader")
+	if rv.authn != n || rv.authz != z {
+		t.Errorf("cached decisions asked again: %d→%d token reviews, %d→%d access reviews", n, rv.authn, z, rv.authz)
+	}
+	// A denial is cached for 30 s, an allowance for 5 min.
+	now = now.Add(time.Minute)
+	do("/stats/summary", "reader")
+	do("/metrics/resource", "reader")
+	if rv.authz != z+1 {
+		t.Errorf("after a minute: %d access reviews, want %d (the denial expired, the allowance did not)", rv.authz, z+1)
+	}
+	// The API server down: 503, never a silent allow.
+	rv.down = true
+	if got := do("/metrics", "newtoken"); got != http.StatusServiceUnavailable {
+		t.Errorf("API server down: %d, want 503", got)
+	}
+}
