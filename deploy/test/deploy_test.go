@@ -1,0 +1,238 @@
+package deploytest
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
+)
+
+const (
+	chartDir = "../helm/cgwarden"
+	kustDir  = "../kustomize"
+)
+
+// object is one rendered Kubernetes object.
+type object map[string]any
+
+func (o object) key() string {
+	md, _ := o["metadata"].(map[string]any)
+	return fmt.Sprintf("%s/%s/%s", o["kind"], md["namespace"], md["name"])
+}
+
+// split parses a multi-document YAML stream into objects, sorted by kind,
+// namespace and name.
+func split(t *testing.T, stream string) []object {
+	t.Helper()
+	var out []object
+	for _, doc := range strings.Split(stream, "\n---") {
+		if strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(doc), "---")) == "" {
+			continue
+		}
+		var o object
+		if err := yaml.Unmarshal([]byte(doc), &o); err != nil {
+			t.Fatalf("%v in:\n%s", err, doc)
+		}
+		if len(o) == 0 {
+			continue
+		}
+		out = append(out, o)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].key() < out[j].key() })
+	return out
+}
+
+// helm renders the chart with values (over its defaults).
+func helm(t *testing.T, values map[string]any) []object {
+	t.Helper()
+	ch, err := loader.Load(chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals, err := chartutil.ToRenderValues(ch, values, chartutil.ReleaseOptions{Name: "cgwarden", Namespace: "cgwarden-system", IsInstall: true}, chartutil.DefaultCapabilities)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := engine.Render(ch, vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := make([]string, 0, len(files))
+	for n := range files {
+		if strings.HasSuffix(n, ".yaml") {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	var b strings.Builder
+	for _, n := range names {
+		b.WriteString("\n---\n" + files[n])
+	}
+	return split(t, b.String())
+}
+
+// kustomize builds a kustomization directory.
+func kustomize(t *testing.T, dir string) []object {
+	t.Helper()
+	abs, err := filepath.Abs(filepath.Join(kustDir, dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), abs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := m.AsYaml()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return split(t, string(y))
+}
+
+func same(t *testing.T, what string, a, b []object) {
+	t.Helper()
+	if len(a) != len(b) {
+		t.Fatalf("%s: %d objects against %d: %v / %v", what, len(a), len(b), keys(a), keys(b))
+	}
+	for i := range a {
+		if !reflect.DeepEqual(a[i], b[i]) {
+			ya, _ := yaml.Marshal(a[i])
+			yb, _ := yaml.Marshal(b[i])
+			t.Errorf("%s: %s differs:\n--- helm\n%s\n--- kustomize\n%s", what, a[i].key(), ya, yb)
+		}
+	}
+}
+
+func keys(os []object) []string {
+	var k []string
+	for _, o := range os {
+		k = append(k, o.key())
+	}
+	return k
+}
+
+func TestHelmLint(t *testing.T) {
+	lint := action.NewLint()
+	lint.Strict = true
+	res := lint.Run([]string{chartDir}, nil)
+	for _, e := range res.Errors {
+		t.Errorf("helm lint: %v", e)
+	}
+	for _, m := range res.Messages {
+		if m.Severity > 1 { // warnings and errors; INFO (1) is the missing icon
+			t.Errorf("helm lint: %s", m)
+		}
+	}
+}
+
+// The chart and the kustomize base render the same objects, observe-only
+// and in fix mode; the optional ServiceMonitor too.
+func TestChartAndKustomizeAgree(t *testing.T) {
+	same(t, "observe-only", helm(t, nil), kustomize(t, "base"))
+	rules := []any{"misplaced-container", "size-blind-weights", "besteffort-starvation"}
+	same(t, "fix", helm(t, map[string]any{"fix": map[string]any{"rules": rules}}), kustomize(t, "fix"))
+	var sm []object
+	for _, o := range helm(t, map[string]any{"serviceMonitor": map[string]any{"enabled": true}}) {
+		if o["kind"] == "ServiceMonitor" {
+			sm = append(sm, o)
+		}
+	}
+	same(t, "servicemonitor", sm, kustomize(t, "servicemonitor"))
+}
+
+// What the agent needs is there: host PID, the host's cgroups, /proc, CPU
+// list and CRI socket under /host, the journal on the host, tolerations
+// for every node, system-node-critical, probes on /readyz and /healthz;
+// and cgwarden itself accepts the arguments (the real binary parses them).
+func TestDaemonSetIsWhatTheAgentNeeds(t *testing.T) {
+	var ds object
+	for _, o := range helm(t, map[string]any{"fix": map[string]any{"rules": []any{"size-blind-weights"}}, "auth": map[string]any{"enabled": false}}) {
+		if o["kind"] == "DaemonSet" {
+			ds = o
+		}
+	}
+	if ds == nil {
+		t.Fatal("no DaemonSet")
+	}
+	y, _ := yaml.Marshal(ds)
+	text := string(y)
+	for _, want := range []string{
+		"hostPID: true", "priorityClassName: system-node-critical", "operator: Exists",
+		"mountPath: /host/sys/fs/cgroup", "mountPath: /host/proc", "mountPath: /host/sys/devices/system/cpu",
+		"mountPath: /host/run/containerd", "path: /var/lib/cgwarden", "path: /readyz", "path: /healthz", "scheme: HTTP\n",
+		"--fix=size-blind-weights",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the DaemonSet lacks %q", want)
+		}
+	}
+	if strings.Contains(text, "--authenticate") {
+		t.Error("auth.enabled=false still passes --authenticate")
+	}
+	spec := ds["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+	c := spec["containers"].([]any)[0].(map[string]any)
+	var args []string
+	for _, a := range c["args"].([]any) {
+		args = append(args, a.(string))
+	}
+	for _, set := range [][]string{args, argsOf(t, kustomize(t, "fix")), argsOf(t, kustomize(t, "base"))} {
+		bin := cgwarden(t)
+		out, err := exec.Command(bin, append(set, "--help")...).CombinedOutput()
+		if err != nil {
+			t.Errorf("cgwarden %s --help: %v\n%s", strings.Join(set, " "), err, out)
+		}
+	}
+}
+
+func argsOf(t *testing.T, objs []object) []string {
+	t.Helper()
+	for _, o := range objs {
+		if o["kind"] != "DaemonSet" {
+			continue
+		}
+		c := o["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
+		var out []string
+		for _, a := range c["args"].([]any) {
+			out = append(out, a.(string))
+		}
+		return out
+	}
+	t.Fatal("no DaemonSet")
+	return nil
+}
+
+var built string
+
+// cgwarden builds the binary once.
+func cgwarden(t *testing.T) string {
+	t.Helper()
+	if built != "" {
+		return built
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "cgwarden")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/cgwarden")
+	cmd.Dir = "../.."
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("building cgwarden: %v\n%s", err, stderr.String())
+	}
+	built = bin
+	os.Setenv("CGWARDEN_TEST_BIN", bin)
+	return bin
+}
