@@ -1,0 +1,233 @@
+package cluster
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	authnv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+const agentImage = "cgwarden.local/cgwarden:test"
+
+// importAgentImage builds cgwarden's image with deploy/image and imports it
+// into the cluster's containerd.
+func importAgentImage(t *testing.T) {
+	t.Helper()
+	sock := os.Getenv("CGWARDEN_CLUSTER_CONTAINERD")
+	if sock == "" {
+		t.Fatal("CGWARDEN_CLUSTER_CONTAINERD is not set (eval \"$(scripts/cluster env)\")")
+	}
+	archive := filepath.Join(t.TempDir(), "cgwarden.oci.tar")
+	build := exec.Command("go", "run", ".", "-repo", "../..", "-name", agentImage, "-o", archive)
+	build.Dir = "../../deploy/image"
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the image: %v\n%s", err, out)
+	}
+	if out, err := exec.Command("ctr", "--address", sock, "-n", "k8s.io", "images", "import", archive).CombinedOutput(); err != nil {
+		t.Fatalf("ctr images import: %v\n%s", err, out)
+	}
+}
+
+// kubeTree lists every directory under the kubelet's cpu tree with its
+// weight, except those of the pods named in skip (their cgroups come and
+// go with them).
+func kubeTree(t *testing.T, skip map[string]bool) []string {
+	t.Helper()
+	root, wf := cgroupRoot()
+	var out []string
+	_ = filepath.WalkDir(filepath.Join(root, "kubepods"), func(p string, d os.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		for uid := range skip {
+			if strings.Contains(p, uid) {
+				return filepath.SkipDir
+			}
+		}
+		w, _ := os.ReadFile(filepath.Join(p, wf))
+		out = append(out, p+" "+strings.TrimSpace(string(w)))
+		return nil
+	})
+	sort.Strings(out)
+	return out
+}
+
+// TestAgentInstallAuthUninstall: `kubectl apply -k` of the kustomize base
+// (image and API server address overlaid) brings the agent to Ready within
+// 60 s; its endpoints answer like the kubelet's (no token 401, a garbage
+// token 401, a ServiceAccount without nodes/metrics 403, one with it 200;
+// health open); `kubectl delete -k` leaves no cgwarden object, and the
+// kubelet's cgroup tree outside the agent's own pod is as it was.
+func TestAgentInstallAuthUninstall(t *testing.T) {
+	e := cluster(t)
+	ctx := context.Background()
+	importAgentImage(t)
+	before := kubeTree(t, nil)
+	kubectl := func(args ...string) (string, error) {
+		out, err := exec.Command(e.kubectl, append([]string{"--kubeconfig", e.kubeconfig}, args...)...).CombinedOutput()
+		return string(out), err
+	}
+	if out, err := kubectl("apply", "-k", "testdata/agent"); err != nil {
+		t.Fatalf("kubectl apply -k: %v\n%s", err, out)
+	}
+	deleted := false
+	t.Cleanup(func() {
+		if !deleted {
+			kubectl("delete", "-k", "testdata/agent", "--wait=true")
+		}
+	})
+	start := time.Now()
+	var agentUID string
+	poll(t, 60*time.Second, "the agent Ready", func() (bool, string, error) {
+		pods, err := e.cs.CoreV1().Pods("cgwarden-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=cgwarden"})
+		if err != nil {
+			return false, "", err
+		}
+		if len(pods.Items) != 1 {
+			return false, fmt.Sprintf("%d agent pods", len(pods.Items)), nil
+		}
+		p := pods.Items[0]
+		agentUID = string(p.UID)
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				return true, "", nil
+			}
+		}
+		logs, _ := kubectl("logs", "-n", "cgwarden-system", p.Name, "--tail", "5")
+		return false, describe(&p) + "; logs: " + logs, nil
+	})
+	t.Logf("agent Ready %v after kubectl apply", time.Since(start).Round(time.Second))
+
+	// Two ServiceAccounts: one allowed get on nodes/metrics, one not.
+	ns := e.namespace(t)
+	for _, sa := range []string{"reader", "nobody"} {
+		if _, err := e.cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	role := "cgwarden-test-node-metrics-" + ns
+	if _, err := e.cs.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: role},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes/metrics"}, Verbs: []string{"get"}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.cs.RbacV1().ClusterRoles().Delete(context.Background(), role, metav1.DeleteOptions{}) })
+	if _, err := e.cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "reader", Namespace: ns}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.cs.RbacV1().ClusterRoleBindings().Delete(context.Background(), role, metav1.DeleteOptions{}) })
+	token := func(sa string) string {
+		tr, err := e.cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authnv1.TokenRequest{}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr.Status.Token
+	}
+	// The agent's certificate is self-signed (no files given): skip
+	// verification, as metrics-server's --kubelet-insecure-tls does.
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	get := func(path, tok string) (int, string) {
+		req, _ := http.NewRequest("GET", "https://127.0.0.1:9530"+path, nil)
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	reader, nobody := token("reader"), token("nobody")
+	for _, c := range []struct {
+		path, token, who string
+		want            int
+	}{
+		{"/healthz", "", "no token", 200},
+		{"/readyz", "", "no token", 200},
+		{"/metrics/resource", "", "no token", 401},
+		{"/metrics/resource", "garbage.token.here", "a garbage token", 401},
+		{"/metrics/resource", nobody, "a ServiceAccount without nodes/metrics", 403},
+		{"/stats/summary", reader, "a ServiceAccount with nodes/metrics only", 403},
+		{"/metrics/resource", reader, "a ServiceAccount with nodes/metrics", 200},
+		{"/metrics", reader, "a ServiceAccount with nodes/metrics", 200},
+	} {
+		// RBAC changes reach the authorizer's cache quickly; allow a few
+		// seconds for the new binding.
+		var got int
+		var body string
+		for i := 0; i < 10; i++ {
+			if got, body = get(c.path, c.token); got == c.want {
+				break
+			}
+			time.Sleep(time.Second)
+		}
+		if got != c.want {
+			t.Errorf("GET %s with %s: %d, want %d: %.200s", c.path, c.who, got, c.want, body)
+		}
+		if c.path == "/metrics/resource" && got == 200 && !strings.Contains(body, "node_cpu_usage_seconds_total") {
+			t.Errorf("/metrics/resource lacks the node series: %.300s", body)
+		}
+	}
+
+	// Uninstall: nothing of cgwarden is left, and the kubelet's tree is as
+	// it was (the agent's own pod cgroup came and went).
+	if out, err := kubectl("delete", "-k", "testdata/agent", "--wait=true", "--timeout=120s"); err != nil {
+		t.Fatalf("kubectl delete -k: %v\n%s", err, out)
+	}
+	deleted = true
+	poll(t, 120*time.Second, "the agent's namespace gone", func() (bool, string, error) {
+		_, err := e.cs.CoreV1().Namespaces().Get(ctx, "cgwarden-system", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, "", nil
+		}
+		return false, "still there", err
+	})
+	for _, get := range []func() error{
+		func() error { _, err := e.cs.RbacV1().ClusterRoles().Get(ctx, "cgwarden", metav1.GetOptions{}); return err },
+		func() error { _, err := e.cs.RbacV1().ClusterRoleBindings().Get(ctx, "cgwarden", metav1.GetOptions{}); return err },
+	} {
+		if err := get(); !apierrors.IsNotFound(err) {
+			t.Errorf("after uninstall: %v, want not found", err)
+		}
+	}
+	// Pods of earlier tests may still be going away: a cgroup that was
+	// there before and is gone now is fine; a new one, or a weight that
+	// changed, is not. The Burstable tier's weight follows at the
+	// kubelet's next periodic QoS update (once a minute).
+	poll(t, 90*time.Second, "the kubelet's cgroup tree as before", func() (bool, string, error) {
+		was := map[string]string{}
+		for _, l := range before {
+			p, w, _ := strings.Cut(l, " ")
+			was[p] = w
+		}
+		var diffs []string
+		for _, l := range kubeTree(t, map[string]bool{agentUID: true}) {
+			p, w, _ := strings.Cut(l, " ")
+			old, ok := was[p]
+			switch {
+			case !ok:
+				diffs = append(diffs, "new: "+p)
+			case old != w:
+				diffs = append(diffs, fmt.Sprintf("%s: weight %s, was %s", p, w, old))
+			}
+		}
+		return len(diffs) == 0, strings.Join(diffs, "; "), nil
+	})
+}
