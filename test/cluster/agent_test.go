@@ -130,7 +130,9 @@ func TestAgentInstallAuthUninstall(t *testing.T) {
 		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "reader", Namespace: ns}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = e.cs.RbacV1().ClusterRoleBindings().Delete(context.Background(), role, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = e.cs.RbacV1().ClusterRoleBindings().Delete(context.Background(), role, metav1.DeleteOptions{})
+	})
 	token := func(sa string) string {
 		tr, err := e.cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authnv1.TokenRequest{}, metav1.CreateOptions{})
 		if err != nil {
@@ -157,7 +159,7 @@ func TestAgentInstallAuthUninstall(t *testing.T) {
 	reader, nobody := token("reader"), token("nobody")
 	for _, c := range []struct {
 		path, token, who string
-		want            int
+		want             int
 	}{
 		{"/healthz", "", "no token", 200},
 		{"/readyz", "", "no token", 200},
@@ -200,8 +202,14 @@ func TestAgentInstallAuthUninstall(t *testing.T) {
 		return false, "still there", err
 	})
 	for _, get := range []func() error{
-		func() error { _, err := e.cs.RbacV1().ClusterRoles().Get(ctx, "cgwarden", metav1.GetOptions{}); return err },
-		func() error { _, err := e.cs.RbacV1().ClusterRoleBindings().Get(ctx, "cgwarden", metav1.GetOptions{}); return err },
+		func() error {
+			_, err := e.cs.RbacV1().ClusterRoles().Get(ctx, "cgwarden", metav1.GetOptions{})
+			return err
+		},
+		func() error {
+			_, err := e.cs.RbacV1().ClusterRoleBindings().Get(ctx, "cgwarden", metav1.GetOptions{})
+			return err
+		},
 	} {
 		if err := get(); !apierrors.IsNotFound(err) {
 			t.Errorf("after uninstall: %v, want not found", err)
