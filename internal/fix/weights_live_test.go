@@ -89,8 +89,11 @@ func TestVMWeightsFollowSizes(t *testing.T) {
 	sp = tree.Measure(5 * time.Second)
 	ps := sp.PerSize(tree)
 	t.Logf("after: VM pods %.4f of the CPU (weights promise %.4f), CPU per size relative to the mean %v, CPU s %v / %.3f", sp.VMShare(), beW/(beW+buW), ps, sp.VMs, sp.Burstable)
-	if want := 7.0 / 7.5; math.Abs(sp.VMShare()-want) > 0.05 {
-		t.Errorf("after: the VM pods got %.2f%% of the CPU, want within 5 points of %.2f%% (7 CPUs of sizes against 0.5)", 100*sp.VMShare(), 100*want)
+	// At least what their sizes give them against the 500m pod, less 5
+	// points (a heavily loaded machine can serve the deep, low-weight
+	// Burstable pod even less than its weight says, which only raises it).
+	if want := 7.0 / 7.5; sp.VMShare() < want-0.05 || sp.VMShare() > 0.995 {
+		t.Errorf("after: the VM pods got %.2f%% of the CPU, want at least %.2f%% less 5 points (7 CPUs of sizes against 0.5), and the Burstable pod something", 100*sp.VMShare(), 100*want)
 	}
 	for i, r := range ps {
 		if math.Abs(r-1) > 0.10 {

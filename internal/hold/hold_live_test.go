@@ -2,7 +2,6 @@ package hold_test
 
 import (
 	"context"
-	"math"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -158,8 +157,12 @@ func TestHoldAgainstTierResets(t *testing.T) {
 	cpu1 := r.cpu()
 	share := vmShare(cpu0, cpu1)
 	t.Logf("%d resets in %v: worst time to restore %v; VM pods %.4f of the CPU (%.3f s against %.3f s)", resets, time.Since(start).Round(time.Second), worst, share, cpu1.vm-cpu0.vm, cpu1.burst-cpu0.burst)
-	if want := 7.0 / 7.5; math.Abs(share-want) > 0.05 {
-		t.Errorf("the VM pods got %.2f%% of the CPU over the run, want within 5 points of %.2f%%; Burstable container procs %q weight %d, tier weight %d, pod weight %d",
+	// Resets must not starve the VMs: their share stays at least within 5
+	// points of what their sizes give them. (On a heavily loaded machine
+	// the kernel can serve the low-weight Burstable pod, deep in the
+	// tree, even less than its weight says, which only raises the share.)
+	if want := 7.0 / 7.5; share < want-0.05 {
+		t.Errorf("the VM pods got %.2f%% of the CPU over the run, want at least %.2f%% less 5 points; Burstable container procs %q weight %d, tier weight %d, pod weight %d",
 			100*share, 100*want, r.tree.S.Read(r.tree.Burstable.CtrRel, "cgroup.procs"), r.tree.Weight(r.tree.Burstable.CtrRel),
 			r.tree.Weight(realtest.Kube+"/burstable"), r.tree.Weight(r.tree.Burstable.Rel))
 	}
