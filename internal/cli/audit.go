@@ -1,14 +1,34 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/cgwarden/cgwarden/internal/audit"
+	"github.com/cgwarden/cgwarden/internal/metadata"
 )
+
+// auditFormats are audit's -o values (its text is no table: no wide).
+var auditFormats = []string{"text", "json", "yaml"}
+
+// selectFindings keeps the findings about the selected pods. A finding
+// about no pod (a QoS tier, a host cgroup) is left out once a selection
+// is made: it is not about the pods asked for.
+func selectFindings(r *audit.Report, f *metadata.Filter, meta *metadata.Set) {
+	if !f.Active() {
+		return
+	}
+	kept := r.Findings[:0]
+	for _, x := range r.Findings {
+		s := x.Subject
+		if (s.PodUID != "" || s.PodName != "") && f.Match(s.PodUID, s.Namespace, s.PodName, meta) {
+			kept = append(kept, x)
+		}
+	}
+	r.Findings = kept
+}
 
 func newAudit(o *Options) *cobra.Command {
 	var failOn string
@@ -24,6 +44,7 @@ func newAudit(o *Options) *cobra.Command {
 		Example: `  cgwarden audit
   cgwarden audit --pods pods.json --vms vms.json --fail-on warning
   kubectl get pods -A -o json > pods.json && cgwarden audit --pods pods.json -o json
+  cgwarden audit -n default -o yaml
   cgwarden audit --snapshot example:seed-003-k3s-spin`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -31,8 +52,12 @@ func newAudit(o *Options) *cobra.Command {
 			if err != nil {
 				return &ExitError{Code: 2, Err: fmt.Errorf("--fail-on: %w", err)}
 			}
-			if o.Output != "text" && o.Output != "json" && o.Output != "" {
-				return &ExitError{Code: 2, Err: fmt.Errorf("-o %s: want text or json", o.Output)}
+			if err := checkOutput(o, auditFormats); err != nil {
+				return &ExitError{Code: 2, Err: err}
+			}
+			filter, err := o.filter()
+			if err != nil {
+				return &ExitError{Code: 2, Err: err}
 			}
 			if starvation <= 0 || starvation > 1e6 {
 				return &ExitError{Code: 2, Err: fmt.Errorf("--starvation-cores %v: want a positive number of cores", starvation)}
@@ -49,13 +74,13 @@ func newAudit(o *Options) *cobra.Command {
 				return &ExitError{Code: 2, Err: fmt.Errorf("no kubepods hierarchy found %s: there is nothing to audit (not a Kubernetes node, or --host-root does not point at the host's /; --allow-no-kubepods audits what there is)", where(o))}
 			}
 			o.checkPodsMatch(meta, n)
+			o.checkFilter(filter, meta)
 			r := audit.Run(&audit.Input{Node: n, Meta: meta, StarvationCores: starvation})
-			if o.Output == "json" {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				err = enc.Encode(r)
-			} else {
+			selectFindings(r, filter, meta)
+			if o.Output == "text" {
 				err = audit.WriteText(cmd.OutOrStdout(), n, r)
+			} else {
+				err = writeData(cmd.OutOrStdout(), o.Output, audit.JSON(n, r))
 			}
 			if err != nil {
 				return &ExitError{Code: 2, Err: err}
@@ -66,8 +91,10 @@ func newAudit(o *Options) *cobra.Command {
 			return nil
 		},
 	}
-	addOutput(cmd, o)
+	addOutput(cmd, o, auditFormats...)
 	addVMs(cmd.Flags(), o)
+	addMeta(cmd, o)
+	addSelect(cmd, o)
 	cmd.Flags().Var(&o.Interval, "interval", "time between the two samples CPU usage is measured over (0 for one sample: no usage-based checks)")
 	cmd.Flags().StringVar(&failOn, "fail-on", "error", "exit 1 when a finding is at least this severe: error, warning or info")
 	cmd.Flags().BoolVar(&allowNoKubepods, "allow-no-kubepods", false, "audit a node where no kubepods hierarchy was found (by default that is exit 2: there is nothing to audit)")

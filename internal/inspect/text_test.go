@@ -46,17 +46,22 @@ func TestWriteTextShowsTreesBelowHostCgroups(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	if err := WriteText(&out, n, nil); err != nil {
+	if err := WriteText(&out, n, TextOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	text := out.String()
 	for _, want := range []string{
 		"kubelet-kubepods.slice ", "kubelet-kubepods-besteffort.slice ", "kubelet-kubepods-besteffort-pod" + uid_ + ".slice ",
-		MisplacedMarker, "containerd.service ", "kubelet-kubepods-besteffort-pod" + uid_ + ".slice:cri-containerd:c339025b3f0d… ",
+		MisplacedMarker + " c339025b3f0d… at /system.slice/containerd.service/kubelet-kubepods-besteffort-pod" + uid_ + ".slice:cri-containerd:c339025b3f0d… ",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("no %q in\n%s", want, text)
 		}
+	}
+	// The misplaced container appears once: under its pod, with where it
+	// really is; not again in the runtime's service cgroup.
+	if c := strings.Count(text, ":cri-containerd:c339025b3f0d…"); c != 1 {
+		t.Errorf("the misplaced cgroup appears %d times:\n%s", c, text)
 	}
 	if strings.Contains(text, "sshd.service") {
 		t.Errorf("an unrelated host cgroup below the first level is unfolded:\n%s", text)

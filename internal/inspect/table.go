@@ -1,0 +1,139 @@
+package inspect
+
+import (
+	"io"
+	"strings"
+	"unicode/utf8"
+)
+
+// column is one column of a table: its header and whether its cells
+// (numbers) are aligned right.
+type column struct {
+	head, unit string
+	right      bool
+}
+
+// cell is the first column's content: a tree drawing that is never cut,
+// a fixed part (a marker) and a name that may be shortened in the middle
+// when the table is wider than the terminal.
+type cell struct {
+	tree, fixed, name string
+}
+
+func (c cell) String() string { return c.tree + c.fixed + c.name }
+
+// minName is the fewest characters a shortened name keeps.
+const minName = 24
+
+// writeTable writes rows under cols, two spaces apart, with no trailing
+// spaces. When width > 0 and the table is wider, the names of the first
+// column are shortened in the middle (down to minName characters).
+func writeTable(w io.Writer, cols []column, first []cell, rows [][]string, headers bool, width int) error {
+	widths := make([]int, len(cols))
+	if headers {
+		for i, c := range cols {
+			widths[i] = max(runes(c.head), runes(c.unit))
+		}
+	}
+	for _, r := range rows {
+		for i, v := range r {
+			widths[i+1] = max(widths[i+1], runes(v))
+		}
+	}
+	longest := widths[0]
+	for _, c := range first {
+		longest = max(longest, runes(c.String()))
+	}
+	widths[0] = longest
+	if width > 0 {
+		total := 2 * (len(cols) - 1)
+		for _, v := range widths {
+			total += v
+		}
+		if over := total - width; over > 0 {
+			budget := longest - over
+			first = append([]cell(nil), first...)
+			widths[0] = 0
+			if headers {
+				widths[0] = runes(cols[0].head)
+			}
+			for i, c := range first {
+				least := minName
+				if c.fixed != "" {
+					least = minName / 2 // the marker already says what it is
+				}
+				keep := max(budget-runes(c.tree)-runes(c.fixed), least)
+				first[i].name = Middle(c.name, keep)
+				widths[0] = max(widths[0], runes(first[i].String()))
+			}
+			// Then the POD column (namespace/name), when the names
+			// alone could not make the room.
+			if over = total - longest + widths[0] - width; over > 0 && len(cols) > 2 {
+				keep := max(widths[2]-over, minName)
+				rows = shortenColumn(rows, 1, keep)
+				widths[2] = min(widths[2], max(keep, runes(cols[2].head)))
+			}
+		}
+	}
+	var b strings.Builder
+	line := func(cells []string) {
+		var l strings.Builder
+		for i, v := range cells {
+			if i > 0 {
+				l.WriteString("  ")
+			}
+			pad := strings.Repeat(" ", max(widths[i]-runes(v), 0))
+			if cols[i].right {
+				l.WriteString(pad + v)
+			} else {
+				l.WriteString(v + pad)
+			}
+		}
+		b.WriteString(strings.TrimRight(l.String(), " ") + "\n")
+	}
+	if headers {
+		// The units go on a line of their own under the names, so that
+		// they widen no column.
+		heads, units := make([]string, len(cols)), make([]string, len(cols))
+		hasUnits := false
+		for i, c := range cols {
+			heads[i], units[i] = c.head, c.unit
+			hasUnits = hasUnits || c.unit != ""
+		}
+		line(heads)
+		if hasUnits {
+			line(units)
+		}
+	}
+	for i, r := range rows {
+		line(append([]string{first[i].String()}, r...))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func runes(s string) int { return utf8.RuneCountInString(s) }
+
+// Middle shortens s to n characters by cutting its middle out and putting
+// "…" there: a cgroup name's start (its kind) and end (its ID and
+// suffix) say more than its middle.
+func Middle(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n || n < 3 {
+		return s
+	}
+	tail := (n - 1) / 2
+	head := n - 1 - tail
+	return string(r[:head]) + "…" + string(r[len(r)-tail:])
+}
+
+// shortenColumn returns rows with the cells of column i cut to n
+// characters in the middle.
+func shortenColumn(rows [][]string, i, n int) [][]string {
+	out := make([][]string, len(rows))
+	for j, r := range rows {
+		out[j] = append([]string(nil), r...)
+		out[j][i] = Middle(r[i], n)
+	}
+	return out
+}
