@@ -60,7 +60,7 @@ func (p *progress) show(left time.Duration) {
 	if p.w == nil {
 		return
 	}
-	fmt.Fprintf(p.w, "\r\x1b[Kcgwarden: %s, %s left…", p.what, left.Round(time.Second))
+	fmt.Fprintf(p.w, "\r\x1b[Kcgwarden: %s, %s left…", p.what, (left + time.Second - 1).Truncate(time.Second))
 }
 
 // done clears the line.

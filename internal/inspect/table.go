@@ -22,8 +22,13 @@ type cell struct {
 
 func (c cell) String() string { return c.tree + c.fixed + c.name }
 
-// minName is the fewest characters a shortened name keeps.
+// minName is the fewest characters a shortened cgroup name keeps.
 const minName = 24
+
+// minPod is the fewest characters a shortened namespace/name keeps: the
+// names people look for, cut only when the cgroup names could not make
+// the room.
+const minPod = 40
 
 // writeTable writes rows under cols, two spaces apart, with no trailing
 // spaces. When width > 0 and the table is wider, the names of the first
@@ -69,7 +74,7 @@ func writeTable(w io.Writer, cols []column, first []cell, rows [][]string, heade
 			// Then the POD column (namespace/name), when the names
 			// alone could not make the room.
 			if over = total - longest + widths[0] - width; over > 0 && len(cols) > 2 {
-				keep := max(widths[2]-over, minName)
+				keep := max(widths[2]-over, minPod)
 				rows = shortenColumn(rows, 1, keep)
 				widths[2] = min(widths[2], max(keep, runes(cols[2].head)))
 			}
