@@ -3,6 +3,7 @@ package cli
 import (
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -78,35 +79,31 @@ func runInspect(w io.Writer, o *Options, f inspectFlags) error {
 	o.checkFilter(filter, meta)
 	keep := func(p *inventory.Pod) bool { return filter.Match(p.UID, p.Namespace, p.Name, meta) }
 	sized, held := weights.Views(n, meta, 0)
-	var shown []weights.View
-	for _, v := range sized {
-		if keep(v.Pod) {
-			shown = append(shown, v)
-		}
-	}
-	switch o.Output {
-	case "json", "yaml":
+	sized = slices.DeleteFunc(sized, func(v weights.View) bool { return !keep(v.Pod) })
+	if o.Output == "json" || o.Output == "yaml" {
 		sel := *n
-		sel.Pods = nil
-		for _, p := range n.Pods {
-			if keep(p) {
-				sel.Pods = append(sel.Pods, p)
-			}
-		}
+		sel.Pods = slices.DeleteFunc(slices.Clone(n.Pods), func(p *inventory.Pod) bool { return !keep(p) })
 		inspect.SortPods(sel.Pods, order)
-		return writeData(w, o.Output, inspect.NewReport(&sel, shown))
+		return writeData(w, o.Output, inspect.NewReport(&sel, sized))
 	}
-	opt := inspect.TextOptions{Width: termWidth(), Wide: o.Output == "wide", NoHeaders: f.noHeaders, Keep: keep, Order: order}
-	if o.Snapshot == "" {
-		opt.Hints = append(opt.Hints, "To see what cgwarden shows on a Kubernetes node, try an embedded example snapshot:")
-		for _, name := range examples.Names() {
-			opt.Hints = append(opt.Hints, "  cgwarden inspect --snapshot "+examples.Prefix+name)
-		}
-	}
+	opt := inspect.TextOptions{Width: termWidth(), Wide: o.Output == "wide", NoHeaders: f.noHeaders, Keep: keep, Order: order, Hints: o.exampleHints()}
 	if err := inspect.WriteText(w, n, opt); err != nil || f.noHeaders {
 		return err
 	}
-	return inspect.WriteSized(w, shown, held)
+	return inspect.WriteSized(w, sized, held)
+}
+
+// exampleHints point at the embedded snapshots when the live host is not
+// a Kubernetes node.
+func (o *Options) exampleHints() []string {
+	if o.Snapshot != "" {
+		return nil
+	}
+	hints := []string{"To see what cgwarden shows on a Kubernetes node, try an embedded example snapshot:"}
+	for _, name := range examples.Names() {
+		hints = append(hints, "  cgwarden inspect --snapshot "+examples.Prefix+name)
+	}
+	return hints
 }
 
 // checkFilter warns when a label selector cannot match: without pod

@@ -75,7 +75,7 @@ func LoadMeta(o *Options) (*metadata.Set, error) {
 // UID.
 func (o *Options) podMetadata() (*metadata.Set, error) {
 	mode := o.Meta.Mode
-	o.metaSource = ""
+	o.metaSource, o.metaMissing = "", ""
 	switch {
 	case mode == "" || (mode == podsource.Auto && (o.PodsFile != "" || o.Snapshot != "")):
 		if o.PodsFile == "" {
@@ -105,6 +105,9 @@ func (o *Options) podMetadata() (*metadata.Set, error) {
 		defer c.Close()
 	}
 	if lister == nil {
+		if mode == podsource.Auto {
+			o.metaMissing = "no pod metadata: no CRI socket, kubeconfig or in-cluster config answers, so pods are shown by UID (--pods FILE names them)"
+		}
 		return nil, nil
 	}
 	pods, err := lister.Pods(ctx)
@@ -158,13 +161,15 @@ func defaultKubeconfig() string {
 	return f
 }
 
-// metaLogger is the pod sources' logger: their progress is debug output
-// for a command run by hand, their warnings are not.
+// metaLogger is the pod sources' logger. Their progress and their
+// warnings are written for the agent's log; a command run by hand says
+// what it found in its own words (podMetadata), and shows theirs with
+// --log-level debug.
 func (o *Options) metaLogger() *slog.Logger {
 	if strings.EqualFold(o.LogLevel, "debug") {
 		return slog.Default()
 	}
-	return slog.New(slog.NewTextHandler(o.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return slog.New(slog.NewTextHandler(o.stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 }
 
 func sourceName(s string) string {

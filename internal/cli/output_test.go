@@ -211,8 +211,11 @@ func TestMetadataAutoNothingThere(t *testing.T) {
 	if err != nil || meta != nil {
 		t.Fatalf("auto with nothing there: %v, %v", meta, err)
 	}
-	if d := time.Now().Sub(start); d.Seconds() > 2 {
+	if d := time.Since(start); d.Seconds() > 2 {
 		t.Errorf("auto with nothing there took %s", d)
+	}
+	if !strings.Contains(o.metaMissing, "pods are shown by UID") {
+		t.Errorf("auto with nothing there does not say why pods have no names: %q", o.metaMissing)
 	}
 }
 

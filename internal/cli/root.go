@@ -42,8 +42,9 @@ type Options struct {
 	Meta MetaFlags
 	// Select chooses the pods shown (inspect, audit).
 	Select SelectFlags
-	// metaSource names where the pod metadata came from, for messages.
-	metaSource string
+	// metaSource names where the pod metadata came from, for messages;
+	// metaMissing says why auto found none.
+	metaSource, metaMissing string
 	// stderr takes the warnings of read commands (a snapshot that does
 	// not prove it is whole, a pods file from another node).
 	stderr io.Writer

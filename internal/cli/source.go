@@ -69,6 +69,9 @@ func (o *Options) loadSnapshot() (*snapshot.Snapshot, error) {
 // names none of them is another node's (or another time's): the warning
 // is loud, and the audit rules that depend on names skip themselves.
 func (o *Options) checkPodsMatch(meta *metadata.Set, n *inventory.Node) {
+	if meta == nil && n != nil && len(n.Pods) > 0 && o.metaMissing != "" {
+		o.infof("%s", o.metaMissing)
+	}
 	if meta == nil || n == nil {
 		return
 	}
