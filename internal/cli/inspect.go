@@ -46,7 +46,7 @@ func newInspect(o *Options) *cobra.Command {
 	cmd.Flags().BoolVar(&f.demand, "demand", false, "also measure each cgroup's CPU demand over --interval (its threads' run + wait time) and show its fair share under that demand")
 	cmd.Flags().Var(&o.Interval, "interval", "time between the two samples CPU rates are measured over (0 for one sample, no rates)")
 	cmd.Flags().BoolVar(&f.noHeaders, "no-headers", false, "text and wide: write the table's rows only (no node line, column headers or notes)")
-	cmd.Flags().StringVar(&f.sortBy, "sort-by", "", "order sibling cgroups (and -o json/yaml's pods) by "+strings.Join(inspect.SortKeys, ", ")+" (name A to Z, figures largest first)")
+	cmd.Flags().StringVar(&f.sortBy, "sort-by", "", "order sibling cgroups (and -o json/yaml's pods) by `KEY`: "+strings.Join(inspect.SortKeys, ", ")+" (name A to Z, figures largest first)")
 	return cmd
 }
 

@@ -32,11 +32,11 @@ const metaSyncTimeout = 5 * time.Second
 // addMeta adds --metadata and the flags of its sources.
 func addMeta(cmd *cobra.Command, o *Options) {
 	f := cmd.Flags()
-	f.StringVar(&o.Meta.Mode, "metadata", podsource.Auto, "where pod and container names come from: "+strings.Join(podsource.Modes, ", ")+
+	f.StringVar(&o.Meta.Mode, "metadata", podsource.Auto, "the `SOURCE` of pod and container names: "+strings.Join(podsource.Modes, ", ")+
 		" (auto: --pods if given, else the CRI socket if there is one, else the Kubernetes API if a kubeconfig or in-cluster config is there, else none; with --snapshot, only --pods)")
-	f.StringVar(&o.Meta.CRISocket, "cri-socket", "", "CRI runtime socket (default: the first of "+strings.Join(podsource.DefaultCRISockets, ", ")+" that exists)")
-	f.StringVar(&o.Meta.Kubeconfig, "kubeconfig", "", "kubeconfig for the Kubernetes metadata source (default: $KUBECONFIG, else ~/.kube/config if it exists, else in-cluster config)")
-	f.StringVar(&o.Meta.NodeName, "node-name", "", "this node's name, for the Kubernetes source (default: $NODE_NAME, else the hostname)")
+	f.StringVar(&o.Meta.CRISocket, "cri-socket", "", "the CRI runtime's `SOCKET` (default: the first of "+strings.Join(podsource.DefaultCRISockets, ", ")+" that exists)")
+	f.StringVar(&o.Meta.Kubeconfig, "kubeconfig", "", "the kubeconfig `FILE` of the Kubernetes metadata source (default: $KUBECONFIG, else ~/.kube/config if it exists, else in-cluster config)")
+	f.StringVar(&o.Meta.NodeName, "node-name", "", "this node's `NAME`, for the Kubernetes source (default: $NODE_NAME, else the hostname)")
 }
 
 // LoadMeta gathers the pod metadata (see podMetadata) and, when given,

@@ -24,7 +24,7 @@ func addOutput(cmd *cobra.Command, o *Options, formats ...string) {
 	if len(formats) == 0 {
 		formats = fixFormats
 	}
-	cmd.Flags().StringVarP(&o.Output, "output", "o", "text", "output format: "+strings.Join(formats, ", "))
+	cmd.Flags().StringVarP(&o.Output, "output", "o", "text", "output `FORMAT`: "+strings.Join(formats, ", "))
 }
 
 // checkOutput refuses an -o the command does not write.
@@ -68,10 +68,10 @@ type SelectFlags struct {
 // addSelect adds the pod selection flags.
 func addSelect(cmd *cobra.Command, o *Options) {
 	f := cmd.Flags()
-	f.StringVarP(&o.Select.Namespace, "namespace", "n", "", "only the pods of this namespace (default: all namespaces; a node's view)")
+	f.StringVarP(&o.Select.Namespace, "namespace", "n", "", "only the pods of this `NAMESPACE` (default: all namespaces; a node's view)")
 	f.BoolVarP(&o.Select.AllNamespaces, "all-namespaces", "A", false, "the pods of every namespace (the default; refuses -n)")
-	f.StringSliceVar(&o.Select.Pods, "pod", nil, "only these pods, by name or UID (repeat or comma-separate)")
-	f.StringVarP(&o.Select.Selector, "selector", "l", "", "only the pods whose labels match this selector (kubectl syntax: app=web,tier!=db); needs pod metadata")
+	f.StringSliceVar(&o.Select.Pods, "pod", nil, "only these pods, by `NAME` or UID (repeat or comma-separate)")
+	f.StringVarP(&o.Select.Selector, "selector", "l", "", "only the pods whose labels match this `SELECTOR` (kubectl syntax: app=web,tier!=db); needs pod metadata")
 }
 
 // filter builds the pod filter of the selection flags.
