@@ -92,6 +92,12 @@ func (o *Options) podMetadata() (*metadata.Set, error) {
 		o.metaSource = "--pods " + o.PodsFile
 		return LoadPods(o.PodsFile)
 	}
+	return o.listPods(mode)
+}
+
+// listPods asks the source --metadata chooses (auto: the first that
+// answers) for the node's pods.
+func (o *Options) listPods(mode string) (*metadata.Set, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	lister, source, err := podsource.Open(ctx, o.sourceConfig(mode), o.metaLogger())
@@ -113,7 +119,7 @@ func (o *Options) podMetadata() (*metadata.Set, error) {
 	pods, err := lister.Pods(ctx)
 	if err != nil {
 		if mode == podsource.Auto {
-			o.warnf("pod metadata from %s unavailable (%v): pods are shown by UID", source, err)
+			o.warnf("pod metadata from the %s unavailable (%v): pods are shown by UID", sourceName(source), err)
 			return nil, nil
 		}
 		return nil, fmt.Errorf("--metadata %s: %w", mode, err)
