@@ -2,6 +2,7 @@ package inspect
 
 import (
 	"io"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -31,54 +32,11 @@ const minName = 24
 const minPod = 40
 
 // writeTable writes rows under cols, two spaces apart, with no trailing
-// spaces. When width > 0 and the table is wider, the names of the first
-// column are shortened in the middle (down to minName characters).
+// spaces. When width > 0 and the table is wider, it is fitted (see fit).
 func writeTable(w io.Writer, cols []column, first []cell, rows [][]string, headers bool, width int) error {
-	widths := make([]int, len(cols))
-	if headers {
-		for i, c := range cols {
-			widths[i] = max(runes(c.head), runes(c.unit))
-		}
-	}
-	for _, r := range rows {
-		for i, v := range r {
-			widths[i+1] = max(widths[i+1], runes(v))
-		}
-	}
-	longest := widths[0]
-	for _, c := range first {
-		longest = max(longest, runes(c.String()))
-	}
-	widths[0] = longest
+	widths := measure(cols, first, rows, headers)
 	if width > 0 {
-		total := 2 * (len(cols) - 1)
-		for _, v := range widths {
-			total += v
-		}
-		if over := total - width; over > 0 {
-			budget := longest - over
-			first = append([]cell(nil), first...)
-			widths[0] = 0
-			if headers {
-				widths[0] = runes(cols[0].head)
-			}
-			for i, c := range first {
-				least := minName
-				if c.fixed != "" {
-					least = minName / 2 // the marker already says what it is
-				}
-				keep := max(budget-runes(c.tree)-runes(c.fixed), least)
-				first[i].name = Middle(c.name, keep)
-				widths[0] = max(widths[0], runes(first[i].String()))
-			}
-			// Then the POD column (namespace/name), when the names
-			// alone could not make the room.
-			if over = total - longest + widths[0] - width; over > 0 && len(cols) > 2 {
-				keep := max(widths[2]-over, minPod)
-				rows = shortenColumn(rows, 1, keep)
-				widths[2] = min(widths[2], max(keep, runes(cols[2].head)))
-			}
-		}
+		first, rows, widths = fit(cols, first, rows, widths, headers, width)
 	}
 	var b strings.Builder
 	line := func(cells []string) {
@@ -115,6 +73,64 @@ func writeTable(w io.Writer, cols []column, first []cell, rows [][]string, heade
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// measure returns the width of each column: its widest cell, and its
+// header and unit when they are written.
+func measure(cols []column, first []cell, rows [][]string, headers bool) []int {
+	widths := make([]int, len(cols))
+	if headers {
+		for i, c := range cols {
+			widths[i] = max(runes(c.head), runes(c.unit))
+		}
+	}
+	for _, c := range first {
+		widths[0] = max(widths[0], runes(c.String()))
+	}
+	for _, r := range rows {
+		for i, v := range r {
+			widths[i+1] = max(widths[i+1], runes(v))
+		}
+	}
+	return widths
+}
+
+// fit makes a table wider than width narrower: first the names of the
+// first column are cut in the middle (to minName characters, half that
+// after a marker), then, when that was not enough, the POD column (to
+// minPod). Tree drawings, markers and figures are never cut, so a table
+// with many columns can stay wider than a narrow terminal.
+func fit(cols []column, first []cell, rows [][]string, widths []int, headers bool, width int) ([]cell, [][]string, []int) {
+	total := 2 * (len(cols) - 1)
+	for _, v := range widths {
+		total += v
+	}
+	over := total - width
+	if over <= 0 {
+		return first, rows, widths
+	}
+	widths = slices.Clone(widths)
+	budget := widths[0] - over
+	total -= widths[0]
+	first = slices.Clone(first)
+	widths[0] = 0
+	if headers {
+		widths[0] = runes(cols[0].head)
+	}
+	for i, c := range first {
+		least := minName
+		if c.fixed != "" {
+			least = minName / 2 // the marker already says what it is
+		}
+		first[i].name = Middle(c.name, max(budget-runes(c.tree)-runes(c.fixed), least))
+		widths[0] = max(widths[0], runes(first[i].String()))
+	}
+	if over = total + widths[0] - width; over > 0 && len(cols) > 2 {
+		keep := max(widths[2]-over, minPod)
+		rows = shortenColumn(rows, 1, keep)
+		widths[2] = min(widths[2], max(keep, runes(cols[2].head)))
+	}
+	return first, rows, widths
 }
 
 func runes(s string) int { return utf8.RuneCountInString(s) }
