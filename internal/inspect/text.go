@@ -53,6 +53,10 @@ type TextOptions struct {
 	Order func(a, b *inventory.Cgroup) int
 }
 
+// NoKnownPod is the POD column of a container-shaped cgroup that names
+// no known pod (it appears once, in the tree; a note after it says so).
+const NoKnownPod = "→ no known pod"
+
 // CappedMark follows a GUARANTEED figure that a CPU quota caps.
 const CappedMark = "*"
 
@@ -96,8 +100,10 @@ func WriteText(w io.Writer, n *inventory.Node, opt TextOptions) error {
 		}
 	}
 	mark(n.KubeRoot)
+	unattached := map[*inventory.Cgroup]bool{}
 	for _, c := range n.Unattached {
 		mark(c)
+		unattached[c] = true
 	}
 	hidden := func(c *inventory.Cgroup) bool {
 		if a, ok := ctrOf[c]; ok && (a.ctr.Misplaced || !keep(a.pod)) {
@@ -130,6 +136,9 @@ func WriteText(w io.Writer, n *inventory.Node, opt TextOptions) error {
 			if a.ctr.Leftover {
 				r.kind, r.who = "leftover", "empty; moved into "+podLabel(a.pod)
 			}
+		}
+		if unattached[c] && r.who == "" {
+			r.who = NoKnownPod
 		}
 		rows = append(rows, r)
 		var kids []*inventory.Cgroup
@@ -183,10 +192,7 @@ func WriteText(w io.Writer, n *inventory.Node, opt TextOptions) error {
 		if len(n.Unattached) == 1 {
 			verb = "looks"
 		}
-		fmt.Fprintf(w, "\n%s %s like containers or VM processes but name no known pod (give pod metadata to attach them):\n", plural(len(n.Unattached), "cgroup"), verb)
-		for _, c := range n.Unattached {
-			fmt.Fprintf(w, "  %s (%s)\n", id(c.Path), c.Identity.Shape)
-		}
+		fmt.Fprintf(w, "\n%s marked %q above %s like containers or VM processes but name no known pod (give pod metadata to attach them).\n", plural(len(n.Unattached), "cgroup"), NoKnownPod, verb)
 	}
 	return nil
 }
