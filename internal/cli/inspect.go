@@ -86,7 +86,7 @@ func runInspect(w io.Writer, o *Options, f inspectFlags) error {
 		inspect.SortPods(sel.Pods, order)
 		return writeData(w, o.Output, inspect.NewReport(&sel, sized))
 	}
-	opt := inspect.TextOptions{Width: termWidth(), Wide: o.Output == "wide", NoHeaders: f.noHeaders, Keep: keep, Order: order, Hints: o.exampleHints()}
+	opt := inspect.TextOptions{Width: termWidth(w), Wide: o.Output == "wide", NoHeaders: f.noHeaders, Keep: keep, Order: order, Hints: o.exampleHints()}
 	if err := inspect.WriteText(w, n, opt); err != nil || f.noHeaders {
 		return err
 	}
@@ -115,13 +115,15 @@ func (o *Options) checkFilter(f *metadata.Filter, meta *metadata.Set) {
 }
 
 // termWidth is the width the text view fits in: $COLUMNS when set, else
-// stdout's terminal width; 0 (no limit) on a pipe, as kubectl.
-func termWidth() int {
+// the width of the terminal w is; 0 (no limit) on a pipe or a file.
+func termWidth(w io.Writer) int {
 	if c, err := strconv.Atoi(os.Getenv("COLUMNS")); err == nil && c > 0 {
 		return c
 	}
-	if w, _, err := term.GetSize(int(os.Stdout.Fd())); err == nil && w > 0 {
-		return w
+	if f, ok := w.(*os.File); ok {
+		if cols, _, err := term.GetSize(int(f.Fd())); err == nil && cols > 0 {
+			return cols
+		}
 	}
 	return 0
 }
