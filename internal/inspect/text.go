@@ -172,7 +172,13 @@ func WriteText(w io.Writer, n *inventory.Node, opt TextOptions) error {
 			if i == len(extra)-1 {
 				b = childPrefix + "└─ "
 			}
-			r := cgroupRow(ct.Cgroup, cell{tree: b, fixed: MisplacedMarker + " " + id(ct.ID) + " at ", name: id(ct.Cgroup.Path)}, opt.Wide)
+			// The short ID says which container when the path is cut;
+			// -o wide shows the path whole, and the ID in it.
+			fixed := MisplacedMarker + " " + short(ct.ID) + " at "
+			if opt.Wide {
+				fixed = MisplacedMarker + " at "
+			}
+			r := cgroupRow(ct.Cgroup, cell{tree: b, fixed: fixed, name: id(ct.Cgroup.Path)}, opt.Wide)
 			r.kind, r.who = "container", ct.Name
 			if IsSandbox(p, ct) {
 				r.kind = "sandbox"
