@@ -360,16 +360,27 @@ func cgroupRow(c *inventory.Cgroup, name cell, wide bool) row {
 }
 
 // IsSandbox says whether a pod's container cgroup is runtime overhead
-// rather than one of the pod's containers: the inventory says so for a
-// Kata sandbox or conmon; and when the pod's metadata is known (it has a
-// name) but names no container with this ID, the cgroup is the pod's
-// sandbox (the pause container), which kubectl and the CRI container list
-// leave out.
+// rather than one of the pod's containers. The inventory says so for a
+// Kata sandbox or conmon. Otherwise, when the pod's metadata is known (it
+// has a name) and names every container cgroup of the pod but one, that
+// one is the pod's sandbox (the pause container), which kubectl and the
+// CRI container list leave out. Two or more unnamed cgroups (metadata
+// older than a container's restart) mark none: which is the sandbox is
+// then a guess.
 func IsSandbox(p *inventory.Pod, c *inventory.Container) bool {
 	if c.Sandbox {
 		return true
 	}
-	return p != nil && p.Name != "" && c.Name == "" && !c.Leftover
+	if p == nil || p.Name == "" || c.Name != "" || c.Leftover {
+		return false
+	}
+	unnamed := 0
+	for _, o := range p.Containers {
+		if o.Name == "" && !o.Sandbox && !o.Leftover {
+			unnamed++
+		}
+	}
+	return unnamed == 1
 }
 
 // QuotaCap is the fewest cores the CPU quotas of c and its parents allow;

@@ -107,3 +107,26 @@ func TestWriteTextUnattachedOnce(t *testing.T) {
 		t.Errorf("the unattached cgroup is not marked and counted:\n%s", text)
 	}
 }
+
+func TestIsSandbox(t *testing.T) {
+	app := &inventory.Container{ID: "a", Name: "app"}
+	pause := &inventory.Container{ID: "p"}
+	kata := &inventory.Container{ID: "k", Sandbox: true}
+	restarted := &inventory.Container{ID: "r"}
+	for _, c := range []struct {
+		what string
+		pod  *inventory.Pod
+		ctr  *inventory.Container
+		want bool
+	}{
+		{"the one unnamed cgroup of a named pod", &inventory.Pod{Name: "web", Containers: []*inventory.Container{app, pause}}, pause, true},
+		{"a named container", &inventory.Pod{Name: "web", Containers: []*inventory.Container{app, pause}}, app, false},
+		{"a pod without metadata", &inventory.Pod{Containers: []*inventory.Container{app, pause}}, pause, false},
+		{"two unnamed: metadata older than a restart", &inventory.Pod{Name: "web", Containers: []*inventory.Container{pause, restarted}}, pause, false},
+		{"the inventory's own sandbox", &inventory.Pod{Containers: []*inventory.Container{kata}}, kata, true},
+	} {
+		if got := IsSandbox(c.pod, c.ctr); got != c.want {
+			t.Errorf("%s: %v, want %v", c.what, got, c.want)
+		}
+	}
+}
