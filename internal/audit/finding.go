@@ -55,7 +55,7 @@ type Subject struct {
 	PodUID      string `json:"podUID,omitempty"`
 	PodName     string `json:"podName,omitempty"`
 	Namespace   string `json:"namespace,omitempty"`
-	Container   string `json:"container,omitempty"`
+	Container   string `json:"containerName,omitempty"`
 	ContainerID string `json:"containerID,omitempty"`
 	Cgroup      string `json:"cgroup,omitempty"`
 }

@@ -108,7 +108,7 @@ func TestAuditExitCodes(t *testing.T) {
 		{[]string{"--snapshot", "example:seed-003-k3s-spin", "--fail-on", "error"}, 1},
 		{[]string{"--snapshot", "example:no-such-snapshot"}, 2},
 		{[]string{"--snapshot", "example:seed-003-k3s-spin", "--fail-on", "panic"}, 2},
-		{[]string{"--snapshot", "example:seed-003-k3s-spin", "-o", "yaml"}, 2},
+		{[]string{"--snapshot", "example:seed-003-k3s-spin", "-o", "wide"}, 2},
 		{[]string{"--snapshot", "example:seed-003-k3s-spin", "--vms", seed000 + ".vms.json"}, 2},
 		{[]string{"--snapshot", "example:seed-003-k3s-spin", "--pods", seed000 + ".pods.json", "--vms", "/nonexistent"}, 2},
 		{[]string{"--snapshot", "example:seed-003-k3s-spin", "--starvation-cores", "-1"}, 2},

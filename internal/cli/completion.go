@@ -7,11 +7,12 @@ import (
 
 	"github.com/cgwarden/cgwarden/internal/audit"
 	"github.com/cgwarden/cgwarden/internal/examples"
+	"github.com/cgwarden/cgwarden/internal/inspect"
 	"github.com/cgwarden/cgwarden/internal/podsource"
 )
 
 // addCompletions registers shell completions for the flag values that
-// are words (-o, --fail-on, --log-level, --metadata, --only) and for the
+// are words (-o, --fail-on, --log-level, --metadata, --only, --sort-by) and for the
 // embedded snapshots of --snapshot example:NAME. Flags that take a file
 // keep the shell's file completion.
 func addCompletions(root *cobra.Command) {
@@ -23,7 +24,17 @@ func addCompletions(root *cobra.Command) {
 	var walk func(*cobra.Command)
 	walk = func(c *cobra.Command) {
 		if f := c.LocalNonPersistentFlags().Lookup("output"); f != nil && c.Name() != "snapshot" {
-			_ = c.RegisterFlagCompletionFunc("output", words("text", "json"))
+			formats := fixFormats
+			switch c.Name() {
+			case "inspect":
+				formats = readFormats
+			case "audit":
+				formats = auditFormats
+			}
+			_ = c.RegisterFlagCompletionFunc("output", words(formats...))
+		}
+		if c.LocalNonPersistentFlags().Lookup("sort-by") != nil {
+			_ = c.RegisterFlagCompletionFunc("sort-by", words(inspect.SortKeys...))
 		}
 		if c.LocalNonPersistentFlags().Lookup("fail-on") != nil {
 			_ = c.RegisterFlagCompletionFunc("fail-on", words(string(audit.Error), string(audit.Warning), string(audit.Info)))

@@ -31,13 +31,15 @@ func ScanNodeDemand(o *Options, meta *metadata.Set, interval time.Duration) (*in
 	if interval <= 0 {
 		return LiveScan(host, meta, 0)
 	}
+	show := o.progress("measuring CPU and demand")
 	now := time.Now()
 	return demandSamples([]Sample{{FS: host, Time: now}, {FS: host}}, meta, func(sc *inventory.Scanner, tt *inventory.ThreadTimes, rs *inventory.RunnableSamples) time.Time {
 		// Look at the threads' states ten times during the interval.
 		for i := 0; i < runnableLooks; i++ {
-			time.Sleep(interval / runnableLooks)
+			show.step(interval, i, runnableLooks)
 			sc.SampleRunnable(tt, rs)
 		}
+		show.done()
 		return time.Now()
 	})
 }

@@ -15,6 +15,9 @@ import (
 var inspectExamples = []string{"cgroupfs-v1-containerd", "cgroupfs-v2-crio", "seed-000-eks-neonvm", "seed-003-k3s-spin"}
 
 func TestInspectGolden(t *testing.T) {
+	// A 120-column terminal: long cgroup names are shortened in the
+	// middle (-o wide keeps them whole: inspect_output_test.go).
+	t.Setenv("COLUMNS", "120")
 	for _, name := range inspectExamples {
 		podsFile := "../examples/snapshots/" + name + ".pods.json"
 		if _, err := os.Stat(podsFile); err != nil {
@@ -69,15 +72,15 @@ func TestInspectSeed003Text(t *testing.T) {
 	if !strings.Contains(lines[pod], "default/spin-test-runwasi-") {
 		t.Errorf("pod row does not name the pod: %q", lines[pod])
 	}
-	// Columns from the right: MEM WS (two fields: "0 B"), CPU USED, ...
-	if used := podRow[len(podRow)-3]; used != "0.000" {
+	// Columns from the right: MEM WS (MiB), CPU USED, ...
+	if used := podRow[len(podRow)-2]; used != "0.000" {
 		t.Errorf("pod cgroup CPU used %q, want 0.000: %q", used, lines[pod])
 	}
 	if !strings.Contains(ctrRow, inspect.MisplacedMarker+" c339025b3f0d…") || !strings.Contains(ctrRow, "spin-test-runwasi") {
 		t.Errorf("the row under the pod is not the marked misplaced container: %q", ctrRow)
 	}
-	if f := strings.Fields(ctrRow); f[len(f)-3] != "0.950" {
-		t.Errorf("misplaced container CPU used %q, want 0.950: %q", f[len(f)-3], ctrRow)
+	if f := strings.Fields(ctrRow); f[len(f)-2] != "0.950" {
+		t.Errorf("misplaced container CPU used %q, want 0.950: %q", f[len(f)-2], ctrRow)
 	}
 }
 

@@ -38,6 +38,13 @@ type Options struct {
 	Interval Duration
 	Output   string
 	LogLevel string
+	// Meta chooses the pod metadata source (inspect, audit).
+	Meta MetaFlags
+	// Select chooses the pods shown (inspect, audit).
+	Select SelectFlags
+	// metaSource names where the pod metadata came from, for messages;
+	// metaMissing says why auto found none.
+	metaSource, metaMissing string
 	// stderr takes the warnings of read commands (a snapshot that does
 	// not prove it is whole, a pods file from another node).
 	stderr io.Writer

@@ -152,8 +152,11 @@ func TestCompletions(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"audit", "-o", ""}, "text json"},
-		{[]string{"inspect", "--output", "j"}, "text json"}, // the shell filters by prefix
+		{[]string{"audit", "-o", ""}, "text json yaml"},
+		{[]string{"inspect", "--output", "j"}, "text wide json yaml"}, // the shell filters by prefix
+		{[]string{"fix", "-o", ""}, "text json"},
+		{[]string{"inspect", "--sort-by", ""}, "name cpu memory guaranteed weight"},
+		{[]string{"inspect", "--metadata", ""}, "auto cri kubernetes file none"},
 		{[]string{"audit", "--fail-on", ""}, "error warning info"},
 		{[]string{"--log-level", ""}, "debug info warn error"},
 		{[]string{"inspect", "--snapshot", "example:seed-0"}, "example:seed-000-eks-neonvm example:seed-003-k3s-spin"},

@@ -96,7 +96,7 @@ func capture(w io.Writer, o *Options, note string) error {
 		return err
 	}
 	if interval > 0 {
-		time.Sleep(interval)
+		o.progress("taking the second sample").wait(interval)
 		// Record the real time between the two scans' starts: on a big
 		// node a scan takes a while, and rates computed over the nominal
 		// interval would be too high.

@@ -64,13 +64,20 @@ func (o *Options) loadSnapshot() (*snapshot.Snapshot, error) {
 	return s, nil
 }
 
-// checkPodsMatch says on stderr how many pods of --pods are on the node,
-// and how many of the node's pods the file does not name. A file that
+// checkPodsMatch says on stderr how many pods of the metadata are on the
+// node, and how many of the node's pods it does not name. Metadata that
 // names none of them is another node's (or another time's): the warning
 // is loud, and the audit rules that depend on names skip themselves.
 func (o *Options) checkPodsMatch(meta *metadata.Set, n *inventory.Node) {
+	if meta == nil && n != nil && len(n.Pods) > 0 && o.metaMissing != "" {
+		o.infof("%s", o.metaMissing)
+	}
 	if meta == nil || n == nil {
 		return
+	}
+	src := o.metaSource
+	if src == "" {
+		src = "the pod metadata"
 	}
 	inFile := meta.Pods()
 	onNode, matched := 0, 0
@@ -82,14 +89,14 @@ func (o *Options) checkPodsMatch(meta *metadata.Set, n *inventory.Node) {
 	}
 	switch {
 	case len(inFile) == 0:
-		o.warnf("--pods %s lists no pod: pods are shown by UID", o.PodsFile)
+		o.warnf("%s lists no pod: pods are shown by UID", src)
 		return
 	case matched == 0 && onNode > 0:
-		o.warnf("NONE of the %d pods in --pods %s is on this node (%d pods here): the file is from another node or another time. "+
-			"Pods are shown by UID, and audit leaves out the findings that depend on the file's pods.", len(inFile), o.PodsFile, onNode)
+		o.warnf("NONE of the %d pods in %s is on this node (%d pods here): the metadata is from another node or another time. "+
+			"Pods are shown by UID, and audit leaves out the findings that depend on the metadata's pods.", len(inFile), src, onNode)
 		return
 	}
-	o.infof("--pods %s: %d of its %d pods are on this node; %d of the node's %d pods are not in it", o.PodsFile, matched, len(inFile), onNode-matched, onNode)
+	o.infof("%s: %d of its %d pods are on this node; %d of the node's %d pods are not in it", src, matched, len(inFile), onNode-matched, onNode)
 }
 
 // LoadPods reads --pods; nil when not given.
@@ -124,12 +131,17 @@ func ScanNode(o *Options, meta *metadata.Set, interval time.Duration) (*inventor
 		return nil, err
 	}
 	defer host.Close()
-	return LiveScan(host, meta, interval)
+	return liveScan(host, meta, interval, o.progress("measuring CPU").wait)
 }
 
 // LiveScan scans fsys twice, interval apart, and returns the second scan
 // with rates.
 func LiveScan(fsys cgroupfs.FS, meta *metadata.Set, interval time.Duration) (*inventory.Node, error) {
+	return liveScan(fsys, meta, interval, time.Sleep)
+}
+
+// liveScan is LiveScan with the wait between the scans given.
+func liveScan(fsys cgroupfs.FS, meta *metadata.Set, interval time.Duration, wait func(time.Duration)) (*inventory.Node, error) {
 	sc, err := inventory.Open(fsys)
 	if err != nil {
 		return nil, err
@@ -139,7 +151,7 @@ func LiveScan(fsys cgroupfs.FS, meta *metadata.Set, interval time.Duration) (*in
 	if err != nil || interval <= 0 {
 		return first, err
 	}
-	time.Sleep(interval)
+	wait(interval)
 	second, err := sc.Scan(time.Now())
 	if err != nil {
 		return nil, err

@@ -4,7 +4,8 @@ import (
 	"fmt"
 	"io"
 	"regexp"
-	"text/tabwriter"
+	"slices"
+	"strconv"
 
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/layout"
@@ -26,17 +27,183 @@ func short(s string) string {
 }
 
 type row struct {
-	name, kind, who                         string
+	name                                    cell
+	kind, who                               string
 	weight, quota, guaranteed, used, memory string
-	demand, fair                            string
+	demand, fair, limit, throttled          string
+	capped                                  bool
 }
+
+// TextOptions shape the human view.
+type TextOptions struct {
+	// Width is the terminal's width in columns: the CGROUP column's names
+	// are shortened in the middle to fit. 0 is no limit (a pipe).
+	Width int
+	// Wide shows names and container IDs whole, and the memory limit and
+	// throttled periods.
+	Wide bool
+	// NoHeaders writes the table's rows only: no node line, column
+	// headers, footnotes or lists after the table.
+	NoHeaders bool
+	// Hints are said when the node has no kubelet hierarchy.
+	Hints []string
+	// Keep selects the pods shown (with their containers); nil shows all.
+	Keep func(*inventory.Pod) bool
+	// Order sorts sibling cgroups; nil keeps the scan's order (by name).
+	Order func(a, b *inventory.Cgroup) int
+}
+
+// NoKnownPod is the POD column of a container-shaped cgroup that names
+// no known pod (it appears once, in the tree; a note after it says so).
+const NoKnownPod = "→ no known pod"
+
+// CappedMark follows a GUARANTEED figure that a CPU quota caps.
+const CappedMark = "*"
 
 // WriteText writes the human view: a header line, then the cgroup tree
 // with columns. The kubelet's subtree is shown whole; other cgroups only
-// at the first level and on the way to the kubelet's root and to
-// containers or VM processes outside it. Misplaced containers appear under their pod, marked,
-// and again where they really are.
-func WriteText(w io.Writer, n *inventory.Node, hints []string) error {
+// at the first level and on the way to the kubelet's root and to VM
+// processes outside it. A misplaced container appears once, under its pod,
+// marked, with the path where it really is.
+func WriteText(w io.Writer, n *inventory.Node, opt TextOptions) error {
+	if !opt.NoHeaders {
+		writeNodeLine(w, n, opt.Hints)
+	}
+	keep := func(p *inventory.Pod) bool { return opt.Keep == nil || opt.Keep(p) }
+	id := short
+	if opt.Wide {
+		id = func(s string) string { return s }
+	}
+	podOf := map[*inventory.Cgroup]*inventory.Pod{}
+	type attached struct {
+		pod *inventory.Pod
+		ctr *inventory.Container
+	}
+	ctrOf := map[*inventory.Cgroup]attached{}
+	for _, p := range n.Pods {
+		if p.Cgroup != nil {
+			podOf[p.Cgroup] = p
+		}
+		for _, ct := range p.Containers {
+			ctrOf[ct.Cgroup] = attached{p, ct}
+		}
+	}
+	// Host cgroups below the first level stay folded, except on the way
+	// down to the kubelet's root (a --cgroup-root prefix such as kind's
+	// /kubelet.slice) and to cgroups that hold VM processes or unknown
+	// containers outside it: there only the cgroups on those ways are
+	// shown. A misplaced container is shown under its pod only.
+	onWay := map[*inventory.Cgroup]bool{}
+	mark := func(c *inventory.Cgroup) {
+		for ; c != nil && !onWay[c]; c = c.Parent {
+			onWay[c] = true
+		}
+	}
+	mark(n.KubeRoot)
+	unattached := map[*inventory.Cgroup]bool{}
+	for _, c := range n.Unattached {
+		mark(c)
+		unattached[c] = true
+	}
+	hidden := func(c *inventory.Cgroup) bool {
+		if a, ok := ctrOf[c]; ok && (a.ctr.Misplaced || !keep(a.pod)) {
+			return true
+		}
+		p := podOf[c]
+		return p != nil && !keep(p)
+	}
+	var rows []row
+	var visit func(c *inventory.Cgroup, prefix string, last bool, depth int)
+	visit = func(c *inventory.Cgroup, prefix string, last bool, depth int) {
+		branch, childPrefix := "", prefix
+		if depth > 0 {
+			branch, childPrefix = prefix+"├─ ", prefix+"│  "
+			if last {
+				branch, childPrefix = prefix+"└─ ", prefix+"   "
+			}
+		}
+		r := cgroupRow(c, cell{tree: branch, name: id(c.Name())}, opt.Wide)
+		if p := podOf[c]; p != nil && p.Name != "" {
+			r.who = p.Namespace + "/" + p.Name
+		}
+		// A container under its pod shows its name (blank when unknown);
+		// a sandbox (pause, Kata's VM, conmon) is marked as such.
+		if a, ok := ctrOf[c]; ok {
+			r.who = a.ctr.Name
+			if IsSandbox(a.pod, a.ctr) {
+				r.kind = "sandbox"
+			}
+			if a.ctr.Leftover {
+				r.kind, r.who = "leftover", "empty; moved into "+podLabel(a.pod)
+			}
+		}
+		if unattached[c] && r.who == "" {
+			r.who = NoKnownPod
+		}
+		rows = append(rows, r)
+		var kids []*inventory.Cgroup
+		inKube := c.Identity.Kind != layout.Host || c == n.KubeRoot
+		for _, ch := range c.Children {
+			if hidden(ch) || (!inKube && depth >= 1 && !onWay[ch]) {
+				continue
+			}
+			kids = append(kids, ch)
+		}
+		if c.Identity.IsContainerLike() || c.Identity.Kind == layout.Foreign {
+			kids = nil // nested cgroups of a container are its own business
+		}
+		if opt.Order != nil {
+			slices.SortStableFunc(kids, opt.Order)
+		}
+		var extra []*inventory.Container
+		p := podOf[c]
+		if p != nil {
+			for _, ct := range p.Containers {
+				if ct.Misplaced {
+					extra = append(extra, ct)
+				}
+			}
+		}
+		for i, ch := range kids {
+			visit(ch, childPrefix, i == len(kids)-1 && len(extra) == 0, depth+1)
+		}
+		for i, ct := range extra {
+			b := childPrefix + "├─ "
+			if i == len(extra)-1 {
+				b = childPrefix + "└─ "
+			}
+			// The short ID says which container when the path is cut;
+			// -o wide shows the path whole, and the ID in it.
+			fixed := MisplacedMarker + " " + short(ct.ID) + " at "
+			if opt.Wide {
+				fixed = MisplacedMarker + " at "
+			}
+			r := cgroupRow(ct.Cgroup, cell{tree: b, fixed: fixed, name: id(ct.Cgroup.Path)}, opt.Wide)
+			r.kind, r.who = "container", ct.Name
+			if IsSandbox(p, ct) {
+				r.kind = "sandbox"
+			}
+			rows = append(rows, r)
+		}
+	}
+	visit(n.Root, "", true, 0)
+	if err := writeTree(w, n, rows, opt); err != nil {
+		return err
+	}
+	if opt.NoHeaders {
+		return nil
+	}
+	if len(n.Unattached) > 0 {
+		verb := "look"
+		if len(n.Unattached) == 1 {
+			verb = "looks"
+		}
+		fmt.Fprintf(w, "\n%s marked %q above %s like containers or VM processes but name no known pod (give pod metadata to attach them).\n", plural(len(n.Unattached), "cgroup"), NoKnownPod, verb)
+	}
+	return nil
+}
+
+func writeNodeLine(w io.Writer, n *inventory.Node, hints []string) {
 	ver := string(n.Version)
 	if n.Version == mounts.Hybrid {
 		ver = "v1 (hybrid)"
@@ -56,139 +223,77 @@ func WriteText(w io.Writer, n *inventory.Node, hints []string) error {
 		}
 	}
 	fmt.Fprintln(w)
+}
 
-	podOf := map[*inventory.Cgroup]*inventory.Pod{}
-	type attached struct {
-		pod *inventory.Pod
-		ctr *inventory.Container
+// WeightHeader names the weight column by the file it shows: cpu.shares
+// on cgroup v1 (and hybrid nodes, whose cpu controller is on v1),
+// cpu.weight on v2.
+func WeightHeader(v mounts.Version) string {
+	if v == mounts.V2 {
+		return "WEIGHT"
 	}
-	ctrOf := map[*inventory.Cgroup]attached{}
-	for _, p := range n.Pods {
-		if p.Cgroup != nil {
-			podOf[p.Cgroup] = p
-		}
-		for _, ct := range p.Containers {
-			ctrOf[ct.Cgroup] = attached{p, ct}
-		}
-	}
-	// Host cgroups below the first level stay folded, except on the way
-	// down to the kubelet's root (a --cgroup-root prefix such as kind's
-	// /kubelet.slice) and to cgroups that hold containers or VM processes
-	// outside it (a runtime's /system.slice/containerd.service/...): there
-	// only the cgroups on those ways are shown.
-	onWay := map[*inventory.Cgroup]bool{}
-	mark := func(c *inventory.Cgroup) {
-		for ; c != nil && !onWay[c]; c = c.Parent {
-			onWay[c] = true
-		}
-	}
-	mark(n.KubeRoot)
-	for _, p := range n.Pods {
-		for _, ct := range p.Containers {
-			if ct.Misplaced {
-				mark(ct.Cgroup)
-			}
-		}
-	}
-	for _, c := range n.Unattached {
-		mark(c)
-	}
-	var rows []row
-	var visit func(c *inventory.Cgroup, prefix string, last bool, depth int)
-	visit = func(c *inventory.Cgroup, prefix string, last bool, depth int) {
-		branch, childPrefix := "", prefix
-		if depth > 0 {
-			branch, childPrefix = prefix+"├─ ", prefix+"│  "
-			if last {
-				branch, childPrefix = prefix+"└─ ", prefix+"   "
-			}
-		}
-		r := cgroupRow(c, branch+short(c.Name()))
-		if p := podOf[c]; p != nil && p.Name != "" {
-			r.who = p.Namespace + "/" + p.Name
-		}
-		// A container under its pod shows its name (blank when unknown,
-		// as for sandbox containers kubectl does not list); one away from
-		// its pod points at the pod, by name when known.
-		if a, ok := ctrOf[c]; ok {
-			r.who = a.ctr.Name
-			if a.ctr.Misplaced {
-				r.who = "→ " + podLabel(a.pod)
-			}
-			if a.ctr.Leftover {
-				r.kind, r.who = "leftover", "empty; moved into "+podLabel(a.pod)
-			}
-		}
-		rows = append(rows, r)
-		kids := c.Children
-		inKube := c.Identity.Kind != layout.Host || c == n.KubeRoot
-		if !inKube && depth >= 1 {
-			kids = nil
-			for _, ch := range c.Children {
-				if onWay[ch] {
-					kids = append(kids, ch)
-				}
-			}
-		}
-		if c.Identity.IsContainerLike() || c.Identity.Kind == layout.Foreign {
-			kids = nil // nested cgroups of a container are its own business
-		}
-		var extra []*inventory.Container
-		if p := podOf[c]; p != nil {
-			for _, ct := range p.Containers {
-				if ct.Misplaced {
-					extra = append(extra, ct)
-				}
-			}
-		}
-		for i, ch := range kids {
-			visit(ch, childPrefix, i == len(kids)-1 && len(extra) == 0, depth+1)
-		}
-		for i, ct := range extra {
-			b := childPrefix + "├─ "
-			if i == len(extra)-1 {
-				b = childPrefix + "└─ "
-			}
-			r := cgroupRow(ct.Cgroup, b+MisplacedMarker+" "+short(ct.ID)+" at "+short(ct.Cgroup.Path))
-			r.kind, r.who = "container", ct.Name
-			rows = append(rows, r)
-		}
-	}
-	visit(n.Root, "", true, 0)
+	return "SHARES"
+}
 
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+// writeTree writes the rows as a table, and the footnote of capped
+// guarantees.
+func writeTree(w io.Writer, n *inventory.Node, rows []row, opt TextOptions) error {
 	// With a demand-aware fair share (inspect --demand), two more columns:
 	// what each cgroup wanted and what it should get under that demand.
 	withFair := n.Root.FairCores != nil
+	cores := func(h string) column { return column{head: h, unit: "cores", right: true} }
+	cols := []column{{head: "CGROUP"}, {head: "KIND"}, {head: "POD"}, {head: WeightHeader(n.Version), right: true},
+		cores("QUOTA"), cores("GUARANTEED"), cores("CPU USED")}
 	if withFair {
-		fmt.Fprintln(tw, "CGROUP\tKIND\tPOD\tWEIGHT\tQUOTA\tGUARANTEED\tCPU USED\tDEMAND\tFAIR\tMEM WS\t")
-	} else {
-		fmt.Fprintln(tw, "CGROUP\tKIND\tPOD\tWEIGHT\tQUOTA\tGUARANTEED\tCPU USED\tMEM WS\t")
+		cols = append(cols, cores("DEMAND"), cores("FAIR"))
 	}
+	cols = append(cols, column{head: "MEM WS", unit: "MiB", right: true})
+	if opt.Wide {
+		cols = append(cols, column{head: "MEM LIMIT", unit: "MiB", right: true}, column{head: "THROTTLED", unit: "periods", right: true})
+	}
+	anyCapped := false
 	for _, r := range rows {
-		if withFair {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.name, r.kind, r.who, r.weight, r.quota, r.guaranteed, r.used, r.demand, r.fair, r.memory)
-			continue
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.name, r.kind, r.who, r.weight, r.quota, r.guaranteed, r.used, r.memory)
+		anyCapped = anyCapped || r.capped
 	}
-	if err := tw.Flush(); err != nil {
+	first := make([]cell, 0, len(rows))
+	cells := make([][]string, 0, len(rows))
+	for _, r := range rows {
+		g := r.guaranteed
+		if anyCapped {
+			// Every figure keeps a place for the mark, so the decimals
+			// stay aligned.
+			if r.capped {
+				g += CappedMark
+			} else {
+				g += " "
+			}
+		}
+		c := []string{r.kind, r.who, r.weight, r.quota, g, r.used}
+		if withFair {
+			c = append(c, r.demand, r.fair)
+		}
+		c = append(c, r.memory)
+		if opt.Wide {
+			c = append(c, r.limit, r.throttled)
+		}
+		first = append(first, r.name)
+		cells = append(cells, c)
+	}
+	width := opt.Width
+	if opt.Wide {
+		width = 0
+	}
+	if err := writeTable(w, cols, first, cells, !opt.NoHeaders, width); err != nil {
 		return err
 	}
-	if len(n.Unattached) > 0 {
-		verb := "look"
-		if len(n.Unattached) == 1 {
-			verb = "looks"
-		}
-		fmt.Fprintf(w, "\n%s %s like containers or VM processes but name no known pod (give --pods to attach them):\n", plural(len(n.Unattached), "cgroup"), verb)
-		for _, c := range n.Unattached {
-			fmt.Fprintf(w, "  %s (%s)\n", short(c.Path), c.Identity.Shape)
-		}
+	if anyCapped && !opt.NoHeaders {
+		_, err := fmt.Fprintf(w, "\n%s capped: the CPU quota (the cgroup's own or a parent's) allows fewer cores than its weight guarantees under contention; GUARANTEED shows the quota (-o json has both: cpu.guaranteedCores, cpu.quotaCappedCores).\n", CappedMark)
+		return err
 	}
 	return nil
 }
 
-func cgroupRow(c *inventory.Cgroup, name string) row {
+func cgroupRow(c *inventory.Cgroup, name cell, wide bool) row {
 	id := c.Identity
 	kind := string(id.Kind)
 	switch id.Kind {
@@ -199,16 +304,17 @@ func cgroupRow(c *inventory.Cgroup, name string) row {
 	case layout.Misplaced:
 		kind = "misplaced"
 	}
-	r := row{name: name, kind: kind, who: "", weight: "?", quota: "?", used: "?", memory: "?"}
+	r := row{name: name, kind: kind, who: "", weight: "?", quota: "?", used: "?", memory: "?", limit: "?", throttled: "?"}
 	if id.PodUID != "" && id.Kind != layout.Pod {
 		r.who = "→ pod " + id.PodUID
 	}
 	if id.Kind == layout.Escaped {
 		r.who = "→ pod " + id.PodName
 	}
+	root := c.Parent == nil && c.Path == "/"
 	if w := c.Stats.CPU.Weight; w != nil {
 		r.weight = fmt.Sprint(*w)
-	} else if c.Parent == nil && c.Path == "/" {
+	} else if root {
 		r.weight = "-" // the root has no weight file: it competes with nothing
 	}
 	if q := QuotaCores(c.Stats.CPU); q != nil {
@@ -216,25 +322,86 @@ func cgroupRow(c *inventory.Cgroup, name string) row {
 		if *q >= 0 {
 			r.quota = fmt.Sprintf("%.2f", *q)
 		}
-	} else if c.Parent == nil && c.Path == "/" {
+	} else if root {
 		r.quota = "-" // nor a quota file on v2
 	}
-	r.guaranteed = Cores(c.GuaranteedCores)
+	r.guaranteed = FixedCores(c.GuaranteedCores)
+	if lim := QuotaCap(c); lim != nil && *lim < c.GuaranteedCores {
+		r.guaranteed, r.capped = FixedCores(*lim), true
+	}
 	if c.UsageCores != nil {
 		r.used = fmt.Sprintf("%.3f", *c.UsageCores)
 	}
 	r.demand, r.fair = "?", "?"
 	if c.DemandCores != nil {
-		r.demand = Cores(*c.DemandCores)
+		r.demand = FixedCores(*c.DemandCores)
 	}
 	if c.FairCores != nil {
-		r.fair = Cores(*c.FairCores)
+		r.fair = FixedCores(*c.FairCores)
 	}
-	if ws := c.Stats.Memory.WorkingSetBytes; ws != nil {
-		r.memory = Bytes(*ws)
+	m := c.Stats.Memory
+	if m.WorkingSetBytes != nil {
+		r.memory = MiB(*m.WorkingSetBytes)
+	}
+	if m.LimitBytes != nil {
+		r.limit = "-"
+		if *m.LimitBytes >= 0 {
+			r.limit = MiB(uint64(*m.LimitBytes))
+		}
+	} else if root {
+		r.limit = "-"
+	}
+	if t := c.Stats.CPU.Throttled; t != nil {
+		r.throttled = fmt.Sprint(*t)
+	} else if root {
+		r.throttled = "-"
 	}
 	return r
 }
+
+// IsSandbox says whether a pod's container cgroup is runtime overhead
+// rather than one of the pod's containers. The inventory says so for a
+// Kata sandbox or conmon. Otherwise, when the pod's metadata is known (it
+// has a name) and names every container cgroup of the pod but one, that
+// one is the pod's sandbox (the pause container), which kubectl and the
+// CRI container list leave out. Two or more unnamed cgroups (metadata
+// older than a container's restart) mark none: which is the sandbox is
+// then a guess.
+func IsSandbox(p *inventory.Pod, c *inventory.Container) bool {
+	if c.Sandbox {
+		return true
+	}
+	if p == nil || p.Name == "" || c.Name != "" || c.Leftover {
+		return false
+	}
+	unnamed := 0
+	for _, o := range p.Containers {
+		if o.Name == "" && !o.Sandbox && !o.Leftover {
+			unnamed++
+		}
+	}
+	return unnamed == 1
+}
+
+// QuotaCap is the fewest cores the CPU quotas of c and its parents allow;
+// nil when none of them has a quota (or none could be read).
+func QuotaCap(c *inventory.Cgroup) *float64 {
+	var lim *float64
+	for ; c != nil; c = c.Parent {
+		if q := QuotaCores(c.Stats.CPU); q != nil && *q >= 0 && (lim == nil || *q < *lim) {
+			v := *q
+			lim = &v
+		}
+	}
+	return lim
+}
+
+// FixedCores writes cores with four decimals, one format for a whole
+// column: enough for a starved pod's sliver (0.0005) beside whole cores.
+func FixedCores(v float64) string { return strconv.FormatFloat(v, 'f', 4, 64) }
+
+// MiB writes bytes in MiB with one decimal.
+func MiB(b uint64) string { return strconv.FormatFloat(float64(b)/(1<<20), 'f', 1, 64) }
 
 // plural writes "1 pod", "2 pods".
 func plural(n int, noun string) string {
@@ -250,31 +417,4 @@ func podLabel(p *inventory.Pod) string {
 		return p.Namespace + "/" + p.Name
 	}
 	return "pod " + p.UID
-}
-
-// Cores prints a CPU figure with enough digits to tell 0.002 from 0.
-func Cores(v float64) string {
-	switch {
-	case v == 0:
-		return "0"
-	case v < 0.001:
-		return fmt.Sprintf("%.1e", v)
-	case v < 0.1:
-		return fmt.Sprintf("%.4f", v)
-	}
-	return fmt.Sprintf("%.2f", v)
-}
-
-// Bytes prints a size in binary units.
-func Bytes(b uint64) string {
-	const unit = 1024
-	if b < unit {
-		return fmt.Sprintf("%d B", b)
-	}
-	div, exp := uint64(unit), 0
-	for n := b / unit; n >= unit && exp < 4; n /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(b)/float64(div), "KMGTP"[exp])
 }

@@ -46,19 +46,87 @@ func TestWriteTextShowsTreesBelowHostCgroups(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	if err := WriteText(&out, n, nil); err != nil {
+	if err := WriteText(&out, n, TextOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	text := out.String()
 	for _, want := range []string{
 		"kubelet-kubepods.slice ", "kubelet-kubepods-besteffort.slice ", "kubelet-kubepods-besteffort-pod" + uid_ + ".slice ",
-		MisplacedMarker, "containerd.service ", "kubelet-kubepods-besteffort-pod" + uid_ + ".slice:cri-containerd:c339025b3f0d… ",
+		MisplacedMarker + " c339025b3f0d… at /system.slice/containerd.service/kubelet-kubepods-besteffort-pod" + uid_ + ".slice:cri-containerd:c339025b3f0d… ",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("no %q in\n%s", want, text)
 		}
 	}
+	// The misplaced container appears once: under its pod, with where it
+	// really is; not again in the runtime's service cgroup.
+	if c := strings.Count(text, ":cri-containerd:c339025b3f0d…"); c != 1 {
+		t.Errorf("the misplaced cgroup appears %d times:\n%s", c, text)
+	}
 	if strings.Contains(text, "sshd.service") {
 		t.Errorf("an unrelated host cgroup below the first level is unfolded:\n%s", text)
+	}
+}
+
+// A container cgroup that names no known pod (a runtime's scope under
+// system.slice, without pod metadata) appears once, in the tree, marked;
+// the note after the table counts it without listing it again.
+func TestWriteTextUnattachedOnce(t *testing.T) {
+	const id = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	var b strings.Builder
+	b.WriteString("cgwarden snapshot v1\n")
+	b.WriteString("-- /proc/self/mountinfo --\n35 24 0:30 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n")
+	b.WriteString("-- /sys/devices/system/cpu/online --\n0-1\n")
+	for _, d := range []string{"/kubepods.slice", "/system.slice", "/system.slice/cri-containerd-" + id + ".scope"} {
+		b.WriteString("-- /sys/fs/cgroup" + d + "/cpu.weight --\n100\n")
+	}
+	s, err := snapshot.Load(strings.NewReader(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := inventory.Open(s.Samples[0].FS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := sc.Scan(time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(n.Unattached) != 1 {
+		t.Fatalf("unattached: %d, want 1", len(n.Unattached))
+	}
+	var out bytes.Buffer
+	if err := WriteText(&out, n, TextOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	text := out.String()
+	if c := strings.Count(text, "cri-containerd-0123456789ab"); c != 1 {
+		t.Errorf("the unattached cgroup appears %d times:\n%s", c, text)
+	}
+	if !strings.Contains(text, NoKnownPod) || !strings.Contains(text, "1 cgroup marked \""+NoKnownPod+"\" above looks like") {
+		t.Errorf("the unattached cgroup is not marked and counted:\n%s", text)
+	}
+}
+
+func TestIsSandbox(t *testing.T) {
+	app := &inventory.Container{ID: "a", Name: "app"}
+	pause := &inventory.Container{ID: "p"}
+	kata := &inventory.Container{ID: "k", Sandbox: true}
+	restarted := &inventory.Container{ID: "r"}
+	for _, c := range []struct {
+		what string
+		pod  *inventory.Pod
+		ctr  *inventory.Container
+		want bool
+	}{
+		{"the one unnamed cgroup of a named pod", &inventory.Pod{Name: "web", Containers: []*inventory.Container{app, pause}}, pause, true},
+		{"a named container", &inventory.Pod{Name: "web", Containers: []*inventory.Container{app, pause}}, app, false},
+		{"a pod without metadata", &inventory.Pod{Containers: []*inventory.Container{app, pause}}, pause, false},
+		{"two unnamed: metadata older than a restart", &inventory.Pod{Name: "web", Containers: []*inventory.Container{pause, restarted}}, pause, false},
+		{"the inventory's own sandbox", &inventory.Pod{Containers: []*inventory.Container{kata}}, kata, true},
+	} {
+		if got := IsSandbox(c.pod, c.ctr); got != c.want {
+			t.Errorf("%s: %v, want %v", c.what, got, c.want)
+		}
 	}
 }

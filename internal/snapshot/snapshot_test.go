@@ -594,7 +594,7 @@ func FuzzLoad(f *testing.F) {
 				if err := inspect.WriteJSON(&buf, n, nil); err != nil {
 					t.Fatalf("inspect JSON of a loaded snapshot: %v", err)
 				}
-				if err := inspect.WriteText(&buf, n, nil); err != nil {
+				if err := inspect.WriteText(&buf, n, inspect.TextOptions{}); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -1,0 +1,44 @@
+package audit
+
+import (
+	"github.com/cgwarden/cgwarden/internal/inspect"
+	"github.com/cgwarden/cgwarden/internal/inventory"
+)
+
+// JSONReport is `cgwarden audit -o json` (and -o yaml); see
+// docs/schemas/audit.schema.json. findings[] keeps the DESIGN.md
+// contract (rule, severity, subject, evidence, message, remedy); node is
+// the same header as inspect's, and counts has one entry per severity,
+// zeros included, so a tool need not count.
+type JSONReport struct {
+	Node     inspect.NodeJSON `json:"node"`
+	Counts   Counts           `json:"counts"`
+	Findings []Finding        `json:"findings"`
+	Notes    []string         `json:"notes,omitempty"`
+}
+
+// Counts are the findings per severity.
+type Counts struct {
+	Error   int `json:"error"`
+	Warning int `json:"warning"`
+	Info    int `json:"info"`
+}
+
+// JSON is the report of findings on n, for tools.
+func JSON(n *inventory.Node, r *Report) JSONReport {
+	j := JSONReport{Node: inspect.NodeOf(n), Findings: r.Findings, Notes: r.Notes}
+	if j.Findings == nil {
+		j.Findings = []Finding{}
+	}
+	for _, f := range r.Findings {
+		switch f.Severity {
+		case Error:
+			j.Counts.Error++
+		case Warning:
+			j.Counts.Warning++
+		case Info:
+			j.Counts.Info++
+		}
+	}
+	return j
+}
