@@ -98,4 +98,3 @@ func writeFileWith(file string, write func(*os.File) error) error {
 	}
 	return f.Close()
 }
-

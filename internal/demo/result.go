@@ -9,6 +9,7 @@ import (
 
 	"github.com/cgwarden/cgwarden/internal/audit"
 	"github.com/cgwarden/cgwarden/internal/inventory"
+	"github.com/cgwarden/cgwarden/internal/metadata"
 )
 
 // Result is everything a demo run measured: the JSON of `cgwarden demo
@@ -32,6 +33,7 @@ type Result struct {
 	Removed bool `json:"removed"`
 
 	nodeBefore, nodeAfter *inventory.Node
+	meta                  *metadata.Set
 }
 
 // Phase is what the pods got over one measuring window.
@@ -118,6 +120,9 @@ func (r *Result) NodeBefore() *inventory.Node { return r.nodeBefore }
 
 // NodeAfter: see NodeBefore.
 func (r *Result) NodeAfter() *inventory.Node { return r.nodeAfter }
+
+// Meta is the demo's pod metadata (the VM pods' sizes among it).
+func (r *Result) Meta() *metadata.Set { return r.meta }
 
 // WriteJSON writes the result, indented.
 func (r *Result) WriteJSON(w io.Writer) error {

@@ -258,6 +258,7 @@ func (d *run) build() error {
 		others = append(others, d.mis)
 	}
 	d.meta = metadataOf(d.vms, others...)
+	d.res.meta = d.meta
 	for _, p := range append(slices.Clone(d.vms), others...) {
 		p.Cgroup, p.Container = d.s.cgroup(p.rel), d.s.cgroup(p.ctrRel)
 		d.res.Pods = append(d.res.Pods, p)

@@ -86,7 +86,9 @@ func FromDemo(r *demo.Result) Page {
 		row("BestEffort tier weight", func(ph *demo.Phase) string { return fmt.Sprint(ph.Seed000.TierWeight) })
 	}
 	if before != nil && before.Seed003 != nil {
-		row("seed 003: pod's own cgroup CPU (cores)", func(ph *demo.Phase) string { return placement(ph, func(x *demo.Placement) float64 { return x.PodCores }) })
+		row("seed 003: pod's own cgroup CPU (cores)", func(ph *demo.Phase) string {
+			return placement(ph, func(x *demo.Placement) float64 { return x.PodCores })
+		})
 		row("seed 003: its container's CPU (cores)", func(ph *demo.Phase) string {
 			return placement(ph, func(x *demo.Placement) float64 { return x.ContainerCores })
 		})

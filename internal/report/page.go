@@ -63,7 +63,7 @@ type PodRow struct {
 // ContainerRow is one container of a pod.
 type ContainerRow struct {
 	Name, Runtime, Cgroup, Weight, Used, Memory, Note string
-	Problem                                          bool
+	Problem                                           bool
 }
 
 // Build makes the report of a node: the header, the audit's findings,
