@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path"
-	"strings"
 	"time"
 
 	"github.com/cgwarden/cgwarden/internal/fairness"
@@ -64,30 +63,11 @@ func (d *run) whereIs(pid int) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("where is process %d: %w", pid, err)
 	}
-	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		f := strings.SplitN(l, ":", 3)
-		if len(f) != 3 {
-			continue
-		}
-		ctls := strings.Split(f[1], ",")
-		if (d.s.v2 && f[0] == "0") || (!d.s.v2 && contains(ctls, "cpu")) {
-			rel, ok := strings.CutPrefix(f[2], d.s.name+"/")
-			if !ok {
-				return "", fmt.Errorf("process %d is in %s, outside the scratch %s", pid, f[2], d.s.name)
-			}
-			return rel, nil
-		}
+	rel, err := parseProcCgroup(string(b), d.s.v2, d.s.name)
+	if err != nil {
+		return "", fmt.Errorf("process %d: %w", pid, err)
 	}
-	return "", fmt.Errorf("process %d: no cpu hierarchy in /proc/%d/cgroup", pid, pid)
-}
-
-func contains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
+	return rel, nil
 }
 
 // measure runs one phase: it reads the counters, waits the phase's

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cgwarden/cgwarden/internal/cgroupfs"
 	"github.com/cgwarden/cgwarden/internal/mounts"
+	"github.com/cgwarden/cgwarden/internal/stats"
 )
 
 // ScratchPrefix starts the name of every scratch cgroup the demo creates.
@@ -94,7 +95,7 @@ func newScratch() (*scratch, error) {
 	return s, nil
 }
 
-// rel2 is the host path of rel in hierarchy point.
+// at is the host path of rel in hierarchy point.
 func (s *scratch) at(point, rel string) string { return path.Join(point, s.name, rel) }
 
 // path is the host path of file in rel, in the hierarchy that holds it.
@@ -159,31 +160,19 @@ func (s *scratch) move(rel string, pid int) error {
 
 // cpuSeconds is the CPU time charged to rel.
 func (s *scratch) cpuSeconds(rel string) (float64, error) {
+	file := "cpuacct.usage"
 	if s.v2 {
-		v, err := s.read(rel, "cpu.stat")
-		if err != nil {
-			return 0, err
-		}
-		for _, l := range strings.Split(v, "\n") {
-			if n, ok := strings.CutPrefix(l, "usage_usec "); ok {
-				f, err := strconv.ParseFloat(n, 64)
-				if err != nil {
-					return 0, fmt.Errorf("%s/cpu.stat usage_usec: %w", rel, err)
-				}
-				return f / 1e6, nil
-			}
-		}
-		return 0, fmt.Errorf("%s/cpu.stat has no usage_usec", rel)
+		file = "cpu.stat"
 	}
-	v, err := s.read(rel, "cpuacct.usage")
+	v, err := s.read(rel, file)
 	if err != nil {
 		return 0, err
 	}
-	f, err := strconv.ParseFloat(v, 64)
+	sec, err := parseCPUSeconds(v, s.v2)
 	if err != nil {
-		return 0, fmt.Errorf("%s/cpuacct.usage: %w", rel, err)
+		return 0, fmt.Errorf("%s/%s: %w", rel, file, err)
 	}
-	return f / 1e9, nil
+	return sec, nil
 }
 
 // memoryBytes is the memory charged to rel.
@@ -196,7 +185,7 @@ func (s *scratch) memoryBytes(rel string) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	n, err := strconv.ParseUint(v, 10, 64)
+	n, err := stats.ParseUint(v)
 	if err != nil {
 		return 0, fmt.Errorf("%s/%s: %w", rel, file, err)
 	}
@@ -229,13 +218,8 @@ func (s *scratch) pidsAt(point, rel string) []int {
 	if err != nil {
 		return nil
 	}
-	var out []int
-	for _, f := range strings.Fields(string(b)) {
-		if n, err := strconv.Atoi(f); err == nil {
-			out = append(out, n)
-		}
-	}
-	return out
+	pids, _ := stats.ParsePIDs(string(b))
+	return pids
 }
 
 // remove kills every process left beneath the scratch (all of them are
