@@ -75,6 +75,12 @@ func (d *run) whereIs(pid int) (string, error) {
 // again, and returns the figures with a scan of the scratch whose CPU
 // rates cover the phase. With pauseBurst the Burstable pod's burner is
 // stopped for the phase.
+//
+// The burners are stopped (SIGSTOP) while the scratch is scanned, and
+// stay stopped when the phase ends, until the next one: the demo itself
+// competes with them for the CPUs from outside the scratch, weighed far
+// below it, and its scans, audit, fix and revert would otherwise crawl
+// (minutes under emulation).
 func (d *run) measure(ctx context.Context, name string, pauseBurst bool) (Phase, *inventory.Node, error) {
 	ph := Phase{Name: name, BurstablePaused: pauseBurst}
 	ctrRel := ""
@@ -84,15 +90,18 @@ func (d *run) measure(ctx context.Context, name string, pauseBurst bool) (Phase,
 			return ph, nil, err
 		}
 	}
-	if pauseBurst {
-		pause(d.burstPID, true)
-		defer pause(d.burstPID, false)
-		if err := sleep(ctx, 300*time.Millisecond); err != nil {
-			return ph, nil, err
-		}
-	}
+	d.freeze(true)
 	first, sc, err := d.scan()
 	if err != nil {
+		return ph, nil, err
+	}
+	d.freeze(false)
+	if pauseBurst {
+		pause(d.burstPID, true)
+	}
+	defer d.freeze(true)
+	// Let the burners run and the scheduler settle before the window.
+	if err := sleep(ctx, settle); err != nil {
 		return ph, nil, err
 	}
 	a, err := d.read(ctrRel)
@@ -122,6 +131,7 @@ func (d *run) measure(ctx context.Context, name string, pauseBurst bool) (Phase,
 	if err != nil {
 		return ph, nil, err
 	}
+	d.freeze(true)
 	second, err := sc.Scan(time.Now())
 	if err != nil {
 		return ph, nil, fmt.Errorf("scanning the scratch: %w", err)
@@ -133,6 +143,18 @@ func (d *run) measure(ctx context.Context, name string, pauseBurst bool) (Phase,
 	}
 	d.say("%s", ph.Line())
 	return ph, second, nil
+}
+
+// settle is how long the burners run before a phase's window opens.
+const settle = 500 * time.Millisecond
+
+// freeze stops (or continues) every burner.
+func (d *run) freeze(stop bool) {
+	for _, c := range d.children {
+		if c.role == roleBurn {
+			pause(c, stop)
+		}
+	}
 }
 
 // figures turns two readings into a phase's figures (cores: CPU seconds

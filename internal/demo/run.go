@@ -149,10 +149,6 @@ func (d *run) steps(ctx context.Context, eng *fix.Engine) error {
 	if err := d.check(ctx, "build"); err != nil {
 		return err
 	}
-	// Let the burners start and the scheduler settle.
-	if err := sleep(ctx, 500*time.Millisecond); err != nil {
-		return err
-	}
 	before, n, err := d.measure(ctx, PhaseBefore, false)
 	if err != nil {
 		return err
@@ -186,9 +182,6 @@ func (d *run) steps(ctx context.Context, eng *fix.Engine) error {
 		return fmt.Errorf("applying the fix: %w", err)
 	}
 	if err := d.check(ctx, "fix"); err != nil {
-		return err
-	}
-	if err := sleep(ctx, 500*time.Millisecond); err != nil {
 		return err
 	}
 	after, n2, err := d.measure(ctx, PhaseAfter, false)
