@@ -117,7 +117,13 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 		}
 		res = d.res
 	}()
+	// The engine's notes (a write the kernel refused, as
+	// memory.move_charge_at_immigrate on Linux 6.13 and later) are in the
+	// result's fix steps; only its warnings interrupt the demo's lines.
 	eng := &fix.Engine{FS: s.host, Base: s.name, JournalDir: journalDir, Log: o.Log}
+	if o.Progress != nil {
+		eng.Log = slog.New(slog.NewTextHandler(o.Progress, &slog.HandlerOptions{Level: slog.LevelWarn})).With("component", "fix")
+	}
 	return d.res, d.steps(ctx, eng)
 }
 
@@ -171,7 +177,14 @@ func (d *run) steps(ctx context.Context, eng *fix.Engine) error {
 	if err := d.check(ctx, "audit"); err != nil {
 		return err
 	}
-	d.say("applying the fix (weights by size, tier capped at %d m; adoption of misplaced containers)", d.maxTier())
+	switch {
+	case d.has(Seed000) && d.has(Seed003):
+		d.say("applying the fix: weights by size (the tier capped at %d m, the VM pods' sizes) and adoption of the misplaced container", d.maxTier())
+	case d.has(Seed000):
+		d.say("applying the fix: weights by size (the tier capped at %d m, the VM pods' sizes)", d.maxTier())
+	default:
+		d.say("applying the fix: adoption of the misplaced container")
+	}
 	fr, err := eng.Apply(fix.Options{MaxTierMilliCPU: d.maxTier()})
 	if fr != nil {
 		for _, st := range fr.Steps {
