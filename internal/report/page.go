@@ -74,6 +74,9 @@ func Build(title, source string, n *inventory.Node, meta *metadata.Set, r audit.
 	p := Page{Title: title, Source: source, Notes: r.Notes,
 		Node: Node{CPUs: ins.Node.CPUs, CgroupVersion: ins.Node.CgroupVersion, Driver: ins.Node.Driver,
 			KubeRoot: ins.Node.KubeRoot, Cgroups: ins.Node.Cgroups, Pods: len(ins.Pods), Errors: ins.ReadErrors}}
+	if n.KubeRoot == nil {
+		p.Notes = append([]string{"No kubepods hierarchy was found: this is not a Kubernetes node, or --host-root does not point at the host's /. There are no pods to show."}, p.Notes...)
+	}
 	if ins.Node.Hybrid {
 		p.Node.CgroupVersion += " (hybrid)"
 	}
