@@ -240,9 +240,8 @@ func (d *run) build() error {
 			return err
 		}
 		others = append(others, d.burst)
-		for i, m := range vmSizes {
+		for _, m := range vmSizes {
 			p := newPod(fmt.Sprintf("vm-%d-cpu", m/1000), "besteffort", m, bestEffort)
-			_ = i
 			if err := d.s.buildPod(p, minShares); err != nil {
 				return err
 			}
