@@ -15,7 +15,7 @@ import (
 )
 
 func newDemo(o *Options) *cobra.Command {
-	var seed, htmlFile string
+	var seed, htmlFile, driver string
 	duration := Duration(5 * time.Second)
 	cmd := &cobra.Command{
 		Use:   "demo",
@@ -26,6 +26,7 @@ func newDemo(o *Options) *cobra.Command {
 			"It needs root and writes nothing outside its scratch cgroup.",
 		Example: `  sudo cgwarden demo
   sudo cgwarden demo --seed 000 --duration 10s
+  sudo cgwarden demo --driver systemd
   sudo cgwarden demo -o json --html demo.html`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -38,7 +39,7 @@ func newDemo(o *Options) *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			res, err := demo.Run(ctx, demo.Options{Seeds: seeds, Duration: time.Duration(duration),
+			res, err := demo.Run(ctx, demo.Options{Seeds: seeds, Driver: driver, Duration: time.Duration(duration),
 				Progress: cmd.ErrOrStderr(), Live: isTerminal(cmd.ErrOrStderr())})
 			if res != nil {
 				if werr := writeDemo(cmd, o, res, htmlFile); werr != nil && err == nil {
@@ -51,6 +52,7 @@ func newDemo(o *Options) *cobra.Command {
 	addOutput(cmd, o)
 	cmd.Flags().StringVar(&seed, "seed", "all", "the layout to show: 000 (VM pods' weights), 003 (a container outside its pod) or all")
 	cmd.Flags().Var(&duration, "duration", "how long each phase measures")
+	cmd.Flags().StringVar(&driver, "driver", demo.DriverCgroupfs, "name the kubelet's cgroups as this cgroup driver does: cgroupfs or systemd")
 	cmd.Flags().StringVar(&htmlFile, "html", "", "also write the run as a self-contained HTML report to `FILE`")
 	return cmd
 }

@@ -12,12 +12,65 @@ import (
 	"github.com/cgwarden/cgwarden/internal/metadata"
 )
 
-// The layouts, relative to the scratch: a kubelet root with the cgroupfs
-// driver's names, as realtest.NewVMTree builds it.
+// The cgroup drivers whose names the demo can give its kubelet tree.
 const (
-	kube       = "kubepods"
-	burstable  = kube + "/burstable"
-	bestEffort = kube + "/besteffort"
+	DriverCgroupfs = "cgroupfs"
+	DriverSystemd  = "systemd"
+)
+
+// names are the kubelet's cgroup names under one driver, relative to the
+// scratch (DESIGN.md, "Cgroup layouts on a Kubernetes node").
+type names struct {
+	driver                      string
+	kube, burstable, bestEffort string
+}
+
+func namesFor(driver string) (names, error) {
+	switch driver {
+	case DriverCgroupfs, "":
+		return names{driver: DriverCgroupfs, kube: "kubepods", burstable: "kubepods/burstable", bestEffort: "kubepods/besteffort"}, nil
+	case DriverSystemd:
+		return names{driver: DriverSystemd, kube: "kubepods.slice", burstable: "kubepods.slice/kubepods-burstable.slice",
+			bestEffort: "kubepods.slice/kubepods-besteffort.slice"}, nil
+	}
+	return names{}, fmt.Errorf("--driver %q: want cgroupfs or systemd", driver)
+}
+
+// tier is the cgroup that holds pods of qos: Guaranteed pods sit in the
+// kubelet root itself.
+func (n names) tier(qos string) string {
+	switch qos {
+	case "burstable":
+		return n.burstable
+	case "besteffort":
+		return n.bestEffort
+	}
+	return n.kube
+}
+
+// pod and container are a pod's cgroup and its container's: pod<uid> and
+// the 64-hex ID with cgroupfs; kubepods[-<qos>]-pod<uid_>.slice and
+// cri-containerd-<id>.scope with systemd.
+func (n names) pod(qos, uid string) string {
+	if n.driver == DriverSystemd {
+		prefix := "kubepods-"
+		if qos != "guaranteed" {
+			prefix += qos + "-"
+		}
+		return path.Join(n.tier(qos), prefix+"pod"+strings.ReplaceAll(uid, "-", "_")+".slice")
+	}
+	return path.Join(n.tier(qos), "pod"+uid)
+}
+
+func (n names) container(pod, id string) string {
+	if n.driver == DriverSystemd {
+		return path.Join(pod, "cri-containerd-"+id+".scope")
+	}
+	return path.Join(pod, id)
+}
+
+// The pods' sizes and requests.
+const (
 	// burstMilli is the Burstable pod's request (seed 000).
 	burstMilli = 500
 	// misplacedMilli is the request of seed 003's pod, a Guaranteed pod
@@ -41,10 +94,10 @@ type Pod struct {
 	rel, ctrRel string
 }
 
-func newPod(name, qos string, milli int64, podDir string) Pod {
+func (n names) newPod(name, qos string, milli int64) Pod {
 	p := Pod{Name: name, UID: randUID(), QoS: qos, MilliCPU: milli, ContainerID: randHex(32)}
-	p.rel = path.Join(podDir, "pod"+p.UID)
-	p.ctrRel = path.Join(p.rel, p.ContainerID)
+	p.rel = n.pod(qos, p.UID)
+	p.ctrRel = n.container(p.rel, p.ContainerID)
 	return p
 }
 
@@ -85,7 +138,7 @@ func (s *scratch) weight(rel string) (uint64, error) {
 // weighs them with one Burstable pod of burstMilli. The scratch itself
 // is weighed at the maximum so that the machine's other work takes
 // little from the demo's CPU.
-func (s *scratch) buildKube() error {
+func (s *scratch) buildKube(n names) error {
 	max := uint64(fairness.MaxShares)
 	if s.v2 {
 		max = fairness.MaxWeight
@@ -93,15 +146,15 @@ func (s *scratch) buildKube() error {
 	if err := s.setWeight("", max); err != nil {
 		return err
 	}
-	for _, d := range []string{kube, burstable, bestEffort} {
+	for _, d := range []string{n.kube, n.burstable, n.bestEffort} {
 		if err := s.mkdir(d); err != nil {
 			return err
 		}
 	}
-	if err := s.setWeight(burstable, s.podWeight(fairness.MilliCPUToShares(burstMilli))); err != nil {
+	if err := s.setWeight(n.burstable, s.podWeight(fairness.MilliCPUToShares(burstMilli))); err != nil {
 		return err
 	}
-	return s.setWeight(bestEffort, s.podWeight(fairness.MinShares))
+	return s.setWeight(n.bestEffort, s.podWeight(fairness.MinShares))
 }
 
 // buildPod makes a pod and its container cgroup at the weights of shares.

@@ -23,11 +23,19 @@ import (
 // 0. After: the split follows the sizes, the pod's own cgroup holds its
 // container's usage and the runtime's directory is empty. Afterwards the
 // scratch is gone and none of the demo's processes is left.
+//
+// It runs with the cgroupfs driver's names and with the systemd driver's.
 func TestDemoOnTheLiveKernel(t *testing.T) {
 	realtest.Require(t)
 	realtest.LockCPU(t)
+	for _, driver := range []string{DriverCgroupfs, DriverSystemd} {
+		t.Run(driver, func(t *testing.T) { demoOnTheLiveKernel(t, driver) })
+	}
+}
+
+func demoOnTheLiveKernel(t *testing.T, driver string) {
 	var progress bytes.Buffer
-	res, err := Run(context.Background(), Options{Seeds: []string{Seed000, Seed003}, Duration: 4 * time.Second, Progress: &progress})
+	res, err := Run(context.Background(), Options{Seeds: []string{Seed000, Seed003}, Driver: driver, Duration: 4 * time.Second, Progress: &progress})
 	t.Logf("progress:\n%s", progress.String())
 	if res == nil {
 		t.Fatalf("no result: %v", err)
@@ -81,6 +89,18 @@ func TestDemoOnTheLiveKernel(t *testing.T) {
 	if p := after.Seed003; p.Misplaced || p.ContainerCores < 0.5 || math.Abs(p.PodCores-p.ContainerCores) > 0.1*p.ContainerCores || p.MisplacedProcs != 0 {
 		t.Errorf("after: pod's own cgroup %.3f cores, container %.3f (want within 10%%), misplaced=%v, %d processes left in the runtime's directory",
 			p.PodCores, p.ContainerCores, p.Misplaced, p.MisplacedProcs)
+	}
+	if got.Driver != driver {
+		t.Errorf("JSON says driver %q, want %q", got.Driver, driver)
+	}
+	wantCtr := got.Pods[len(got.Pods)-1].UID
+	if driver == DriverSystemd {
+		wantCtr = "kubepods.slice/kubepods-pod" + strings.ReplaceAll(wantCtr, "-", "_") + ".slice/cri-containerd-"
+	} else {
+		wantCtr = "kubepods/pod" + wantCtr + "/"
+	}
+	if !strings.Contains(after.Seed003.ContainerCgroup, wantCtr) {
+		t.Errorf("after: the container is in %s, want it under %s…", after.Seed003.ContainerCgroup, wantCtr)
 	}
 	if len(got.FindingsBefore) == 0 || len(got.Fix) == 0 || got.Revert.Undone == 0 {
 		t.Errorf("findings %d, fix steps %d, undone %d: want all above 0", len(got.FindingsBefore), len(got.Fix), got.Revert.Undone)

@@ -203,10 +203,10 @@ func (d *run) figures(ph Phase, a, b reading, ctrRel string) Phase {
 func (d *run) weights(ph *Phase) error {
 	var err error
 	if sp := ph.Seed000; sp != nil {
-		if sp.TierWeight, err = d.s.weight(bestEffort); err != nil {
+		if sp.TierWeight, err = d.s.weight(d.names.bestEffort); err != nil {
 			return err
 		}
-		if sp.BurstableTierWeight, err = d.s.weight(burstable); err != nil {
+		if sp.BurstableTierWeight, err = d.s.weight(d.names.burstable); err != nil {
 			return err
 		}
 		sp.PromisedVMShare = float64(sp.TierWeight) / float64(sp.TierWeight+sp.BurstableTierWeight)

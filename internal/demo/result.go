@@ -17,6 +17,7 @@ import (
 type Result struct {
 	Scratch       string   `json:"scratch"`
 	CgroupVersion string   `json:"cgroupVersion"`
+	Driver        string   `json:"driver"`
 	CPUs          int      `json:"cpus"`
 	Seeds         []string `json:"seeds"`
 	// PhaseSeconds is the --duration of each phase.
@@ -151,7 +152,7 @@ func (p Phase) Line() string {
 func (r *Result) WriteText(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
 	before, paused, after := r.Phase(PhaseBefore), r.Phase(PhasePaused), r.Phase(PhaseAfter)
-	fmt.Fprintf(tw, "cgwarden demo on cgroup %s, %d CPUs, %.0f s per phase (scratch %s)\n\n", r.CgroupVersion, r.CPUs, r.PhaseSeconds, r.Scratch)
+	fmt.Fprintf(tw, "cgwarden demo on cgroup %s, %d CPUs, %.0f s per phase (scratch %s, %s driver's names)\n\n", r.CgroupVersion, r.CPUs, r.PhaseSeconds, r.Scratch, r.Driver)
 	cell := func(p *Phase, f func(*Phase) string) string {
 		if p == nil {
 			return "-"

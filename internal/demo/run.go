@@ -28,6 +28,9 @@ const (
 type Options struct {
 	// Seeds are the layouts to build: Seed000, Seed003 or both.
 	Seeds []string
+	// Driver names the kubelet tree as the cgroupfs (default) or the
+	// systemd cgroup driver does.
+	Driver string
 	// Duration is how long each phase measures.
 	Duration time.Duration
 	// Self is the cgwarden binary the demo re-executes for its children
@@ -63,6 +66,7 @@ type run struct {
 	self     string
 	children []*child
 	res      *Result
+	names    names
 	vms      []Pod
 	burst    Pod
 	burstPID *child
@@ -78,6 +82,10 @@ type run struct {
 // signal) ends it early, still cleaning up. The result holds what was
 // measured up to the end or the failure.
 func Run(ctx context.Context, o Options) (res *Result, err error) {
+	nm, err := namesFor(o.Driver)
+	if err != nil {
+		return nil, err
+	}
 	if os.Geteuid() != 0 {
 		return nil, ErrNotRoot
 	}
@@ -96,7 +104,7 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating the scratch cgroup: %w", err)
 	}
-	d := &run{o: o, s: s, self: o.Self, res: &Result{Scratch: s.name, CgroupVersion: s.version(), CPUs: runtime.NumCPU(),
+	d := &run{o: o, s: s, self: o.Self, names: nm, res: &Result{Scratch: s.name, CgroupVersion: s.version(), CPUs: runtime.NumCPU(), Driver: nm.driver,
 		Seeds: o.Seeds, PhaseSeconds: o.Duration.Seconds()}}
 	d.cpuVM, d.cpuMis = 0, 0
 	if runtime.NumCPU() > 1 {
@@ -147,7 +155,7 @@ func (d *run) check(ctx context.Context, step string) error {
 }
 
 func (d *run) steps(ctx context.Context, eng *fix.Engine) error {
-	d.say("building the layouts in the scratch cgroup %s (cgroup %s)", d.s.name, d.s.version())
+	d.say("building the layouts in the scratch cgroup %s (cgroup %s, %s driver's names)", d.s.name, d.s.version(), d.names.driver)
 	if err := d.build(); err != nil {
 		return fmt.Errorf("building the layouts: %w", err)
 	}
@@ -230,18 +238,18 @@ func (d *run) maxTier() int64 {
 }
 
 func (d *run) build() error {
-	if err := d.s.buildKube(); err != nil {
+	if err := d.s.buildKube(d.names); err != nil {
 		return err
 	}
 	var others []Pod
 	if d.has(Seed000) {
-		d.burst = newPod("app", "burstable", burstMilli, burstable)
+		d.burst = d.names.newPod("app", "burstable", burstMilli)
 		if err := d.s.buildPod(d.burst, fairnessShares(burstMilli)); err != nil {
 			return err
 		}
 		others = append(others, d.burst)
 		for _, m := range vmSizes {
-			p := newPod(fmt.Sprintf("vm-%d-cpu", m/1000), "besteffort", m, bestEffort)
+			p := d.names.newPod(fmt.Sprintf("vm-%d-cpu", m/1000), "besteffort", m)
 			if err := d.s.buildPod(p, minShares); err != nil {
 				return err
 			}
@@ -249,7 +257,7 @@ func (d *run) build() error {
 		}
 	}
 	if d.has(Seed003) {
-		d.mis = newPod("spin-app", "guaranteed", misplacedMilli, kube)
+		d.mis = d.names.newPod("spin-app", "guaranteed", misplacedMilli)
 		d.mis.ctrRel = misplacedRel(d.mis)
 		if err := d.s.mkdir(d.mis.rel); err != nil {
 			return err
