@@ -97,10 +97,14 @@ func pages(t *testing.T) map[string][]byte {
 	return out
 }
 
-// TestGolden compares each page with testdata/golden/<name>.html
-// (-update rewrites them).
+// TestGolden compares the demo page with testdata/golden/demo.html
+// (-update rewrites it). The example snapshots' pages are golden files of
+// the command that writes them (internal/cli, TestReportHTMLGolden).
 func TestGolden(t *testing.T) {
 	for name, got := range pages(t) {
+		if name != "demo" {
+			continue
+		}
 		p := filepath.Join("testdata", "golden", name+".html")
 		if *update {
 			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
