@@ -110,7 +110,7 @@ func TestHelp(t *testing.T) {
 	placeholder := regexp.MustCompile(`^[A-Z][A-Z_]*$`)
 	var walk func(*cobra.Command)
 	walk = func(c *cobra.Command) {
-		if c.Runnable() && c.Example == "" && c.Name() != "help" && c.Name() != "__complete" && c.Name() != "__completeNoDesc" && c.Parent() != nil && c.Parent().Name() != "completion" && c.Name() != "completion" {
+		if c.Runnable() && !c.Hidden && c.Example == "" && c.Name() != "help" && c.Name() != "__complete" && c.Name() != "__completeNoDesc" && c.Parent() != nil && c.Parent().Name() != "completion" && c.Name() != "completion" {
 			t.Errorf("%s has no Examples section", c.CommandPath())
 		}
 		c.LocalFlags().VisitAll(func(f *pflag.Flag) {

@@ -1,0 +1,236 @@
+package demo
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path"
+	"time"
+
+	"github.com/cgwarden/cgwarden/internal/fairness"
+	"github.com/cgwarden/cgwarden/internal/inventory"
+)
+
+const minShares = fairness.MinShares
+
+func fairnessShares(milli int64) uint64 { return fairness.MilliCPUToShares(milli) }
+
+// reading is the CPU counters of the cgroups a phase compares, at one
+// instant.
+type reading struct {
+	at        time.Time
+	vms       []float64
+	burst     float64
+	pod, ctr  float64 // seed 003: the pod's own cgroup, the container's
+	misplaced float64 // seed 003: the runtime's directory at the top
+}
+
+// read takes the counters. ctrRel is where seed 003's container's
+// processes are now.
+func (d *run) read(ctrRel string) (reading, error) {
+	r := reading{at: time.Now()}
+	var err error
+	for _, p := range d.vms {
+		v, e := d.s.cpuSeconds(p.rel)
+		if e != nil {
+			return r, e
+		}
+		r.vms = append(r.vms, v)
+	}
+	if d.has(Seed000) {
+		if r.burst, err = d.s.cpuSeconds(d.burst.rel); err != nil {
+			return r, err
+		}
+	}
+	if d.has(Seed003) {
+		if r.pod, err = d.s.cpuSeconds(d.mis.rel); err != nil {
+			return r, err
+		}
+		if r.ctr, err = d.s.cpuSeconds(ctrRel); err != nil {
+			return r, err
+		}
+		if r.misplaced, err = d.s.cpuSeconds(d.mis.ctrRel); err != nil {
+			return r, err
+		}
+	}
+	return r, nil
+}
+
+// whereIs is the cgroup of pid in the cpu (v1) or unified (v2)
+// hierarchy, relative to the scratch.
+func (d *run) whereIs(pid int) (string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		return "", fmt.Errorf("where is process %d: %w", pid, err)
+	}
+	rel, err := parseProcCgroup(string(b), d.s.v2, d.s.name)
+	if err != nil {
+		return "", fmt.Errorf("process %d: %w", pid, err)
+	}
+	return rel, nil
+}
+
+// measure runs one phase: it reads the counters, waits the phase's
+// duration (showing the figures so far every half second), reads them
+// again, and returns the figures with a scan of the scratch whose CPU
+// rates cover the phase. With pauseBurst the Burstable pod's burner is
+// stopped for the phase.
+//
+// The burners are stopped (SIGSTOP) while the scratch is scanned, and
+// stay stopped when the phase ends, until the next one: the demo itself
+// competes with them for the CPUs from outside the scratch, weighed far
+// below it, and its scans, audit, fix and revert would otherwise crawl
+// (minutes under emulation).
+func (d *run) measure(ctx context.Context, name string, pauseBurst bool) (Phase, *inventory.Node, error) {
+	ph := Phase{Name: name, BurstablePaused: pauseBurst}
+	ctrRel := ""
+	if d.has(Seed003) {
+		var err error
+		if ctrRel, err = d.whereIs(d.misBurn.pid()); err != nil {
+			return ph, nil, err
+		}
+	}
+	d.freeze(true)
+	first, sc, err := d.scan()
+	if err != nil {
+		return ph, nil, err
+	}
+	d.freeze(false)
+	if pauseBurst {
+		pause(d.burstPID, true)
+	}
+	defer d.freeze(true)
+	// Let the burners run and the scheduler settle before the window.
+	if err := sleep(ctx, settle); err != nil {
+		return ph, nil, err
+	}
+	a, err := d.read(ctrRel)
+	if err != nil {
+		return ph, nil, err
+	}
+	end := a.at.Add(d.o.Duration)
+	d.progressStart(name)
+	for {
+		wait := time.Until(end)
+		if wait <= 0 {
+			break
+		}
+		if err := sleep(ctx, min(wait, 500*time.Millisecond)); err != nil {
+			d.progressEnd()
+			return ph, nil, err
+		}
+		b, err := d.read(ctrRel)
+		if err != nil {
+			d.progressEnd()
+			return ph, nil, err
+		}
+		d.progress(name, d.figures(ph, a, b, ctrRel))
+	}
+	b, err := d.read(ctrRel)
+	d.progressEnd()
+	if err != nil {
+		return ph, nil, err
+	}
+	d.freeze(true)
+	second, err := sc.Scan(time.Now())
+	if err != nil {
+		return ph, nil, fmt.Errorf("scanning the scratch: %w", err)
+	}
+	inventory.Rate(first, second)
+	ph = d.figures(ph, a, b, ctrRel)
+	if err := d.weights(&ph); err != nil {
+		return ph, nil, err
+	}
+	d.say("%s", ph.Line())
+	return ph, second, nil
+}
+
+// settle is how long the burners run before a phase's window opens.
+const settle = 500 * time.Millisecond
+
+// freeze stops (or continues) every burner.
+func (d *run) freeze(stop bool) {
+	for _, c := range d.children {
+		if c.role == roleBurn {
+			pause(c, stop)
+		}
+	}
+}
+
+// figures turns two readings into a phase's figures (cores: CPU seconds
+// per second of wall time).
+func (d *run) figures(ph Phase, a, b reading, ctrRel string) Phase {
+	wall := b.at.Sub(a.at).Seconds()
+	if wall <= 0 {
+		return ph
+	}
+	ph.Seconds = wall
+	cores := func(x, y float64) float64 { return (y - x) / wall }
+	if d.has(Seed000) {
+		sp := &Split{BurstableCores: cores(a.burst, b.burst)}
+		var vmTotal, sizeTotal float64
+		for i, p := range d.vms {
+			c := cores(a.vms[i], b.vms[i])
+			sp.VMs = append(sp.VMs, VMFigure{Name: p.Name, SizeCores: float64(p.MilliCPU) / 1000, Cores: c})
+			vmTotal += c
+			sizeTotal += float64(p.MilliCPU) / 1000
+		}
+		if all := vmTotal + sp.BurstableCores; all > 0 {
+			sp.VMShare = vmTotal / all
+		}
+		if vmTotal > 0 {
+			for i := range sp.VMs {
+				v := &sp.VMs[i]
+				v.ShareOfVMs = v.Cores / vmTotal
+				v.ShareBySize = v.SizeCores / sizeTotal
+				v.ShareEqual = 1 / float64(len(sp.VMs))
+				v.PerSize = v.ShareOfVMs / v.ShareBySize
+				v.PerEqual = v.ShareOfVMs / v.ShareEqual
+			}
+		}
+		ph.Seed000 = sp
+	}
+	if d.has(Seed003) && !ph.BurstablePaused {
+		ph.Seed003 = &Placement{PodCores: cores(a.pod, b.pod), ContainerCores: cores(a.ctr, b.ctr),
+			ContainerCgroup: d.s.cgroup(ctrRel), MisplacedCgroup: d.s.cgroup(d.mis.ctrRel),
+			MisplacedCores: cores(a.misplaced, b.misplaced), Misplaced: path.Clean(ctrRel) == path.Clean(d.mis.ctrRel)}
+	}
+	return ph
+}
+
+// weights adds the weights in force and what they promise, and seed
+// 003's memory and process counts, to a measured phase.
+func (d *run) weights(ph *Phase) error {
+	var err error
+	if sp := ph.Seed000; sp != nil {
+		if sp.TierWeight, err = d.s.weight(d.names.bestEffort); err != nil {
+			return err
+		}
+		if sp.BurstableTierWeight, err = d.s.weight(d.names.burstable); err != nil {
+			return err
+		}
+		sp.PromisedVMShare = float64(sp.TierWeight) / float64(sp.TierWeight+sp.BurstableTierWeight)
+		if ph.BurstablePaused {
+			sp.PromisedVMShare = 1
+		}
+		for i, p := range d.vms {
+			if sp.VMs[i].PodWeight, err = d.s.weight(p.rel); err != nil {
+				return err
+			}
+		}
+	}
+	if pl := ph.Seed003; pl != nil {
+		if pl.PodMemoryBytes, err = d.s.memoryBytes(d.mis.rel); err != nil {
+			return err
+		}
+		if pl.MisplacedMemoryBytes, err = d.s.memoryBytes(d.mis.ctrRel); err != nil {
+			return err
+		}
+		for _, p := range d.s.points {
+			if n := len(d.s.pidsAt(p, d.mis.ctrRel)); n > pl.MisplacedProcs {
+				pl.MisplacedProcs = n
+			}
+		}
+	}
+	return nil
+}
