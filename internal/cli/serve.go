@@ -37,6 +37,7 @@ func newServe(o *Options) *cobra.Command {
 		tlsKey      string
 		keep        serveFix
 		authn       bool
+		withEvents  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -90,6 +91,11 @@ pods and size changes. Every first change is journaled: stop serve, then 'cgward
 			if err != nil {
 				return err
 			}
+			note, stopEvents, err := serveEvents(withEvents, kubeconfig, nodeName, slog.Default())
+			if err != nil {
+				return err
+			}
+			defer stopEvents()
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
 			log := slog.Default()
@@ -109,7 +115,7 @@ pods and size changes. Every first change is journaled: stop serve, then 'cgward
 			if err != nil {
 				return err
 			}
-			cfg := serve.Config{NodeName: nodeName, Interval: time.Duration(interval), Logger: log, Findings: serve.AuditFindings}
+			cfg := serve.Config{NodeName: nodeName, Interval: time.Duration(interval), Logger: log, Findings: findingsWithEvents(note)}
 			if lister != nil {
 				cfg.Lister = lister
 			}
@@ -134,7 +140,7 @@ pods and size changes. Every first change is journaled: stop serve, then 'cgward
 				if lister != nil {
 					ls = lister
 				}
-				fx, err := keep.newFixers(host, ls, o.VMsFile, time.Duration(interval), log)
+				fx, err := keep.newFixers(host, ls, o.VMsFile, time.Duration(interval), log, note)
 				if err != nil {
 					return err
 				}
@@ -194,6 +200,7 @@ pods and size changes. Every first change is journaled: stop serve, then 'cgward
 	f.StringVar(&tlsCert, "tls-cert-file", "", "serve HTTPS with this certificate (PEM), as metrics-server expects of a kubelet")
 	f.StringVar(&tlsKey, "tls-private-key-file", "", "private key (PEM) of --tls-cert-file")
 	f.BoolVar(&authn, "authenticate", false, "like the kubelet: serve HTTPS and accept only bearer tokens a TokenReview accepts and a SubjectAccessReview allows get on nodes/metrics (/metrics, /metrics/resource) or nodes/stats (/stats/summary); health endpoints stay open. Uses --kubeconfig or the in-cluster config")
+	f.BoolVar(&withEvents, "events", false, "report each new finding and each applied fix as a Kubernetes Event on its pod (needs --kubeconfig or in-cluster; aggregated and rate-limited, at most 20 finding Events per scan)")
 	keep.flags(f)
 	addVMs(f, o)
 	return cmd

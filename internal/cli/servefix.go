@@ -16,9 +16,12 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/cgwarden/cgwarden/internal/audit"
 	"github.com/cgwarden/cgwarden/internal/cgroupfs"
+	"github.com/cgwarden/cgwarden/internal/events"
 	"github.com/cgwarden/cgwarden/internal/fix"
 	"github.com/cgwarden/cgwarden/internal/hold"
+	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/journal"
 	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/plan"
@@ -40,12 +43,13 @@ type fixers struct {
 	sizes      hold.Sizes
 	interval   time.Duration
 	collectors []prometheus.Collector
+	onApply    func(*fix.Result)
 }
 
 // newFixers checks the --fix rules and builds the weight holder (for the
 // weight rules) and the adoption engine (for misplaced-container). nil
 // when --fix is not given: serve only observes.
-func (f *serveFix) newFixers(host *cgroupfs.Host, lister hold.Lister, vmsFile string, interval time.Duration, log *slog.Logger) (*fixers, error) {
+func (f *serveFix) newFixers(host *cgroupfs.Host, lister hold.Lister, vmsFile string, interval time.Duration, log *slog.Logger, note *events.Notifier) (*fixers, error) {
 	if len(f.rules) == 0 {
 		return nil, nil
 	}
@@ -73,7 +77,7 @@ func (f *serveFix) newFixers(host *cgroupfs.Host, lister hold.Lister, vmsFile st
 		lister = noPods{}
 	}
 	src := &hold.MetaSource{Lister: lister, VMsFile: vmsFile}
-	fx := &fixers{sizes: src.Sizes, interval: interval}
+	fx := &fixers{sizes: src.Sizes, interval: interval, onApply: appliedEvents(note)}
 	if len(weights) > 0 {
 		h, err := hold.New(hold.Config{Host: host, Rules: weights, MaxTierMilliCPU: maxTier, Sizes: src.Sizes,
 			Check: time.Duration(f.check), Resync: max(interval, time.Second) * 6, Log: log,
@@ -105,7 +109,7 @@ func (fx *fixers) run(ctx context.Context, log *slog.Logger) (stop func()) {
 		})
 	}
 	if fx.adopt != nil {
-		wg.Go(func() { hold.RunAdoption(ctx, fx.adopt, fx.sizes, fx.interval, log) })
+		wg.Go(func() { hold.RunAdoption(ctx, fx.adopt, fx.sizes, fx.interval, log, fx.onApply) })
 	}
 	return func() { cancel(); wg.Wait() }
 }
@@ -123,6 +127,57 @@ type noPods struct{}
 
 func (noPods) Pods(context.Context) ([]metadata.Pod, error) { return nil, nil }
 
+// restConfig is the API server's client configuration: --kubeconfig, else
+// in-cluster.
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig != "" {
+		return clientcmd.BuildConfigFromFlags("", kubeconfig)
+	}
+	return rest.InClusterConfig()
+}
+
+// serveEvents builds the notifier of --events: each new finding and each
+// applied fix as an Event on its pod. nil when off.
+func serveEvents(on bool, kubeconfig, node string, log *slog.Logger) (*events.Notifier, func(), error) {
+	if !on {
+		return nil, func() {}, nil
+	}
+	rc, err := restConfig(kubeconfig)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--events needs the API server (--kubeconfig, or in-cluster): %w", err)
+	}
+	return events.New(rc, node, log)
+}
+
+// appliedEvents turns an applied fix into Events (nil without a notifier).
+func appliedEvents(note *events.Notifier) func(*fix.Result) {
+	if note == nil {
+		return nil
+	}
+	return func(res *fix.Result) {
+		var steps []events.Step
+		for _, s := range res.Steps {
+			if s.Note == "" && s.Op.Pod != "" {
+				steps = append(steps, events.Step{Pod: s.Op.Pod, Rule: s.Op.Rule, Description: s.Op.Description})
+			}
+		}
+		note.Applied(steps)
+	}
+}
+
+// findingsWithEvents counts findings for /metrics and, with a notifier,
+// reports the new ones as Events: one audit per scan for both.
+func findingsWithEvents(note *events.Notifier) func(*inventory.Node, *metadata.Set) []serve.FindingCount {
+	if note == nil {
+		return serve.AuditFindings
+	}
+	return func(n *inventory.Node, meta *metadata.Set) []serve.FindingCount {
+		r := audit.Run(&audit.Input{Node: n, Meta: meta})
+		note.Findings(n, r)
+		return serve.CountFindings(r)
+	}
+}
+
 // serveAuth builds the kubelet-like authentication of serve's data
 // endpoints when asked, with HTTPS: the certificate files, else a
 // self-signed certificate (and a warning). Without --authenticate, a
@@ -135,13 +190,7 @@ func serveAuth(on bool, kubeconfig, node, listen string, remote bool, tlsConfig 
 		}
 		return nil, tlsConfig, nil
 	}
-	var rc *rest.Config
-	var err error
-	if kubeconfig != "" {
-		rc, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
-	} else {
-		rc, err = rest.InClusterConfig()
-	}
+	rc, err := restConfig(kubeconfig)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--authenticate needs the API server (--kubeconfig, or in-cluster): %w", err)
 	}

@@ -11,9 +11,9 @@ import (
 
 // RunAdoption repairs misplaced containers every interval with fix's own
 // plan and engine (each run journaled, `cgwarden revert` undoes it), until
-// ctx ends. The engine is its own: the Holder's engine is not shared, as
+// ctx ends; onApply (may be nil) is told of each run that changed something. The engine is its own: the Holder's engine is not shared, as
 // Engine.Meta changes with every round.
-func RunAdoption(ctx context.Context, e *fix.Engine, sizes Sizes, every time.Duration, log *slog.Logger) {
+func RunAdoption(ctx context.Context, e *fix.Engine, sizes Sizes, every time.Duration, log *slog.Logger, onApply func(*fix.Result)) {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -36,6 +36,9 @@ func RunAdoption(ctx context.Context, e *fix.Engine, sizes Sizes, every time.Dur
 				moved += len(s.Moved)
 			}
 			log.Info("adopted misplaced containers", "run", res.Run, "operations", len(res.Steps), "processes", moved)
+			if onApply != nil {
+				onApply(res)
+			}
 		}
 		select {
 		case <-ctx.Done():

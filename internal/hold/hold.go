@@ -53,6 +53,8 @@ type Config struct {
 	// often the node is planned again without any event.
 	Check, Poll, Resync time.Duration
 	Log                 *slog.Logger
+	// OnApply is told of every journaled apply (for Events); may be nil.
+	OnApply func(*fix.Result)
 }
 
 // held is one target file and what happened to it.
@@ -389,8 +391,12 @@ func (h *Holder) replanOnce(ctx context.Context) (again bool, err error) {
 		}
 	}
 	if len(first.Ops) > 0 {
-		if _, err := h.cfg.Engine.ApplyPlan(&first, pol); err != nil {
+		res, err := h.cfg.Engine.ApplyPlan(&first, pol)
+		if err != nil {
 			return false, fmt.Errorf("applying weights: %w", err)
+		}
+		if h.cfg.OnApply != nil {
+			h.cfg.OnApply(res)
 		}
 	}
 	// Files whose first value is journaled already: a new size, or a

@@ -10,7 +10,12 @@ import (
 // and severity. Every rule and severity is listed, with 0 when nothing was
 // found, so that an alert can tell "no finding" from "not audited".
 func AuditFindings(n *inventory.Node, meta *metadata.Set) []FindingCount {
-	r := audit.Run(&audit.Input{Node: n, Meta: meta})
+	return CountFindings(audit.Run(&audit.Input{Node: n, Meta: meta}))
+}
+
+// CountFindings counts an audit's findings per rule and severity (every
+// known rule and severity present, at 0 when none).
+func CountFindings(r *audit.Report) []FindingCount {
 	severities := []audit.Severity{audit.Error, audit.Warning, audit.Info}
 	out := make([]FindingCount, 0, len(audit.Rules)*len(severities))
 	index := map[[2]string]int{}

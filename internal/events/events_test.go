@@ -1,0 +1,109 @@
+package events
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"k8s.io/client-go/tools/record"
+
+	"github.com/cgwarden/cgwarden/internal/audit"
+	"github.com/cgwarden/cgwarden/internal/inventory"
+)
+
+// scan is a node of n misplaced pods and their findings.
+func scan(n int) (*inventory.Node, *audit.Report) {
+	node := &inventory.Node{}
+	r := &audit.Report{}
+	for i := 0; i < n; i++ {
+		uid := fmt.Sprintf("00000000-0000-0000-0000-%012d", i)
+		node.Pods = append(node.Pods, &inventory.Pod{UID: uid, Name: fmt.Sprintf("app-%d", i), Namespace: "default"})
+		r.Findings = append(r.Findings, audit.Finding{Rule: audit.RuleMisplacedContainer, Severity: audit.Error,
+			Subject: audit.Subject{Kind: "pod", PodUID: uid, PodName: fmt.Sprintf("app-%d", i), Namespace: "default"},
+			Message: "Container outside its pod."})
+	}
+	return node, r
+}
+
+func drain(rec *record.FakeRecorder) []string {
+	var out []string
+	for {
+		select {
+		case e := <-rec.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+// One Event per new finding, none repeated at the next scan; 100 pods
+// misplaced at once give at most MaxPerScan pod Events per scan plus one
+// on the node, until each finding has had its Event once.
+func TestNoStormAndNoRepeats(t *testing.T) {
+	rec := record.NewFakeRecorder(1000)
+	n := NewWithRecorder(rec, "node-1", nil)
+	node, r := scan(3)
+	n.Findings(node, r)
+	if got := drain(rec); len(got) != 3 || !strings.HasPrefix(got[0], "Warning MisplacedContainer Container outside its pod.") {
+		t.Fatalf("first scan: %q", got)
+	}
+	n.Findings(node, r)
+	if got := drain(rec); len(got) != 0 {
+		t.Fatalf("the same findings again gave Events: %q", got)
+	}
+	// A finding that goes away and comes back is new again.
+	n.Findings(node, &audit.Report{Findings: r.Findings[:2]})
+	n.Findings(node, r)
+	if got := drain(rec); len(got) != 1 {
+		t.Fatalf("a finding back again: %q", got)
+	}
+
+	rec = record.NewFakeRecorder(1000)
+	n = NewWithRecorder(rec, "node-1", nil)
+	node, r = scan(100)
+	total, scans := 0, 0
+	for ; scans < 10; scans++ {
+		n.Findings(node, r)
+		got := drain(rec)
+		if len(got) > MaxPerScan+1 {
+			t.Fatalf("scan %d: %d Events, want at most %d", scans, len(got), MaxPerScan+1)
+		}
+		for _, e := range got {
+			if !strings.Contains(e, "ManyFindings") {
+				total++
+			}
+		}
+		if len(got) == 0 {
+			break
+		}
+	}
+	if total != 100 {
+		t.Errorf("%d pod Events over %d scans, want each of the 100 findings once", total, scans)
+	}
+}
+
+func TestReason(t *testing.T) {
+	for in, want := range map[string]string{"misplaced-container": "MisplacedContainer", "besteffort-starvation": "BesteffortStarvation", "x": "X"} {
+		if got := Reason(in); got != want {
+			t.Errorf("Reason(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// A fix applied before the first scan named its pod is reported on the
+// pod at the next scan.
+func TestFixBeforeFirstScan(t *testing.T) {
+	rec := record.NewFakeRecorder(100)
+	n := NewWithRecorder(rec, "node-1", nil)
+	node, _ := scan(1)
+	n.Applied([]Step{{Pod: node.Pods[0].UID, Rule: "size-blind-weights", Description: "set cpu.shares 2 → 4096"}})
+	if got := drain(rec); len(got) != 0 {
+		t.Fatalf("before any scan: %q", got)
+	}
+	n.Findings(node, &audit.Report{})
+	got := drain(rec)
+	if len(got) != 1 || !strings.HasPrefix(got[0], "Normal CgwardenSizeBlindWeightsFixed set cpu.shares 2 → 4096") {
+		t.Fatalf("after the scan: %q", got)
+	}
+}
