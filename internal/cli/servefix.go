@@ -80,7 +80,7 @@ func (f *serveFix) newFixers(host *cgroupfs.Host, lister hold.Lister, vmsFile st
 	fx := &fixers{sizes: src.Sizes, interval: interval, onApply: appliedEvents(note)}
 	if len(weights) > 0 {
 		h, err := hold.New(hold.Config{Host: host, Rules: weights, MaxTierMilliCPU: maxTier, Sizes: src.Sizes,
-			Check: time.Duration(f.check), Resync: max(interval, time.Second) * 6, Log: log,
+			Check: time.Duration(f.check), Resync: max(interval, time.Second) * 6, Log: log, OnApply: fx.onApply,
 			Engine: &fix.Engine{FS: host, JournalDir: f.journalDir, Log: log.With("component", "fix")}})
 		if err != nil {
 			return nil, err

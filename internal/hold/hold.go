@@ -366,6 +366,9 @@ func (h *Holder) replanOnce(ctx context.Context) (again bool, err error) {
 	if err != nil {
 		return false, fmt.Errorf("pod sizes: %w", err)
 	}
+	// The scan names pods and containers from the metadata: which
+	// container is the VM's, and which is the pod's sandbox, depend on it.
+	h.sc.Meta = meta
 	n, err := h.sc.Scan(time.Now())
 	if err != nil {
 		return false, err

@@ -77,6 +77,15 @@ func TestAgentHoldsVMWeights(t *testing.T) {
 			w := weight(filepath.Join(tierRel, "pod"+uids[name]))
 			got += fmt.Sprintf(", %s %d (want %d)", name, w, shares(milli))
 			ok = ok && w == shares(milli)
+			// The VM's container gets it too, not the pod's sandbox.
+			p, err := e.cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil || len(p.Status.ContainerStatuses) != 1 {
+				return false, "", fmt.Errorf("pod %s: %v", name, err)
+			}
+			id := strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "containerd://")
+			cw := weight(filepath.Join(tierRel, "pod"+uids[name], id))
+			got += fmt.Sprintf(" (its container %d)", cw)
+			ok = ok && cw == shares(milli)
 		}
 		return ok, got, nil
 	})
