@@ -218,16 +218,8 @@ func feedSnapshot(ctx context.Context, srv *serve.Server, name string, lister po
 			meta = metadata.NewSet(pods)
 		}
 	}
-	for _, smp := range snap.Samples {
-		sc, err := inventory.Open(smp.FS)
-		if err != nil {
-			return fmt.Errorf("snapshot: %w", err)
-		}
-		got, err := (&serve.ScannerSampler{Scanner: sc}).Sample(smp.Time, meta)
-		if err != nil {
-			return fmt.Errorf("snapshot: %w", err)
-		}
-		srv.Feed(got)
+	if err := srv.FeedSamples(snap.Samples, meta); err != nil {
+		return fmt.Errorf("snapshot: %w", err)
 	}
 	return nil
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cgwarden/cgwarden/internal/aggregate"
 	"github.com/cgwarden/cgwarden/internal/cgroupfs"
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/plan"
@@ -91,8 +90,12 @@ func capture(w io.Writer, o *Options, note string) error {
 	defer host.Close()
 	interval := time.Duration(o.Interval)
 	first, second := snapshot.NewRecorder(host), snapshot.NewRecorder(host)
+	// The threads' run and wait times are recorded (tasks or
+	// cgroup.threads, /proc/<tid>/task/<tid>/schedstat), so that audit and
+	// inspect --demand can measure demand from the snapshot.
+	smp := &inventory.Sampling{Demand: true}
 	taken := time.Now()
-	if err := scanOnce(first, taken); err != nil {
+	if err := record(smp, first, taken); err != nil {
 		return err
 	}
 	if interval > 0 {
@@ -101,7 +104,7 @@ func capture(w io.Writer, o *Options, note string) error {
 		// node a scan takes a while, and rates computed over the nominal
 		// interval would be too high.
 		at := time.Now()
-		if err := scanOnce(second, at); err != nil {
+		if err := record(smp, second, at); err != nil {
 			return err
 		}
 		interval = at.Sub(taken)
@@ -149,22 +152,18 @@ func writeFile(file string, data []byte, force bool) error {
 	return nil
 }
 
-func scanOnce(fsys cgroupfs.FS, now time.Time) error {
+// record takes one sample of fsys (a recorder) through the loop every
+// reader of the snapshot uses, so it records what they read: the tree,
+// /proc/meminfo and, with Demand, the threads.
+func record(smp *inventory.Sampling, fsys cgroupfs.FS, now time.Time) error {
 	sc, err := inventory.Open(fsys)
 	if err != nil {
 		return err
 	}
-	n, err := sc.Scan(now)
+	n, err := smp.Take(sc, now)
 	if err != nil {
 		return err
 	}
-	// Record the threads' run and wait times (tasks / cgroup.threads and
-	// /proc/<tid>/task/<tid>/schedstat), so that audit and inspect --demand
-	// can measure demand from the snapshot.
-	_, _ = sc.ReadThreadTimes(n, now)
-	// serve reads the node's memory from /proc/meminfo on cgroup v2 (the
-	// root cgroup has no memory.current); record it so snapshots serve it.
-	_, _ = fsys.ReadFile(aggregate.MeminfoPath)
 	// Record what fix reads to plan (cgroup.controllers,
 	// cgroup.subtree_control, the current values it would copy), so that
 	// fix --snapshot plans what the live node would need, no more. The

@@ -45,7 +45,7 @@ func syntheticNode(pods, containers int, at time.Time) *inventory.Node {
 		}
 		n.Pods = append(n.Pods, ip)
 	}
-	n.Count = 2 + pods*(1+containers)
+	n.Cgroups = 2 + pods*(1+containers)
 	return n
 }
 

@@ -19,7 +19,6 @@ import (
 
 	"github.com/cgwarden/cgwarden/internal/buildinfo"
 	"github.com/cgwarden/cgwarden/internal/examples"
-	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/snapshot"
 )
@@ -40,16 +39,8 @@ func feedExample(t *testing.T, name string, meta *metadata.Set) *Server {
 		t.Fatal(err)
 	}
 	s := New(Config{NodeName: "k3s-node"})
-	for _, smp := range snap.Samples {
-		sc, err := inventory.Open(smp.FS)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := (&ScannerSampler{Scanner: sc}).Sample(smp.Time, meta)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.Feed(got)
+	if err := s.FeedSamples(snap.Samples, meta); err != nil {
+		t.Fatal(err)
 	}
 	return s
 }
@@ -260,16 +251,8 @@ func TestAuditFindingsOnMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := New(Config{NodeName: "k3s-node", Findings: AuditFindings})
-	for _, smp := range snap.Samples {
-		sc, err := inventory.Open(smp.FS)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := (&ScannerSampler{Scanner: sc}).Sample(smp.Time, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.Feed(got)
+	if err := s.FeedSamples(snap.Samples, nil); err != nil {
+		t.Fatal(err)
 	}
 	_, own, _ := get(t, s.Handler(), "/metrics")
 	re := regexp.MustCompile(`(?m)^cgwarden_audit_findings\{rule="misplaced-container",severity="error"\} (\d+)$`)

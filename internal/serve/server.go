@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -22,6 +20,7 @@ import (
 
 	"github.com/cgwarden/cgwarden/internal/aggregate"
 	"github.com/cgwarden/cgwarden/internal/buildinfo"
+	"github.com/cgwarden/cgwarden/internal/cgroupfs"
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/metadata"
 )
@@ -35,10 +34,9 @@ const DefaultInterval = 10 * time.Second
 
 // Sample is one scan of the node.
 type Sample struct {
+	// Node is the scan, with its /proc/meminfo, CPU rates and fair share
+	// as inventory.Sampling fills them.
 	Node *inventory.Node
-	// Meminfo is the node's /proc/meminfo; nil when it could not be read
-	// (the node's memory figures then stay unknown on cgroup v2).
-	Meminfo *aggregate.Meminfo
 	// Meta is the metadata the scan named pods with (start times come
 	// from it); may be nil.
 	Meta *metadata.Set
@@ -54,35 +52,46 @@ type Lister interface {
 	Pods(ctx context.Context) ([]metadata.Pod, error)
 }
 
-// ScannerSampler scans with an inventory.Scanner and reads /proc/meminfo
-// through the same FS.
+// ScannerSampler scans a live host with an inventory.Scanner, one
+// inventory.Sampling across its scans: each scan has CPU rates and the
+// demand-aware fair share over the time since the scan before.
 type ScannerSampler struct {
-	Scanner *inventory.Scanner
+	Scanner  *inventory.Scanner
+	sampling inventory.Sampling
 }
 
 var _ Sampler = (*ScannerSampler)(nil)
 
 // Sample implements Sampler.
 func (s *ScannerSampler) Sample(now time.Time, meta *metadata.Set) (Sample, error) {
-	s.Scanner.Meta = meta
-	n, err := s.Scanner.Scan(now)
+	s.sampling.Meta, s.sampling.Demand = meta, true
+	if s.sampling.Clock == nil {
+		s.sampling.Clock = time.Now
+	}
+	n, err := s.sampling.Take(s.Scanner, now)
 	if err != nil {
 		return Sample{}, err
 	}
-	out := Sample{Node: n, Meta: meta}
-	raw, err := s.Scanner.FS.ReadFile(aggregate.MeminfoPath)
-	switch {
-	case err == nil:
-		mi, perr := aggregate.ParseMeminfo(string(raw))
-		if perr != nil {
-			n.Errors = append(n.Errors, fmt.Errorf("%s: %w", aggregate.MeminfoPath, perr))
-		} else {
-			out.Meminfo = &mi
+	return Sample{Node: n, Meta: meta}, nil
+}
+
+// FeedSamples serves samples that each carry their own tree (a
+// snapshot's), in order, through one inventory.Sampling: a two-sample
+// snapshot gives rates and the fair share.
+func (s *Server) FeedSamples(samples []cgroupfs.Sample, meta *metadata.Set) error {
+	smp := &inventory.Sampling{Meta: meta, Demand: true}
+	for _, one := range samples {
+		sc, err := inventory.Open(one.FS)
+		if err != nil {
+			return err
 		}
-	case !errors.Is(err, fs.ErrNotExist):
-		n.Errors = append(n.Errors, err)
+		n, err := smp.Take(sc, one.Time)
+		if err != nil {
+			return err
+		}
+		s.Feed(Sample{Node: n, Meta: meta})
 	}
-	return out, nil
+	return nil
 }
 
 // Config configures a Server.
@@ -117,7 +126,6 @@ type Server struct {
 	cur atomic.Pointer[state]
 
 	// Owned by the scan loop (one goroutine at a time).
-	prev    *inventory.Node
 	meta    *metadata.Set
 	metaBad bool
 
@@ -192,17 +200,13 @@ func (l *lazy) get(render func() ([]byte, error)) ([]byte, error) {
 	return l.b, l.err
 }
 
-// Feed makes smp the served scan, with CPU rates from the scan fed
-// before it. Feed, ScanOnce and Run are the scan side: call them from one
+// Feed makes smp the served scan (its rates are the Sampler's). Feed,
+// FeedSamples, ScanOnce and Run are the scan side: call them from one
 // goroutine at a time. Handler is safe for any number of requests.
 func (s *Server) Feed(smp Sample) {
-	if s.prev != nil {
-		inventory.Rate(s.prev, smp.Node)
-	}
-	s.prev = smp.Node
 	st := &state{
 		time: smp.Node.Time, node: smp.Node, nodeName: s.cfg.NodeName, meta: smp.Meta, log: s.log,
-		nodeUsage: aggregate.Node(smp.Node, smp.Meminfo),
+		nodeUsage: aggregate.NodeUsage(smp.Node),
 		pods:      aggregate.Pods(smp.Node),
 	}
 	if s.cfg.Findings != nil {
