@@ -49,24 +49,12 @@ func liveAudit(t *testing.T, s *realtest.Scratch, meta *metadata.Set, interval t
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc.Base, sc.Meta = s.Name, meta
-	sample := func() (*inventory.Node, *inventory.ThreadTimes) {
-		n, err := sc.Scan(time.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
-		tt, _ := sc.ReadThreadTimes(n, time.Now())
-		return n, tt
+	sc.Base = s.Name
+	smp := &inventory.Sampling{Meta: meta, Demand: true}
+	n2, err := smp.Live(sc, interval, 10, func(_, n int) { time.Sleep(interval / time.Duration(n)) })
+	if err != nil {
+		t.Fatal(err)
 	}
-	n1, tt1 := sample()
-	rs := &inventory.RunnableSamples{}
-	for i := 0; i < 10; i++ {
-		time.Sleep(interval / 10)
-		sc.SampleRunnable(tt1, rs)
-	}
-	n2, tt2 := sample()
-	inventory.Rate(n1, n2)
-	inventory.FairShare(tt1, tt2, n2, s.V2(), rs)
 	return Run(&Input{Node: n2, Meta: meta}), n2
 }
 
