@@ -9,10 +9,10 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/cgwarden/cgwarden/internal/audit"
 	"github.com/cgwarden/cgwarden/internal/cgroupfs"
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/metadata"
+	"github.com/cgwarden/cgwarden/internal/rules"
 	"github.com/cgwarden/cgwarden/internal/stats"
 	"github.com/cgwarden/cgwarden/internal/weights"
 )
@@ -21,8 +21,8 @@ import (
 // for size-blind-weights, the BestEffort tier's weight for
 // besteffort-starvation.
 const (
-	RuleSizeBlind  = audit.RuleSizeBlindWeights
-	RuleStarvation = audit.RuleBestEffortStarvation
+	RuleSizeBlind  = rules.SizeBlindWeights
+	RuleStarvation = rules.BestEffortStarvation
 )
 
 // Target is a weight file and the value a plan holds it at, with the rule
