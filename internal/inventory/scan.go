@@ -31,7 +31,7 @@ const (
 type Scanner struct {
 	FS      cgroupfs.FS
 	Mounts  mounts.Table
-	Places  stats.Places
+	Places  mounts.Places
 	Version mounts.Version
 	CPUs    int
 	// Base is the cgroup the walk starts from ("/" for the whole node;
@@ -56,7 +56,7 @@ func Open(fsys cgroupfs.FS) (*Scanner, error) {
 	if err != nil {
 		return nil, err
 	}
-	places, err := stats.PlacesFor(table)
+	places, err := table.Places()
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", MountinfoPath, err)
 	}

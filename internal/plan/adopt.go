@@ -11,13 +11,13 @@ import (
 	"github.com/cgwarden/cgwarden/internal/cgroupfs"
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/layout"
-	"github.com/cgwarden/cgwarden/internal/stats"
+	"github.com/cgwarden/cgwarden/internal/mounts"
 )
 
 // Input is what Adopt plans from.
 type Input struct {
 	Node   *inventory.Node
-	Places stats.Places
+	Places mounts.Places
 	// FS reads the current values the plan copies and replaces.
 	FS cgroupfs.FS
 	// Owned reports whether cgwarden created the cgroup at a host path
@@ -53,7 +53,7 @@ func (h Hierarchy) Name() string {
 // mount on v2; on v1 the cpu, cpuacct, memory and pids mounts (one entry
 // per mount point, so a shared "cpu,cpuacct" mount appears once). Other
 // v1 hierarchies (devices, freezer, blkio, ...) are left alone.
-func Hierarchies(pl stats.Places) []Hierarchy {
+func Hierarchies(pl mounts.Places) []Hierarchy {
 	if pl.V2 {
 		return []Hierarchy{{Point: pl.Unified, Controllers: []string{"cpu", "cpuacct", "memory", "pids"}, V2: true}}
 	}

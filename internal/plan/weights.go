@@ -12,8 +12,8 @@ import (
 	"github.com/cgwarden/cgwarden/internal/cgroupfs"
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/metadata"
+	"github.com/cgwarden/cgwarden/internal/mounts"
 	"github.com/cgwarden/cgwarden/internal/rules"
-	"github.com/cgwarden/cgwarden/internal/stats"
 	"github.com/cgwarden/cgwarden/internal/weights"
 )
 
@@ -35,7 +35,7 @@ type Target struct {
 // WeightInput is what the weight plan is computed from.
 type WeightInput struct {
 	Node   *inventory.Node
-	Places stats.Places
+	Places mounts.Places
 	// FS reads the current values of the weight files.
 	FS   cgroupfs.FS
 	Meta *metadata.Set
