@@ -129,11 +129,8 @@ type Server struct {
 	meta    *metadata.Set
 	metaBad bool
 
-	own          *prometheus.Registry
-	scans        prometheus.Counter
-	scanFailures prometheus.Counter
-	scanDuration prometheus.Histogram
-	metaFailures prometheus.Counter
+	own  *prometheus.Registry
+	loop *loopMetrics
 }
 
 // New builds a Server; call Run (live) or Feed (snapshot) to give it data.
@@ -148,22 +145,9 @@ func New(cfg Config) *Server {
 		cfg.Logger = slog.Default()
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "serve")}
-	s.scans = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "cgwarden_scans_total", Help: "Scans of the node's cgroups completed, failed ones included.",
-	})
-	s.scanFailures = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "cgwarden_scan_failures_total", Help: "Scans that failed as a whole (the cgroup tree could not be listed); the previous scan keeps being served.",
-	})
-	s.scanDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name: "cgwarden_scan_duration_seconds", Help: "Time one scan of the node's cgroups took.",
-		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
-	})
-	s.metaFailures = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "cgwarden_metadata_failures_total", Help: "Times the pod metadata source failed; pods keep the names last known, or their UIDs.",
-	})
+	s.loop = newLoopMetrics()
 	s.own = prometheus.NewRegistry()
-	s.own.MustRegister(s.scans, s.scanFailures, s.scanDuration, s.metaFailures,
-		&ownCollector{s: s}, buildInfoCollector{buildinfo.Get()},
+	s.own.MustRegister(s.loop, podCollector{s}, containerCollector{s}, nodeCollector{s}, buildInfoCollector{buildinfo.Get()},
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectors.NewGoCollector())
 	s.own.MustRegister(cfg.Collectors...)
@@ -223,10 +207,10 @@ func (s *Server) ScanOnce(ctx context.Context) error {
 	s.refreshMeta(ctx)
 	start := s.cfg.Clock.Now()
 	smp, err := s.cfg.Sampler.Sample(start, s.meta)
-	s.scanDuration.Observe(s.cfg.Clock.Now().Sub(start).Seconds())
-	s.scans.Inc()
+	s.loop.duration.Observe(s.cfg.Clock.Now().Sub(start).Seconds())
+	s.loop.scans.Inc()
 	if err != nil {
-		s.scanFailures.Inc()
+		s.loop.failures.Inc()
 		if old := s.cur.Load(); old != nil && !old.failed {
 			s.cur.Store(&state{time: old.time, node: old.node, nodeName: old.nodeName, nodeUsage: old.nodeUsage,
 				pods: old.pods, findings: old.findings, meta: old.meta, log: old.log, failed: true})
@@ -243,7 +227,7 @@ func (s *Server) refreshMeta(ctx context.Context) {
 	}
 	pods, err := s.cfg.Lister.Pods(ctx)
 	if err != nil {
-		s.metaFailures.Inc()
+		s.loop.metaFailures.Inc()
 		// Warn once per outage, not once per scan.
 		if !s.metaBad {
 			s.log.Warn("pod metadata unavailable; serving pods under the names last known, or their UIDs", "err", err)
