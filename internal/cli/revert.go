@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -9,7 +8,6 @@ import (
 	"github.com/cgwarden/cgwarden/internal/cgroupfs"
 	"github.com/cgwarden/cgwarden/internal/fix"
 	"github.com/cgwarden/cgwarden/internal/journal"
-	"github.com/cgwarden/cgwarden/internal/plan"
 )
 
 func newRevert(o *Options) *cobra.Command {
@@ -36,7 +34,7 @@ its runtime removed). It exits 1 when something could not be undone.`,
 			e := &fix.Engine{FS: host, JournalDir: dir}
 			rep, err := e.Revert(all)
 			if rep != nil {
-				if werr := writeRevert(cmd, o.Output, rep); werr != nil && err == nil {
+				if werr := fix.WriteRevert(cmd.OutOrStdout(), o.Output, rep); werr != nil && err == nil {
 					err = werr
 				}
 			}
@@ -53,34 +51,4 @@ its runtime removed). It exits 1 when something could not be undone.`,
 	cmd.Flags().BoolVar(&all, "all", false, "undo every recorded apply, newest first")
 	cmd.Flags().StringVar(&dir, "journal-dir", journal.DefaultDir, "the `DIR` where the journal of applied changes (and its lock) lives")
 	return cmd
-}
-
-func writeRevert(cmd *cobra.Command, output string, rep *fix.RevertReport) error {
-	w := cmd.OutOrStdout()
-	if output == "json" {
-		e := json.NewEncoder(w)
-		e.SetIndent("", "  ")
-		return e.Encode(rep)
-	}
-	if len(rep.Runs) == 0 {
-		_, err := fmt.Fprintln(w, "Nothing to revert.")
-		return err
-	}
-	fmt.Fprintf(w, "Reverted run(s) %v, newest change first:\n", rep.Runs)
-	for _, u := range rep.Undos {
-		what := u.Op.Path
-		if u.Op.Kind == plan.Move && len(u.Op.Pairs) > 0 {
-			what = "processes back into " + u.Op.Pairs[0].Source
-			if len(u.MovedBack) > 0 {
-				what += fmt.Sprintf(" (%v)", u.MovedBack)
-			}
-		}
-		fmt.Fprintf(w, "  %-16s %-5s %s", u.Status, u.Op.Kind, what)
-		if u.Note != "" {
-			fmt.Fprintf(w, ": %s", u.Note)
-		}
-		fmt.Fprintln(w)
-	}
-	_, err := fmt.Fprintf(w, "%d change(s) could not be undone.\n", len(rep.Failed()))
-	return err
 }
