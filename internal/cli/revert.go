@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
 
@@ -22,33 +23,37 @@ its runtime removed). It exits 1 when something could not be undone.`,
 		Example: `  cgwarden revert        # undo the last apply
   cgwarden revert --all  # undo every recorded apply`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.Snapshot != "" {
-				return fmt.Errorf("revert works on the live node, not on a snapshot")
-			}
-			host, err := cgroupfs.OpenHost(o.HostRoot)
-			if err != nil {
-				return err
-			}
-			defer host.Close()
-			e := &fix.Engine{FS: host, JournalDir: dir}
-			rep, err := e.Revert(all)
-			if rep != nil {
-				if werr := fix.WriteRevert(cmd.OutOrStdout(), o.Output, rep); werr != nil && err == nil {
-					err = werr
-				}
-			}
-			if err != nil {
-				return err
-			}
-			if n := len(rep.Failed()); n > 0 {
-				return &ExitError{Code: 1, Err: fmt.Errorf("%d change(s) could not be undone", n)}
-			}
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runRevert(cmd.OutOrStdout(), o, dir, all) },
 	}
 	addOutput(cmd, o)
 	cmd.Flags().BoolVar(&all, "all", false, "undo every recorded apply, newest first")
 	cmd.Flags().StringVar(&dir, "journal-dir", journal.DefaultDir, "the `DIR` where the journal of applied changes (and its lock) lives")
 	return cmd
+}
+
+// runRevert undoes the journal's last run (or all) on the live host and
+// prints what it did; it exits 1 when something could not be undone.
+func runRevert(out io.Writer, o *Options, dir string, all bool) error {
+	if o.Snapshot != "" {
+		return fmt.Errorf("revert works on the live node, not on a snapshot")
+	}
+	host, err := cgroupfs.OpenHost(o.HostRoot)
+	if err != nil {
+		return err
+	}
+	defer host.Close()
+	e := &fix.Engine{FS: host, JournalDir: dir}
+	rep, err := e.Revert(all)
+	if rep != nil {
+		if werr := fix.WriteRevert(out, o.Output, rep); werr != nil && err == nil {
+			err = werr
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if n := len(rep.Failed()); n > 0 {
+		return &ExitError{Code: 1, Err: fmt.Errorf("%d change(s) could not be undone", n)}
+	}
+	return nil
 }
