@@ -15,10 +15,6 @@ import (
 	"github.com/cgwarden/cgwarden/internal/snapshot"
 )
 
-// Sample is one scan-able instant of a node: a snapshot's, or the live
-// host's at a time.
-type Sample = snapshot.Sample
-
 // LoadSnapshot opens a snapshot file, or an embedded example.
 func LoadSnapshot(name string) (*snapshot.Snapshot, error) {
 	var r io.Reader

@@ -32,8 +32,8 @@ const DefaultListen = "127.0.0.1:9530"
 // DefaultInterval is the time between two scans.
 const DefaultInterval = 10 * time.Second
 
-// Sample is one scan of the node.
-type Sample struct {
+// Scan is one scan of the node, as a Sampler takes it.
+type Scan struct {
 	// Node is the scan, with its /proc/meminfo, CPU rates and fair share
 	// as inventory.Sampling fills them.
 	Node *inventory.Node
@@ -44,7 +44,7 @@ type Sample struct {
 
 // Sampler takes one scan of the node, naming pods with meta (may be nil).
 type Sampler interface {
-	Sample(now time.Time, meta *metadata.Set) (Sample, error)
+	Sample(now time.Time, meta *metadata.Set) (Scan, error)
 }
 
 // Lister lists the pods of this node from a metadata source.
@@ -63,16 +63,16 @@ type ScannerSampler struct {
 var _ Sampler = (*ScannerSampler)(nil)
 
 // Sample implements Sampler.
-func (s *ScannerSampler) Sample(now time.Time, meta *metadata.Set) (Sample, error) {
+func (s *ScannerSampler) Sample(now time.Time, meta *metadata.Set) (Scan, error) {
 	s.sampling.Meta, s.sampling.Demand = meta, true
 	if s.sampling.Clock == nil {
 		s.sampling.Clock = time.Now
 	}
 	n, err := s.sampling.Take(s.Scanner, now)
 	if err != nil {
-		return Sample{}, err
+		return Scan{}, err
 	}
-	return Sample{Node: n, Meta: meta}, nil
+	return Scan{Node: n, Meta: meta}, nil
 }
 
 // FeedSamples serves samples that each carry their own tree (a
@@ -89,7 +89,7 @@ func (s *Server) FeedSamples(samples []cgroupfs.Sample, meta *metadata.Set) erro
 		if err != nil {
 			return err
 		}
-		s.Feed(Sample{Node: n, Meta: meta})
+		s.Feed(Scan{Node: n, Meta: meta})
 	}
 	return nil
 }
@@ -187,7 +187,7 @@ func (l *lazy) get(render func() ([]byte, error)) ([]byte, error) {
 // Feed makes smp the served scan (its rates are the Sampler's). Feed,
 // FeedSamples, ScanOnce and Run are the scan side: call them from one
 // goroutine at a time. Handler is safe for any number of requests.
-func (s *Server) Feed(smp Sample) {
+func (s *Server) Feed(smp Scan) {
 	st := &state{
 		time: smp.Node.Time, node: smp.Node, nodeName: s.cfg.NodeName, meta: smp.Meta, log: s.log,
 		nodeUsage: aggregate.NodeUsage(smp.Node),
