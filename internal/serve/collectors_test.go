@@ -1,14 +1,10 @@
 package serve
 
 import (
-	"bytes"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/cgwarden/cgwarden/internal/examples"
-	"github.com/cgwarden/cgwarden/internal/snapshot"
 )
 
 // TestEveryDeclaredSeriesIsEmitted: fed the seed-003 snapshot (two
@@ -17,15 +13,7 @@ import (
 // every series it declares. A declared series no path fills (as the
 // fair-share series were before one sample loop fed serve) fails here.
 func TestEveryDeclaredSeriesIsEmitted(t *testing.T) {
-	b, _ := examples.Open("seed-003-k3s-spin")
-	snap, err := snapshot.Load(bytes.NewReader(b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := New(Config{NodeName: "k3s-node", Findings: AuditFindings})
-	if err := s.FeedSamples(snap.Samples, nil); err != nil {
-		t.Fatal(err)
-	}
+	s := feedExampleTo(t, Config{NodeName: "k3s-node", Findings: AuditFindings}, "seed-003-k3s-spin", nil)
 	for name, c := range map[string]prometheus.Collector{
 		"pod": podCollector{s}, "container": containerCollector{s}, "node": nodeCollector{s},
 	} {

@@ -30,6 +30,12 @@ const seedPod = "99afd520-5b3e-4c8d-8471-4b6c8ee26b4c"
 // feedExample feeds both samples of an embedded snapshot to a new server.
 func feedExample(t *testing.T, name string, meta *metadata.Set) *Server {
 	t.Helper()
+	return feedExampleTo(t, Config{NodeName: "k3s-node"}, name, meta)
+}
+
+// feedExampleTo is feedExample with the server's configuration given.
+func feedExampleTo(t *testing.T, cfg Config, name string, meta *metadata.Set) *Server {
+	t.Helper()
 	b, ok := examples.Open(name)
 	if !ok {
 		t.Fatalf("no example %s", name)
@@ -38,7 +44,7 @@ func feedExample(t *testing.T, name string, meta *metadata.Set) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := New(Config{NodeName: "k3s-node"})
+	s := New(cfg)
 	if err := s.FeedSamples(snap.Samples, meta); err != nil {
 		t.Fatal(err)
 	}
@@ -245,15 +251,7 @@ func TestCheckListen(t *testing.T) {
 }
 
 func TestAuditFindingsOnMetrics(t *testing.T) {
-	b, _ := examples.Open("seed-003-k3s-spin")
-	snap, err := snapshot.Load(bytes.NewReader(b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := New(Config{NodeName: "k3s-node", Findings: AuditFindings})
-	if err := s.FeedSamples(snap.Samples, nil); err != nil {
-		t.Fatal(err)
-	}
+	s := feedExampleTo(t, Config{NodeName: "k3s-node", Findings: AuditFindings}, "seed-003-k3s-spin", nil)
 	_, own, _ := get(t, s.Handler(), "/metrics")
 	re := regexp.MustCompile(`(?m)^cgwarden_audit_findings\{rule="misplaced-container",severity="error"\} (\d+)$`)
 	m := re.FindStringSubmatch(own)
