@@ -223,16 +223,17 @@ func TestAvailableBytes(t *testing.T) {
 	}
 }
 
-func TestNode(t *testing.T) {
+func TestNodeUsage(t *testing.T) {
 	root := cg("/", nil, u64(5e9), f64(2), nil)
 	root.Stats.Memory.UsageBytes = nil
 	root.Stats.Memory.InactiveFileBytes = u64(1 << 20)
 	n := &inventory.Node{Root: root, Time: time.Unix(0, 0)}
 	// v2 root without memory.current and no meminfo: memory unknown.
-	if u := Node(n, nil); u.WorkingSetBytes != nil || u.MemoryUsageBytes != nil || *u.CPUUsageNs != 5e9 {
+	if u := NodeUsage(n); u.WorkingSetBytes != nil || u.MemoryUsageBytes != nil || *u.CPUUsageNs != 5e9 {
 		t.Errorf("no meminfo: %+v", u)
 	}
-	u := Node(n, &Meminfo{TotalBytes: 8 << 30, FreeBytes: 6 << 30})
+	n.Meminfo = &stats.Meminfo{TotalBytes: 8 << 30, FreeBytes: 6 << 30}
+	u := NodeUsage(n)
 	if !eqU(u.MemoryUsageBytes, u64(2<<30)) || !eqU(u.WorkingSetBytes, u64(2<<30-1<<20)) {
 		t.Errorf("meminfo: usage %v ws %v", deref(u.MemoryUsageBytes), deref(u.WorkingSetBytes))
 	}
@@ -242,41 +243,8 @@ func TestNode(t *testing.T) {
 	// v1: the root has its own usage; meminfo only gives the limit.
 	root.Stats.Memory.UsageBytes = u64(3 << 30)
 	root.Stats.Memory.WorkingSetBytes = u64(1 << 30)
-	u = Node(n, &Meminfo{TotalBytes: 8 << 30, FreeBytes: 6 << 30})
+	u = NodeUsage(n)
 	if !eqU(u.WorkingSetBytes, u64(1<<30)) || *u.MemoryLimitBytes != 8<<30 {
 		t.Errorf("v1 root: %+v", u)
 	}
-}
-
-func TestParseMeminfo(t *testing.T) {
-	good := "MemTotal:       24570284 kB\nMemFree:        20000000 kB\nMemAvailable:   22000000 kB\n"
-	m, err := ParseMeminfo(good)
-	if err != nil || m.TotalBytes != 24570284*1024 || m.FreeBytes != 20000000*1024 {
-		t.Fatalf("got %+v, %v", m, err)
-	}
-	for _, bad := range []string{
-		"",
-		"MemTotal: 10 kB\n",
-		"MemFree: 10 kB\n",
-		"MemTotal: x kB\nMemFree: 1 kB\n",
-		"MemTotal: 10 MB\nMemFree: 1 kB\n",
-		"MemTotal: 10 kB\nMemFree: 11 kB\n",
-		"MemTotal: 99999999999999999999 kB\nMemFree: 1 kB\n",
-	} {
-		if _, err := ParseMeminfo(bad); err == nil {
-			t.Errorf("%q: no error", bad)
-		}
-	}
-}
-
-func FuzzParseMeminfo(f *testing.F) {
-	f.Add("MemTotal:       24570284 kB\nMemFree:        20000000 kB\n")
-	f.Add("MemFree: 1 kB\nMemTotal: 2 kB")
-	f.Add("MemTotal: 1 kB\n")
-	f.Fuzz(func(t *testing.T, s string) {
-		m, err := ParseMeminfo(s)
-		if err == nil && m.FreeBytes > m.TotalBytes {
-			t.Fatalf("free above total: %+v", m)
-		}
-	})
 }

@@ -2,11 +2,13 @@ package audit
 
 import (
 	"fmt"
+
+	"github.com/cgwarden/cgwarden/internal/rules"
 )
 
 // RulePodAccountingGap: a pod cgroup whose own usage is well below the sum
 // of its containers' usage.
-const RulePodAccountingGap = "pod-accounting-gap"
+const RulePodAccountingGap = rules.PodAccountingGap
 
 // Thresholds of the accounting gap: the pod cgroup must account for less
 // than gapRatio of its containers' usage, and the gap must be at least

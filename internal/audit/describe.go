@@ -213,16 +213,11 @@ func tierTitle(q string) string {
 
 // vmLabel says whether a pod is a VM runner by its labels, and which VM.
 func vmLabel(mp *metadata.Pod) (string, bool) {
-	if mp == nil {
+	kind, name, ok := metadata.VMOf(mp)
+	if !ok {
 		return "", false
 	}
-	if v, ok := mp.Labels["vm.neon.tech/name"]; ok {
-		return "NeonVM " + v, true
-	}
-	if v, ok := mp.Labels["kubevirt.io/domain"]; ok {
-		return "KubeVirt VMI " + v, true
-	}
-	return "", false
+	return kind + " " + name, true
 }
 
 // procsIn counts the processes in c and below; known is false when a

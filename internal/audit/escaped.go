@@ -5,10 +5,11 @@ import (
 
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/layout"
+	"github.com/cgwarden/cgwarden/internal/rules"
 )
 
 // RuleEscapedProcess: a pod's processes outside the kubelet's tree.
-const RuleEscapedProcess = "escaped-process"
+const RuleEscapedProcess = rules.EscapedProcess
 
 // checkEscaped reports cgroups a VM runner made for a pod's processes
 // outside kubepods (NeonVM's /<pod>-vm-runner, neonvm-qemu-<pod>), whether

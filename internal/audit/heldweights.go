@@ -5,13 +5,14 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/cgwarden/cgwarden/internal/rules"
 	"github.com/cgwarden/cgwarden/internal/weights"
 )
 
 // RuleHeldWeights: the weights of sized BestEffort pods follow their
 // sizes — held by cgwarden (or by a fix the kubelet has not reset yet).
 // It is information, and a warning of what removing cgwarden does.
-const RuleHeldWeights = "held-weights"
+const RuleHeldWeights = rules.HeldWeights
 
 // checkHeldWeights reports, once, that every sized BestEffort pod and the
 // BestEffort tier are at the weights their sizes call for, with what the

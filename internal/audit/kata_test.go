@@ -26,7 +26,7 @@ func TestKataSandboxesWithoutTheirPod(t *testing.T) {
 	for _, path := range []string{kata, "/kata_overhead"} {
 		f, ok := find(r, RuleMisplacedContainer, func(f Finding) bool { return f.Subject.Cgroup == path })
 		if !ok {
-			t.Errorf("no misplaced-container finding for %s; findings: %v", path, rules(r))
+			t.Errorf("no misplaced-container finding for %s; findings: %v", path, ruleIDs(r))
 			continue
 		}
 		if p, _ := f.Evidence.Get("processes"); p == nil || p.(int) == 0 {

@@ -49,24 +49,12 @@ func liveAudit(t *testing.T, s *realtest.Scratch, meta *metadata.Set, interval t
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc.Base, sc.Meta = s.Name, meta
-	sample := func() (*inventory.Node, *inventory.ThreadTimes) {
-		n, err := sc.Scan(time.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
-		tt, _ := sc.ReadThreadTimes(n, time.Now())
-		return n, tt
+	sc.Base = s.Name
+	smp := &inventory.Sampling{Meta: meta, Demand: true}
+	n2, err := smp.Live(sc, interval, 10, func(_, n int) { time.Sleep(interval / time.Duration(n)) })
+	if err != nil {
+		t.Fatal(err)
 	}
-	n1, tt1 := sample()
-	rs := &inventory.RunnableSamples{}
-	for i := 0; i < 10; i++ {
-		time.Sleep(interval / 10)
-		sc.SampleRunnable(tt1, rs)
-	}
-	n2, tt2 := sample()
-	inventory.Rate(n1, n2)
-	inventory.FairShare(tt1, tt2, n2, s.V2(), rs)
 	return Run(&Input{Node: n2, Meta: meta}), n2
 }
 
@@ -149,7 +137,7 @@ func TestLiveBestEffortVMs(t *testing.T) {
 	for _, uid := range []string{vmUID0, vmUID1, vmUID2} {
 		f, ok := find(r, RuleBestEffortStarvation, func(f Finding) bool { return f.Subject.PodUID == uid })
 		if !ok || f.Severity != Error {
-			t.Errorf("no besteffort-starvation error for VM pod %s; findings: %v", uid, rules(r))
+			t.Errorf("no besteffort-starvation error for VM pod %s; findings: %v", uid, ruleIDs(r))
 			continue
 		}
 		if g, _ := f.Evidence.Get("podGuaranteedCores"); g.(float64) >= 0.01 {
@@ -160,10 +148,10 @@ func TestLiveBestEffortVMs(t *testing.T) {
 		}
 	}
 	if f, ok := find(r, RuleSizeBlindWeights, func(f Finding) bool { return strings.HasSuffix(f.Subject.Cgroup, be) }); !ok || f.Severity != Error {
-		t.Errorf("no size-blind-weights error for the BestEffort tier; findings: %v", rules(r))
+		t.Errorf("no size-blind-weights error for the BestEffort tier; findings: %v", ruleIDs(r))
 	}
 	if len(r.Findings) == 0 || r.Findings[0].Rule != RuleBestEffortStarvation {
-		t.Errorf("findings do not start with besteffort-starvation: %v", rules(r))
+		t.Errorf("findings do not start with besteffort-starvation: %v", ruleIDs(r))
 	}
 }
 
@@ -184,11 +172,11 @@ func TestLiveMisplacedContainer(t *testing.T) {
 	r, _ := liveAudit(t, s, nil, time.Second)
 	m, ok := find(r, RuleMisplacedContainer, func(f Finding) bool { return f.Subject.ContainerID == hexID(3) })
 	if !ok || m.Severity != Error || m.Subject.PodUID != spinUID {
-		t.Fatalf("no misplaced-container error for the literal directory; findings: %v", rules(r))
+		t.Fatalf("no misplaced-container error for the literal directory; findings: %v", ruleIDs(r))
 	}
 	g, ok := find(r, RulePodAccountingGap, func(f Finding) bool { return f.Subject.PodUID == spinUID })
 	if !ok {
-		t.Fatalf("no pod-accounting-gap for the pod; findings: %v", rules(r))
+		t.Fatalf("no pod-accounting-gap for the pod; findings: %v", ruleIDs(r))
 	}
 	pc, _ := g.Evidence.Get("podCgroupUsageCores")
 	cc, _ := g.Evidence.Get("containersUsageCores")
@@ -196,7 +184,7 @@ func TestLiveMisplacedContainer(t *testing.T) {
 		t.Errorf("pod cgroup %v cores, container %v: want ~0 and a burner's share", pc, cc)
 	}
 	if r.Findings[0].Rule != RuleMisplacedContainer || r.Findings[1].Rule != RulePodAccountingGap {
-		t.Errorf("findings do not start with misplaced-container, pod-accounting-gap: %v", rules(r))
+		t.Errorf("findings do not start with misplaced-container, pod-accounting-gap: %v", ruleIDs(r))
 	}
 }
 
@@ -219,7 +207,7 @@ func TestLiveEscapedProcess(t *testing.T) {
 	r, _ := liveAudit(t, s, meta, time.Second)
 	f, ok := find(r, RuleEscapedProcess, func(f Finding) bool { return f.Subject.PodUID == qemuUID })
 	if !ok || f.Severity != Error {
-		t.Fatalf("no escaped-process error naming the pod; findings: %v", rules(r))
+		t.Fatalf("no escaped-process error naming the pod; findings: %v", ruleIDs(r))
 	}
 	if u, ok := f.Evidence.Get("usageCores"); !ok || u.(float64) < 0.1 {
 		t.Errorf("escaped cgroup usage %v, want the burner's", u)
@@ -231,11 +219,11 @@ func TestLiveEscapedProcess(t *testing.T) {
 	// carries.
 	r, _ = liveAudit(t, s, nil, 200*time.Millisecond)
 	if _, ok := find(r, RuleEscapedProcess, func(f Finding) bool { return f.Subject.PodName == "vm-escapee-abcde" }); !ok {
-		t.Errorf("no escaped-process finding without metadata; findings: %v", rules(r))
+		t.Errorf("no escaped-process finding without metadata; findings: %v", ruleIDs(r))
 	}
 }
 
-func rules(r *Report) []string {
+func ruleIDs(r *Report) []string {
 	var out []string
 	for _, f := range r.Findings {
 		out = append(out, string(f.Severity)+"/"+f.Rule+" "+f.Subject.String())

@@ -5,10 +5,11 @@ import (
 
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/layout"
+	"github.com/cgwarden/cgwarden/internal/rules"
 )
 
 // RuleMisplacedContainer: a container cgroup outside its pod's cgroup.
-const RuleMisplacedContainer = "misplaced-container"
+const RuleMisplacedContainer = rules.MisplacedContainer
 
 // checkMisplaced reports containers a runtime put outside their pod's
 // cgroup (seed 003's literal "<slice>:cri-containerd:<id>" directory,

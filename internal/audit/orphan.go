@@ -5,10 +5,11 @@ import (
 
 	"github.com/cgwarden/cgwarden/internal/cgroupfs"
 	"github.com/cgwarden/cgwarden/internal/inventory"
+	"github.com/cgwarden/cgwarden/internal/rules"
 )
 
 // RuleOrphanCgroup: pod cgroups with no pod in the metadata.
-const RuleOrphanCgroup = "orphan-cgroup"
+const RuleOrphanCgroup = rules.OrphanCgroup
 
 // checkOrphans reports pod cgroups whose pod the metadata does not know:
 // with processes (a pod deleted while its processes live on, or metadata

@@ -90,7 +90,7 @@ func TestRuntimeWeightFormula(t *testing.T) {
 			r := Run(&Input{Node: n, Meta: meta})
 			f, ok := find(r, RuleTierDrift, func(f Finding) bool { return f.Subject.PodUID == uidA })
 			if ok != conv.reported {
-				t.Fatalf("tier-drift for the pod: %v, want %v; findings %v", ok, conv.reported, rules(r))
+				t.Fatalf("tier-drift for the pod: %v, want %v; findings %v", ok, conv.reported, ruleIDs(r))
 			}
 			if !ok {
 				return
@@ -141,7 +141,7 @@ func TestTierAndOrphans(t *testing.T) {
 	}
 	for k, sev := range map[string]Severity{"besteffort tier": Warning, "orphan": Warning, "leftover": Info} {
 		if want[k] != sev {
-			t.Errorf("%s: severity %q, want %q (findings %v)", k, want[k], sev, rules(r))
+			t.Errorf("%s: severity %q, want %q (findings %v)", k, want[k], sev, ruleIDs(r))
 		}
 	}
 	// The Burstable tier is not compared: pods B and C are not in the
@@ -208,7 +208,7 @@ func TestBurstableTierWithoutCPURequests(t *testing.T) {
 	r := Run(&Input{Node: n, Meta: meta})
 	f, ok := find(r, RuleTierDrift, func(f Finding) bool { return f.Subject.Cgroup == bu })
 	if !ok {
-		t.Fatalf("no tier-drift for the Burstable tier: %v", rules(r))
+		t.Fatalf("no tier-drift for the Burstable tier: %v", ruleIDs(r))
 	}
 	if !strings.Contains(f.Message, "No Burstable pod requests CPU") || !strings.Contains(f.Message, "the tier weighs 3000") || strings.Contains(f.Message, "%") {
 		t.Errorf("message %q", f.Message)

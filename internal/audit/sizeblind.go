@@ -7,11 +7,12 @@ import (
 	"strings"
 
 	"github.com/cgwarden/cgwarden/internal/inventory"
+	"github.com/cgwarden/cgwarden/internal/rules"
 )
 
 // RuleSizeBlindWeights: sibling pods whose sizes differ but whose weights
 // do not follow.
-const RuleSizeBlindWeights = "size-blind-weights"
+const RuleSizeBlindWeights = rules.SizeBlindWeights
 
 // proportionalTolerance is how far a pod's share by weight may stray from
 // its share by size before the weights are called size-blind.

@@ -9,6 +9,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/layout"
 	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/mounts"
+	"github.com/cgwarden/cgwarden/internal/rules"
 )
 
 // weightText is a cgroup's raw weight for a message, "?" when unknown.
@@ -21,7 +22,7 @@ func weightText(c *inventory.Cgroup) string {
 
 // RuleBestEffortStarvation: a BestEffort pod whose guaranteed CPU under
 // full contention is below the threshold.
-const RuleBestEffortStarvation = "besteffort-starvation"
+const RuleBestEffortStarvation = rules.BestEffortStarvation
 
 // checkStarvation reports every BestEffort pod guaranteed less than
 // Input.StarvationCores. The kubelet gives the whole BestEffort tier the

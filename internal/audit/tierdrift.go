@@ -10,11 +10,12 @@ import (
 	"github.com/cgwarden/cgwarden/internal/layout"
 	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/mounts"
+	"github.com/cgwarden/cgwarden/internal/rules"
 )
 
 // RuleTierDrift: a QoS tier, pod or container weight that is not what the
 // kubelet (or the runtime) would write for the pods' requests.
-const RuleTierDrift = "tier-drift"
+const RuleTierDrift = rules.TierDrift
 
 // tierTolerance lets the Burstable tier lag a pod that just came or went:
 // the kubelet refreshes it about every minute.

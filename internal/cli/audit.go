@@ -88,7 +88,7 @@ func runAudit(w io.Writer, o *Options, f auditFlags) error {
 	if err != nil {
 		return &ExitError{Code: 2, Err: err}
 	}
-	n, err := ScanNodeDemand(o, meta, time.Duration(o.Interval))
+	n, err := scanNode(o, meta, time.Duration(o.Interval), true)
 	if err != nil {
 		return &ExitError{Code: 2, Err: err}
 	}

@@ -29,23 +29,7 @@ func newDemo(o *Options) *cobra.Command {
   sudo cgwarden demo -o json --html demo.html`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			seeds, err := demo.ParseSeeds(seed)
-			if err != nil {
-				return &ExitError{Code: 2, Err: err}
-			}
-			if o.Output != "text" && o.Output != "json" && o.Output != "" {
-				return &ExitError{Code: 2, Err: fmt.Errorf("-o %s: want text or json", o.Output)}
-			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			res, err := demo.Run(ctx, demo.Options{Seeds: seeds, Driver: driver, Duration: time.Duration(duration),
-				Progress: cmd.ErrOrStderr(), Live: isTerminal(cmd.ErrOrStderr())})
-			if res != nil {
-				if werr := writeDemo(cmd, o, res, htmlFile); werr != nil && err == nil {
-					err = werr
-				}
-			}
-			return err
+			return runDemo(cmd, o, demoFlags{seed: seed, driver: driver, htmlFile: htmlFile, duration: time.Duration(duration)})
 		},
 	}
 	addOutput(cmd, o)
@@ -54,6 +38,34 @@ func newDemo(o *Options) *cobra.Command {
 	cmd.Flags().StringVar(&driver, "driver", demo.DriverCgroupfs, "name the kubelet's cgroups as this cgroup driver does: cgroupfs or systemd")
 	cmd.Flags().StringVar(&htmlFile, "html", "", "also write the run as a self-contained HTML report to `FILE`")
 	return cmd
+}
+
+// demoFlags are demo's flags.
+type demoFlags struct {
+	seed, driver, htmlFile string
+	duration               time.Duration
+}
+
+// runDemo runs the demo until it ends or is interrupted, then writes the
+// result.
+func runDemo(cmd *cobra.Command, o *Options, f demoFlags) error {
+	seeds, err := demo.ParseSeeds(f.seed)
+	if err != nil {
+		return &ExitError{Code: 2, Err: err}
+	}
+	if o.Output != "text" && o.Output != "json" && o.Output != "" {
+		return &ExitError{Code: 2, Err: fmt.Errorf("-o %s: want text or json", o.Output)}
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res, err := demo.Run(ctx, demo.Options{Seeds: seeds, Driver: f.driver, Duration: f.duration,
+		Progress: cmd.ErrOrStderr(), Live: isTerminal(cmd.ErrOrStderr())})
+	if res != nil {
+		if werr := writeDemo(cmd, o, res, f.htmlFile); werr != nil && err == nil {
+			err = werr
+		}
+	}
+	return err
 }
 
 func writeDemo(cmd *cobra.Command, o *Options, res *demo.Result, htmlFile string) error {

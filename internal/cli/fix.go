@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -43,6 +42,68 @@ func (f *fixFlags) options() (fix.Options, error) {
 	return o, nil
 }
 
+// runFix plans from the node (or a snapshot) and prints the plan, or with
+// --apply makes it and prints what was done.
+func runFix(out io.Writer, o *Options, f *fixFlags) error {
+	if o.Output != "text" && o.Output != "json" {
+		return fmt.Errorf("-o %s: want text or json", o.Output)
+	}
+	opts, err := f.options()
+	if err != nil {
+		return err
+	}
+	e, closeFS, err := o.fixEngine(f)
+	if err != nil {
+		return err
+	}
+	defer closeFS()
+	if !f.apply {
+		p, _, err := e.Plan(opts)
+		if err != nil {
+			return err
+		}
+		if o.Snapshot != "" {
+			o.warnUnrecorded(e.FS, p)
+		}
+		return fix.WriteDryRun(out, o.Output, p, o.Snapshot != "")
+	}
+	res, err := e.Apply(opts)
+	if res != nil {
+		if werr := fix.WriteResult(out, o.Output, res); werr != nil && err == nil {
+			err = werr
+		}
+	}
+	return err
+}
+
+// fixEngine is the engine over the snapshot's last sample (read only), or
+// over the live host, which writes nowhere until the engine grants its
+// policy's paths.
+func (o *Options) fixEngine(f *fixFlags) (*fix.Engine, func(), error) {
+	meta, err := LoadMeta(o)
+	if err != nil {
+		return nil, nil, err
+	}
+	e := &fix.Engine{JournalDir: f.journalDir, Meta: meta}
+	if o.Snapshot != "" {
+		if f.apply {
+			return nil, nil, errors.New("--apply works on the live node, not on a snapshot")
+		}
+		s, err := o.loadSnapshot()
+		if err != nil {
+			return nil, nil, err
+		}
+		e.FS = readOnly{s.Samples[len(s.Samples)-1].FS}
+		return e, func() {}, nil
+	}
+	host, err := cgroupfs.OpenHost(o.HostRoot)
+	if err != nil {
+		return nil, nil, err
+	}
+	e.FS = host
+	return e, func() { host.Close() }, nil
+}
+
 func newFix(o *Options) *cobra.Command {
 	var f fixFlags
 	cmd := &cobra.Command{
@@ -65,68 +126,7 @@ See docs/fix.md and docs/weights.md.`,
   # weigh VM pods by their size, and make it so
   cgwarden fix --pods pods.json --vms vms.json --only size-blind-weights,besteffort-starvation --apply`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.Output != "text" && o.Output != "json" {
-				return fmt.Errorf("-o %s: want text or json", o.Output)
-			}
-			opts, err := f.options()
-			if err != nil {
-				return err
-			}
-			meta, err := LoadMeta(o)
-			if err != nil {
-				return err
-			}
-			e := &fix.Engine{JournalDir: f.journalDir, Meta: meta}
-			if o.Snapshot != "" {
-				if f.apply {
-					return errors.New("--apply works on the live node, not on a snapshot")
-				}
-				s, err := o.loadSnapshot()
-				if err != nil {
-					return err
-				}
-				e.FS = readOnly{s.Samples[len(s.Samples)-1].FS}
-			} else {
-				host, err := cgroupfs.OpenHost(o.HostRoot)
-				if err != nil {
-					return err
-				}
-				defer host.Close()
-				e.FS = host // writes nowhere until the engine grants its policy's paths
-			}
-			out := cmd.OutOrStdout()
-			if !f.apply {
-				p, _, err := e.Plan(opts)
-				if err != nil {
-					return err
-				}
-				if o.Snapshot != "" {
-					o.warnUnrecorded(e.FS, p)
-				}
-				if o.Output == "json" {
-					return plan.WriteJSON(out, p)
-				}
-				if err := plan.WriteText(out, p); err != nil {
-					return err
-				}
-				switch {
-				case len(p.Ops) == 0:
-				case o.Snapshot != "":
-					_, err = fmt.Fprintln(out, "This was a dry run from a snapshot: nothing was changed. To make these changes, run `cgwarden fix --apply` on the node the snapshot was taken from (it plans again from the node's state then); `cgwarden revert` undoes them.")
-				default:
-					_, err = fmt.Fprintln(out, "This was a dry run: nothing was changed. Run with --apply to make these changes; `cgwarden revert` undoes them.")
-				}
-				return err
-			}
-			res, err := e.Apply(opts)
-			if res != nil {
-				if werr := writeResult(out, o.Output, res); werr != nil && err == nil {
-					err = werr
-				}
-			}
-			return err
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runFix(cmd.OutOrStdout(), o, &f) },
 	}
 	addOutput(cmd, o)
 	fl := cmd.Flags()
@@ -138,39 +138,6 @@ See docs/fix.md and docs/weights.md.`,
 	fl.StringVar(&f.journalDir, "journal-dir", journal.DefaultDir, "the `DIR` where the journal of applied changes (and its lock) lives")
 	fl.BoolVar(&f.removeSource, "remove-empty-source", false, "also remove the runtime's cgroup once it is empty (it belongs to the runtime; left in place by default)")
 	return cmd
-}
-
-func writeResult(w io.Writer, output string, res *fix.Result) error {
-	if output == "json" {
-		e := json.NewEncoder(w)
-		e.SetIndent("", "  ")
-		return e.Encode(res)
-	}
-	if err := plan.WriteText(w, res.Plan); err != nil {
-		return err
-	}
-	if res.Run == "" {
-		return nil
-	}
-	verb := "Applied"
-	if res.Resumed {
-		verb = "Continued the cut-off run and applied"
-	}
-	fmt.Fprintf(w, "%s %d of %d operations (journal run %s).\n", verb, len(res.Steps), len(res.Plan.Ops), res.Run)
-	for _, s := range res.Steps {
-		if s.Note != "" && s.Op.Optional {
-			fmt.Fprintf(w, "  %s: %s\n", s.Op.Path, s.Note)
-		}
-		if s.Op.Kind == plan.Move {
-			fmt.Fprintf(w, "  moved processes %v", s.Moved)
-			if len(s.Exited) > 0 {
-				fmt.Fprintf(w, " (%v exited before they could be moved)", s.Exited)
-			}
-			fmt.Fprintln(w)
-		}
-	}
-	_, err := fmt.Fprintln(w, "`cgwarden revert` undoes this run.")
-	return err
 }
 
 // readOnly lets a snapshot stand in for the live door in a dry run.

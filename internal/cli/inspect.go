@@ -67,11 +67,7 @@ func runInspect(w io.Writer, o *Options, f inspectFlags) error {
 	if err != nil {
 		return err
 	}
-	scan := ScanNode
-	if f.demand {
-		scan = ScanNodeDemand
-	}
-	n, err := scan(o, meta, time.Duration(o.Interval))
+	n, err := scanNode(o, meta, time.Duration(o.Interval), f.demand)
 	if err != nil {
 		return err
 	}

@@ -31,7 +31,7 @@ func newReport(o *Options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			n, err := ScanNode(o, meta, time.Duration(o.Interval))
+			n, err := scanNode(o, meta, time.Duration(o.Interval), false)
 			if err != nil {
 				return err
 			}

@@ -2,21 +2,18 @@ package cli
 
 import (
 	"context"
-	"crypto/tls"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
-	"os"
 	"os/signal"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/cgwarden/cgwarden/internal/cgroupfs"
+	"github.com/cgwarden/cgwarden/internal/events"
 	"github.com/cgwarden/cgwarden/internal/hold"
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/metadata"
@@ -24,21 +21,25 @@ import (
 	"github.com/cgwarden/cgwarden/internal/serve"
 )
 
+// serveOptions are serve's flags.
+type serveOptions struct {
+	listen      string
+	allowRemote bool
+	interval    Duration
+	metaMode    string
+	criSocket   string
+	kubeconfig  string
+	nodeName    string
+	tlsCert     string
+	tlsKey      string
+	keep        serveFix
+	authn       bool
+	events      bool
+	demand      bool
+}
+
 func newServe(o *Options) *cobra.Command {
-	var (
-		listen      string
-		allowRemote bool
-		interval    = Duration(serve.DefaultInterval)
-		metaMode    string
-		criSocket   string
-		kubeconfig  string
-		nodeName    string
-		tlsCert     string
-		tlsKey      string
-		keep        serveFix
-		authn       bool
-		withEvents  bool
-	)
+	so := &serveOptions{interval: Duration(serve.DefaultInterval)}
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve pod and container CPU and memory from where the processes really are, in the kubelet's formats (/metrics/resource, /stats/summary) and as Prometheus metrics (/metrics)",
@@ -58,152 +59,136 @@ pods and size changes. Every first change is journaled: stop serve, then 'cgward
   cgwarden serve --snapshot example:seed-003-k3s-spin   # then: curl 127.0.0.1:9530/metrics/resource
   cgwarden serve --pods pods.json --vms vms.json --fix size-blind-weights,besteffort-starvation`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := serve.CheckListen(listen, allowRemote); err != nil {
-				return err
-			}
-			if interval <= 0 {
-				return fmt.Errorf("--interval must be above 0")
-			}
-			if len(keep.rules) > 0 && o.Snapshot != "" {
-				return fmt.Errorf("--fix changes the live node; it cannot be used with --snapshot")
-			}
-			var tlsConfig *tls.Config
-			if (tlsCert == "") != (tlsKey == "") {
-				return fmt.Errorf("--tls-cert-file and --tls-private-key-file go together")
-			}
-			if tlsCert != "" {
-				// Load now, so a bad pair fails the start, not the first
-				// request.
-				cert, err := tls.LoadX509KeyPair(tlsCert, tlsKey)
-				if err != nil {
-					return fmt.Errorf("TLS key pair: %w", err)
-				}
-				tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-			}
-			if nodeName == "" {
-				nodeName = os.Getenv("NODE_NAME")
-			}
-			if nodeName == "" {
-				nodeName, _ = os.Hostname()
-			}
-			auth, tlsConfig, err := serveAuth(authn, kubeconfig, nodeName, listen, allowRemote, tlsConfig)
-			if err != nil {
-				return err
-			}
-			note, stopEvents, err := serveEvents(withEvents, kubeconfig, nodeName, slog.Default())
-			if err != nil {
-				return err
-			}
-			defer stopEvents()
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
-			defer stop()
-			log := slog.Default()
-
-			if o.Snapshot != "" && metaMode == podsource.Auto {
-				// A snapshot comes from another node: only a file can
-				// name its pods.
-				metaMode = podsource.None
-				if o.PodsFile != "" {
-					metaMode = podsource.File
-				}
-			}
-			lister, source, err := podsource.Open(ctx, podsource.Config{
-				Mode: metaMode, CRISocket: criSocket, HostRoot: o.HostRoot,
-				Kubeconfig: kubeconfig, NodeName: nodeName, PodsFile: o.PodsFile,
-			}, log)
-			if err != nil {
-				return err
-			}
-			cfg := serve.Config{NodeName: nodeName, Interval: time.Duration(interval), Logger: log, Findings: findingsWithEvents(note)}
-			if lister != nil {
-				cfg.Lister = lister
-			}
-			var srv *serve.Server
-			if o.Snapshot != "" {
-				srv = serve.New(cfg)
-				if err := feedSnapshot(ctx, srv, o.Snapshot, lister); err != nil {
-					return err
-				}
-			} else {
-				host, err := cgroupfs.OpenHost(o.HostRoot)
-				if err != nil {
-					return err
-				}
-				defer host.Close()
-				sc, err := inventory.Open(host)
-				if err != nil {
-					return err
-				}
-				cfg.Sampler = &serve.ScannerSampler{Scanner: sc}
-				var ls hold.Lister
-				if lister != nil {
-					ls = lister
-				}
-				fx, err := keep.newFixers(host, ls, o.VMsFile, time.Duration(interval), log, note)
-				if err != nil {
-					return err
-				}
-				if fx != nil {
-					cfg.Collectors = append(cfg.Collectors, fx.collectors...)
-				}
-				srv = serve.New(cfg)
-				// The scan loop reads through host: stop it, and wait for
-				// it, before host is closed (deferred above, so run after).
-				runCtx, stopRun := context.WithCancel(ctx)
-				running := make(chan struct{})
-				go func() { defer close(running); srv.Run(runCtx) }()
-				stopFix := fx.run(runCtx, log)
-				defer func() { stopRun(); <-running; stopFix() }()
-			}
-
-			ln, err := net.Listen("tcp", listen)
-			if err != nil {
-				return err
-			}
-			handler := srv.Handler()
-			if auth != nil {
-				handler = auth.Wrap(handler)
-			}
-			hs := serve.NewHTTPServer(handler, serve.DefaultTimeouts, tlsConfig, log)
-			log.Info("serving", "addr", ln.Addr().String(), "tls", tlsConfig != nil, "node", nodeName, "metadata", source, "interval", time.Duration(interval).String(), "snapshot", o.Snapshot)
-			errc := make(chan error, 1)
-			go func() {
-				if tlsConfig != nil {
-					errc <- hs.ServeTLS(ln, "", "")
-				} else {
-					errc <- hs.Serve(ln)
-				}
-			}()
-			select {
-			case err := <-errc:
-				return err
-			case <-ctx.Done():
-			}
-			log.Info("shutting down")
-			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				return err
-			}
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runServe(cmd.Context(), o, so) },
 	}
-	f := cmd.Flags()
-	f.StringVar(&listen, "listen", serve.DefaultListen, "address to serve on; beyond loopback needs --allow-remote")
-	f.BoolVar(&allowRemote, "allow-remote", false, "allow a --listen address reachable from other hosts (use --authenticate there, or a network policy)")
-	f.Var(&interval, "interval", "time between two scans; every request reads the latest scan")
-	f.StringVar(&metaMode, "metadata", podsource.Auto, "where pod and container names come from: "+strings.Join(podsource.Modes, ", ")+" (auto: --pods if given, else the CRI socket, else the Kubernetes API)")
-	f.StringVar(&criSocket, "cri-socket", "", "CRI runtime socket (default: the first of "+strings.Join(podsource.DefaultCRISockets, ", ")+" that exists)")
-	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig for the Kubernetes metadata source (default: in-cluster config)")
-	f.StringVar(&nodeName, "node-name", "", "this node's name (default: $NODE_NAME, else the hostname)")
-	f.StringVar(&tlsCert, "tls-cert-file", "", "serve HTTPS with this certificate (PEM), as metrics-server expects of a kubelet")
-	f.StringVar(&tlsKey, "tls-private-key-file", "", "private key (PEM) of --tls-cert-file")
-	f.BoolVar(&authn, "authenticate", false, "like the kubelet: serve HTTPS and accept only bearer tokens a TokenReview accepts and a SubjectAccessReview allows get on nodes/metrics (/metrics, /metrics/resource) or nodes/stats (/stats/summary); health endpoints stay open. Uses --kubeconfig or the in-cluster config")
-	f.BoolVar(&withEvents, "events", false, "report each new finding and each applied fix as a Kubernetes Event on its pod (needs --kubeconfig or in-cluster; aggregated and rate-limited, at most 20 finding Events per scan)")
-	keep.flags(f)
-	addVMs(f, o)
+	so.addFlags(cmd.Flags(), o)
 	return cmd
+}
+
+func (so *serveOptions) addFlags(f *pflag.FlagSet, o *Options) {
+	f.StringVar(&so.listen, "listen", serve.DefaultListen, "address to serve on; beyond loopback needs --allow-remote")
+	f.BoolVar(&so.allowRemote, "allow-remote", false, "allow a --listen address reachable from other hosts (use --authenticate there, or a network policy)")
+	f.Var(&so.interval, "interval", "time between two scans; every request reads the latest scan")
+	f.StringVar(&so.metaMode, "metadata", podsource.Auto, "where pod and container names come from: "+strings.Join(podsource.Modes, ", ")+" (auto: --pods if given, else the CRI socket, else the Kubernetes API)")
+	f.StringVar(&so.criSocket, "cri-socket", "", "CRI runtime socket (default: the first of "+strings.Join(podsource.DefaultCRISockets, ", ")+" that exists)")
+	f.StringVar(&so.kubeconfig, "kubeconfig", "", "kubeconfig for the Kubernetes metadata source (default: in-cluster config)")
+	f.StringVar(&so.nodeName, "node-name", "", "this node's name (default: $NODE_NAME, else the hostname)")
+	f.StringVar(&so.tlsCert, "tls-cert-file", "", "serve HTTPS with this certificate (PEM), as metrics-server expects of a kubelet")
+	f.StringVar(&so.tlsKey, "tls-private-key-file", "", "private key (PEM) of --tls-cert-file")
+	f.BoolVar(&so.authn, "authenticate", false, "like the kubelet: serve HTTPS and accept only bearer tokens a TokenReview accepts and a SubjectAccessReview allows get on nodes/metrics (/metrics, /metrics/resource) or nodes/stats (/stats/summary); health endpoints stay open. Uses --kubeconfig or the in-cluster config")
+	f.BoolVar(&so.events, "events", false, "report each new finding and each applied fix as a Kubernetes Event on its pod (needs --kubeconfig or in-cluster; aggregated and rate-limited, at most 20 finding Events per scan)")
+	f.BoolVar(&so.demand, "demand", false, "also measure every cgroup's CPU demand and serve its fair share (cgwarden_*_cpu_fair_cores); reads every thread's schedstat at each scan, the largest cost of a scan on a busy node")
+	so.keep.flags(f)
+	addVMs(f, o)
+}
+
+func (so *serveOptions) validate(o *Options) error {
+	if err := serve.CheckListen(so.listen, so.allowRemote); err != nil {
+		return err
+	}
+	if so.interval <= 0 {
+		return fmt.Errorf("--interval must be above 0")
+	}
+	if len(so.keep.rules) > 0 && o.Snapshot != "" {
+		return fmt.Errorf("--fix changes the live node; it cannot be used with --snapshot")
+	}
+	return nil
+}
+
+// runServe validates, builds the server (from the snapshot or the live
+// host) and serves until SIGTERM or SIGINT.
+func runServe(ctx context.Context, o *Options, so *serveOptions) error {
+	if err := so.validate(o); err != nil {
+		return err
+	}
+	tlsConfig, err := serve.LoadTLS(so.tlsCert, so.tlsKey)
+	if err != nil {
+		return err
+	}
+	nodeName := serve.NodeName(so.nodeName)
+	auth, tlsConfig, err := serveAuth(so.authn, so.kubeconfig, nodeName, so.listen, so.allowRemote, tlsConfig)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	log := slog.Default()
+	lister, source, err := podsource.Open(ctx, so.sourceConfig(o, nodeName), log)
+	if err != nil {
+		return err
+	}
+	note, stopEvents, err := serveEvents(so.events, so.kubeconfig, nodeName, log)
+	if err != nil {
+		return err
+	}
+	defer stopEvents()
+	srv, cleanup, err := so.server(ctx, o, nodeName, lister, log, note)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	handler := srv.Handler()
+	if auth != nil {
+		handler = auth.Wrap(handler)
+	}
+	return serve.ListenAndServe(ctx, so.listen, handler, tlsConfig, log, "node", nodeName, "metadata", source,
+		"interval", time.Duration(so.interval).String(), "snapshot", o.Snapshot)
+}
+
+// sourceConfig is where pod names come from. A snapshot comes from
+// another node: only a file can name its pods.
+func (so *serveOptions) sourceConfig(o *Options, nodeName string) podsource.Config {
+	mode := so.metaMode
+	if o.Snapshot != "" && mode == podsource.Auto {
+		mode = podsource.None
+		if o.PodsFile != "" {
+			mode = podsource.File
+		}
+	}
+	return podsource.Config{Mode: mode, CRISocket: so.criSocket, HostRoot: o.HostRoot,
+		Kubeconfig: so.kubeconfig, NodeName: nodeName, PodsFile: o.PodsFile}
+}
+
+// server builds the server: fed from the snapshot, or scanning the live
+// host (and keeping it fixed with --fix) until cleanup is called.
+func (so *serveOptions) server(ctx context.Context, o *Options, nodeName string, lister podsource.Lister, log *slog.Logger, note *events.Notifier) (*serve.Server, func(), error) {
+	cfg := serve.Config{NodeName: nodeName, Interval: time.Duration(so.interval), Logger: log, Findings: findingsWithEvents(note)}
+	if lister != nil {
+		cfg.Lister = lister
+	}
+	if o.Snapshot != "" {
+		srv := serve.New(cfg)
+		return srv, func() {}, feedSnapshot(ctx, srv, o.Snapshot, lister)
+	}
+	host, err := cgroupfs.OpenHost(o.HostRoot)
+	if err != nil {
+		return nil, nil, err
+	}
+	sc, err := inventory.Open(host)
+	if err != nil {
+		host.Close()
+		return nil, nil, err
+	}
+	cfg.Sampler = &serve.ScannerSampler{Scanner: sc, Demand: so.demand}
+	var ls hold.Lister
+	if lister != nil {
+		ls = lister
+	}
+	fx, err := so.keep.newFixers(host, ls, o.VMsFile, time.Duration(so.interval), log, note)
+	if err != nil {
+		host.Close()
+		return nil, nil, err
+	}
+	if fx != nil {
+		cfg.Collectors = append(cfg.Collectors, fx.collectors...)
+	}
+	srv := serve.New(cfg)
+	// The scan loop and the fixers read through host: stop them, and
+	// wait for them, before host is closed.
+	runCtx, stopRun := context.WithCancel(ctx)
+	stopLoop := srv.Start(runCtx)
+	stopFix := fx.run(runCtx, log)
+	return srv, func() { stopRun(); stopLoop(); stopFix(); host.Close() }, nil
 }
 
 // feedSnapshot serves a snapshot: its samples are fed in order, so a
@@ -225,16 +210,8 @@ func feedSnapshot(ctx context.Context, srv *serve.Server, name string, lister po
 			meta = metadata.NewSet(pods)
 		}
 	}
-	for _, smp := range snap.Samples {
-		sc, err := inventory.Open(smp.FS)
-		if err != nil {
-			return fmt.Errorf("snapshot: %w", err)
-		}
-		got, err := (&serve.ScannerSampler{Scanner: sc}).Sample(smp.Time, meta)
-		if err != nil {
-			return fmt.Errorf("snapshot: %w", err)
-		}
-		srv.Feed(got)
+	if err := srv.FeedSamples(snap.Samples, meta); err != nil {
+		return fmt.Errorf("snapshot: %w", err)
 	}
 	return nil
 }

@@ -12,16 +12,20 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cgwarden/cgwarden/internal/aggregate"
 	"github.com/cgwarden/cgwarden/internal/cgroupfs"
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/plan"
 	"github.com/cgwarden/cgwarden/internal/snapshot"
 )
 
+// snapshotFlags are snapshot's flags.
+type snapshotFlags struct {
+	file, out, note string
+	force           bool
+}
+
 func newSnapshot(o *Options) *cobra.Command {
-	var file, out, note string
-	var force bool
+	var sf snapshotFlags
 	cmd := &cobra.Command{
 		Use:   "snapshot -f FILE",
 		Short: "Capture everything cgwarden reads from this node into one file (for bug reports and --snapshot)",
@@ -35,51 +39,68 @@ count and SHA-256, so a file cut short or edited is refused instead of replayed 
   cgwarden audit --snapshot node.snapshot`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if out != "" {
-				if file != "" {
-					return fmt.Errorf("-o and -f both name the file: give -f FILE only")
-				}
-				switch out {
-				case "-", "text", "json", "yaml":
-					// -o is the output format in every other command:
-					// never write a file named after one.
-					return fmt.Errorf("-o %s: snapshot writes one format to a file; give the file with -f FILE (-f - for stdout)", out)
-				}
-				file = out
-			}
-			if file == "" {
-				return fmt.Errorf("-f FILE is required (-f - for stdout)")
-			}
-			if o.Snapshot != "" {
-				return fmt.Errorf("snapshot reads the live host; --snapshot makes no sense here")
-			}
-			if file != "-" && !force {
-				if _, err := os.Lstat(file); err == nil {
-					return fmt.Errorf("%s exists: give --force to overwrite it", file)
-				}
-			}
-			var buf bytes.Buffer
-			if err := capture(&buf, o, note); err != nil {
-				return err
-			}
-			if file == "-" {
-				_, err := cmd.OutOrStdout().Write(buf.Bytes())
-				return err
-			}
-			if err := writeFile(file, buf.Bytes(), force); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "snapshot written to %s\n", file)
-			return nil
+			return runSnapshot(cmd.OutOrStdout(), cmd.ErrOrStderr(), o, &sf)
 		},
 	}
-	cmd.Flags().StringVarP(&file, "file", "f", "", "write the snapshot to this `FILE` (- for stdout)")
-	cmd.Flags().StringVarP(&out, "output", "o", "", "the same as -f `FILE` (kept for old scripts; never a format, nor -)")
+	cmd.Flags().StringVarP(&sf.file, "file", "f", "", "write the snapshot to this `FILE` (- for stdout)")
+	cmd.Flags().StringVarP(&sf.out, "output", "o", "", "the same as -f `FILE` (kept for old scripts; never a format, nor -)")
 	_ = cmd.Flags().MarkDeprecated("output", "use -f FILE (-f - for stdout)")
-	cmd.Flags().BoolVar(&force, "force", false, "overwrite the file if it exists")
-	cmd.Flags().StringVar(&note, "note", "", "a line of text to put in the snapshot's header")
+	cmd.Flags().BoolVar(&sf.force, "force", false, "overwrite the file if it exists")
+	cmd.Flags().StringVar(&sf.note, "note", "", "a line of text to put in the snapshot's header")
 	cmd.Flags().Var(&o.Interval, "interval", "time between the two samples (0 for one sample)")
 	return cmd
+}
+
+// target is the file the flags name ("-" for stdout), checked before
+// anything is captured.
+func (sf *snapshotFlags) target(o *Options) (string, error) {
+	file := sf.file
+	if sf.out != "" {
+		if file != "" {
+			return "", fmt.Errorf("-o and -f both name the file: give -f FILE only")
+		}
+		switch sf.out {
+		case "-", "text", "json", "yaml":
+			// -o is the output format in every other command: never
+			// write a file named after one.
+			return "", fmt.Errorf("-o %s: snapshot writes one format to a file; give the file with -f FILE (-f - for stdout)", sf.out)
+		}
+		file = sf.out
+	}
+	if file == "" {
+		return "", fmt.Errorf("-f FILE is required (-f - for stdout)")
+	}
+	if o.Snapshot != "" {
+		return "", fmt.Errorf("snapshot reads the live host; --snapshot makes no sense here")
+	}
+	if file != "-" && !sf.force {
+		if _, err := os.Lstat(file); err == nil {
+			return "", fmt.Errorf("%s exists: give --force to overwrite it", file)
+		}
+	}
+	return file, nil
+}
+
+// runSnapshot captures the node and writes the snapshot where the flags
+// say.
+func runSnapshot(stdout, stderr io.Writer, o *Options, sf *snapshotFlags) error {
+	file, err := sf.target(o)
+	if err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	if err := capture(&buf, o, sf.note); err != nil {
+		return err
+	}
+	if file == "-" {
+		_, err := stdout.Write(buf.Bytes())
+		return err
+	}
+	if err := writeFile(file, buf.Bytes(), sf.force); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "snapshot written to %s\n", file)
+	return nil
 }
 
 // capture takes the node's two samples and writes the snapshot to w.
@@ -91,8 +112,12 @@ func capture(w io.Writer, o *Options, note string) error {
 	defer host.Close()
 	interval := time.Duration(o.Interval)
 	first, second := snapshot.NewRecorder(host), snapshot.NewRecorder(host)
+	// The threads' run and wait times are recorded (tasks or
+	// cgroup.threads, /proc/<tid>/task/<tid>/schedstat), so that audit and
+	// inspect --demand can measure demand from the snapshot.
+	smp := &inventory.Sampling{Demand: true}
 	taken := time.Now()
-	if err := scanOnce(first, taken); err != nil {
+	if err := record(smp, first, taken); err != nil {
 		return err
 	}
 	if interval > 0 {
@@ -101,7 +126,7 @@ func capture(w io.Writer, o *Options, note string) error {
 		// node a scan takes a while, and rates computed over the nominal
 		// interval would be too high.
 		at := time.Now()
-		if err := scanOnce(second, at); err != nil {
+		if err := record(smp, second, at); err != nil {
 			return err
 		}
 		interval = at.Sub(taken)
@@ -149,22 +174,18 @@ func writeFile(file string, data []byte, force bool) error {
 	return nil
 }
 
-func scanOnce(fsys cgroupfs.FS, now time.Time) error {
+// record takes one sample of fsys (a recorder) through the loop every
+// reader of the snapshot uses, so it records what they read: the tree,
+// /proc/meminfo and, with Demand, the threads.
+func record(smp *inventory.Sampling, fsys cgroupfs.FS, now time.Time) error {
 	sc, err := inventory.Open(fsys)
 	if err != nil {
 		return err
 	}
-	n, err := sc.Scan(now)
+	n, err := smp.Take(sc, now)
 	if err != nil {
 		return err
 	}
-	// Record the threads' run and wait times (tasks / cgroup.threads and
-	// /proc/<tid>/task/<tid>/schedstat), so that audit and inspect --demand
-	// can measure demand from the snapshot.
-	_, _ = sc.ReadThreadTimes(n, now)
-	// serve reads the node's memory from /proc/meminfo on cgroup v2 (the
-	// root cgroup has no memory.current); record it so snapshots serve it.
-	_, _ = fsys.ReadFile(aggregate.MeminfoPath)
 	// Record what fix reads to plan (cgroup.controllers,
 	// cgroup.subtree_control, the current values it would copy), so that
 	// fix --snapshot plans what the live node would need, no more. The

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cgwarden/cgwarden/internal/cgroupfs"
 	"github.com/cgwarden/cgwarden/internal/examples"
+	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/snapshot"
 )
 
@@ -168,7 +169,7 @@ func TestSnapshotRecordsWhatFixReads(t *testing.T) {
 		pod + "cgroup.subtree_control": "cpu memory pids\n",
 	}}
 	rec := snapshot.NewRecorder(node)
-	if err := scanOnce(rec, s.Samples[0].Time); err != nil {
+	if err := record(&inventory.Sampling{Demand: true}, rec, s.Samples[0].Time); err != nil {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer

@@ -15,10 +15,6 @@ import (
 	"github.com/cgwarden/cgwarden/internal/snapshot"
 )
 
-// Sample is one scan-able instant of a node: a snapshot's, or the live
-// host's at a time.
-type Sample = snapshot.Sample
-
 // LoadSnapshot opens a snapshot file, or an embedded example.
 func LoadSnapshot(name string) (*snapshot.Snapshot, error) {
 	var r io.Reader
@@ -111,16 +107,19 @@ func LoadPods(file string) (*metadata.Set, error) {
 	return metadata.NewSet(pods), nil
 }
 
-// ScanNode takes the node's picture: from the snapshot's samples, or from
-// the live host with two scans interval apart (one when interval is 0).
-// The returned node carries CPU rates when two samples were taken.
-func ScanNode(o *Options, meta *metadata.Set, interval time.Duration) (*inventory.Node, error) {
+// scanNode takes the node's picture through inventory.Sampling: from the
+// snapshot's samples, or from the live host with two samples interval
+// apart (one when interval is 0). With demand it also fills the
+// demand-aware fair share (from the threads' run and wait times and, live,
+// ten looks at their states during the interval).
+func scanNode(o *Options, meta *metadata.Set, interval time.Duration, demand bool) (*inventory.Node, error) {
+	smp := &inventory.Sampling{Meta: meta, Demand: demand}
 	if o.Snapshot != "" {
 		s, err := o.loadSnapshot()
 		if err != nil {
 			return nil, err
 		}
-		n, err := inventory.ScanSamples(s.Samples, meta)
+		n, err := smp.TakeAll(s.Samples)
 		if err != nil {
 			return nil, fmt.Errorf("snapshot: %w", err)
 		}
@@ -131,31 +130,18 @@ func ScanNode(o *Options, meta *metadata.Set, interval time.Duration) (*inventor
 		return nil, err
 	}
 	defer host.Close()
-	return liveScan(host, meta, interval, o.progress("measuring CPU").wait)
-}
-
-// LiveScan scans fsys twice, interval apart, and returns the second scan
-// with rates.
-func LiveScan(fsys cgroupfs.FS, meta *metadata.Set, interval time.Duration) (*inventory.Node, error) {
-	return liveScan(fsys, meta, interval, time.Sleep)
-}
-
-// liveScan is LiveScan with the wait between the scans given.
-func liveScan(fsys cgroupfs.FS, meta *metadata.Set, interval time.Duration, wait func(time.Duration)) (*inventory.Node, error) {
-	sc, err := inventory.Open(fsys)
+	sc, err := inventory.Open(host)
 	if err != nil {
 		return nil, err
 	}
-	sc.Meta = meta
-	first, err := sc.Scan(time.Now())
-	if err != nil || interval <= 0 {
-		return first, err
+	show := o.progress("measuring CPU")
+	if demand {
+		show = o.progress("measuring CPU and demand")
 	}
-	wait(interval)
-	second, err := sc.Scan(time.Now())
-	if err != nil {
-		return nil, err
-	}
-	inventory.Rate(first, second)
-	return second, nil
+	defer show.done()
+	return smp.Live(sc, interval, runnableLooks, func(i, n int) { show.step(interval, i, n) })
 }
+
+// runnableLooks is how many times the threads' states are looked at
+// during a live interval.
+const runnableLooks = 10

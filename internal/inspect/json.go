@@ -49,7 +49,7 @@ type NodeJSON struct {
 
 // NodeOf is the node header of inspect's and audit's JSON.
 func NodeOf(n *inventory.Node) NodeJSON {
-	j := NodeJSON{CPUs: n.CPUs, CgroupVersion: "v1", Cgroups: n.Count, Pods: len(n.Pods)}
+	j := NodeJSON{CPUs: n.CPUs, CgroupVersion: "v1", Cgroups: n.Cgroups, Pods: len(n.Pods)}
 	switch n.Version {
 	case mounts.V2:
 		j.CgroupVersion = "v2"

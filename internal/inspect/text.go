@@ -212,7 +212,7 @@ func writeNodeLine(w io.Writer, n *inventory.Node, hints []string) {
 	if n.KubeRoot != nil {
 		kube = fmt.Sprintf("kubelet root %s, %s driver", n.KubeRoot.Path, n.Driver)
 	}
-	fmt.Fprintf(w, "node: %s, cgroup %s, %s, %s, %s\n", plural(n.CPUs, "CPU"), ver, kube, plural(n.Count, "cgroup"), plural(len(n.Pods), "pod"))
+	fmt.Fprintf(w, "node: %s, cgroup %s, %s, %s, %s\n", plural(n.CPUs, "CPU"), ver, kube, plural(n.Cgroups, "cgroup"), plural(len(n.Pods), "pod"))
 	if len(n.Errors) > 0 {
 		fmt.Fprintf(w, "warning: %s could not be read; their figures show as ?\n", plural(len(n.Errors), "cgroup file"))
 	}

@@ -218,9 +218,9 @@ func BenchmarkScan(b *testing.B) {
 				b.Fatalf("scan errors: %v", n.Errors[0])
 			}
 			b.Logf("%d cgroups walked; a scan reads %d files and lists %d directories (%d reads and %d listings failed)",
-				n.Count, len(rec.files), len(rec.dirs), rec.failedReads, rec.failedListed)
-			if n.Count != cgroups+1 {
-				b.Fatalf("walked %d cgroups, built %d", n.Count, cgroups)
+				n.Cgroups, len(rec.files), len(rec.dirs), rec.failedReads, rec.failedListed)
+			if n.Cgroups != cgroups+1 {
+				b.Fatalf("walked %d cgroups, built %d", n.Cgroups, cgroups)
 			}
 
 			// Rounds of floor then scan, interleaved, so that both see the

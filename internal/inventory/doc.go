@@ -5,7 +5,12 @@
 // guaranteed under full contention (package fairness).
 //
 // Open reads the node's mounts and CPU count through a cgroupfs.FS (the
-// live host or a snapshot); Scan walks the tree once; Rate turns two scans
-// into CPU rates. The guaranteed-CPU rule for threads in non-leaf cgroups
-// is documented on Node.Guarantee.
+// live host or a snapshot); Scan walks the tree once (and reads
+// /proc/meminfo); Rate turns two scans into CPU rates and FairShare two
+// thread readings into the demand-aware fair share. Sampling is the one
+// loop that strings these together over a node's samples: every path that
+// pictures a node (the CLI live or from a snapshot, snapshot capture,
+// serve, the tests) goes through it, so the figures agree. The
+// guaranteed-CPU rule for threads in non-leaf cgroups is documented on
+// Scanner.guarantee.
 package inventory

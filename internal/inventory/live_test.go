@@ -80,7 +80,7 @@ func scanOnly(base string) int {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	fmt.Printf("%s: %d cgroups, %d pods; heap: %.1f MiB live with both scans, %.1f MiB obtained from the OS\n",
-		base, n.Count, len(n.Pods), float64(ms.HeapAlloc)/(1<<20), float64(ms.HeapSys)/(1<<20))
+		base, n.Cgroups, len(n.Pods), float64(ms.HeapAlloc)/(1<<20), float64(ms.HeapSys)/(1<<20))
 	runtime.KeepAlive(first)
 	return 0
 }

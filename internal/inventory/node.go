@@ -109,8 +109,12 @@ type Node struct {
 	// Errors are files that could not be read or parsed; the figures
 	// they feed are unknown.
 	Errors []error
-	// Count is the number of cgroups walked.
-	Count int
+	// Cgroups is the number of cgroups walked.
+	Cgroups int
+	// Meminfo is the node's /proc/meminfo; nil when it could not be read
+	// (the node's memory figures then stay unknown on cgroup v2, whose
+	// root cgroup has no memory.current).
+	Meminfo *stats.Meminfo
 }
 
 // Pod returns the pod with uid.

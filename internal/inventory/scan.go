@@ -22,13 +22,16 @@ import (
 const (
 	MountinfoPath = "/proc/self/mountinfo"
 	CPUOnlinePath = "/sys/devices/system/cpu/online"
+	// MeminfoPath gives the node's memory totals, which its root cgroup
+	// lacks on v2 (no memory.current at the root).
+	MeminfoPath = "/proc/meminfo"
 )
 
 // Scanner walks one node's cgroup tree.
 type Scanner struct {
 	FS      cgroupfs.FS
 	Mounts  mounts.Table
-	Places  stats.Places
+	Places  mounts.Places
 	Version mounts.Version
 	CPUs    int
 	// Base is the cgroup the walk starts from ("/" for the whole node;
@@ -53,7 +56,7 @@ func Open(fsys cgroupfs.FS) (*Scanner, error) {
 	if err != nil {
 		return nil, err
 	}
-	places, err := stats.PlacesFor(table)
+	places, err := table.Places()
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", MountinfoPath, err)
 	}
@@ -156,11 +159,29 @@ func (s *Scanner) Scan(now time.Time) (*Node, error) {
 	n.Root = root
 	s.assemble(n)
 	s.guarantee(n)
+	s.readMeminfo(n)
 	return n, nil
 }
 
+// readMeminfo fills n.Meminfo. A host or snapshot without the file leaves
+// it unknown; one that does not parse is a read error.
+func (s *Scanner) readMeminfo(n *Node) {
+	raw, err := s.FS.ReadFile(MeminfoPath)
+	switch {
+	case err == nil:
+		mi, perr := stats.ParseMeminfo(string(raw))
+		if perr != nil {
+			n.Errors = append(n.Errors, &stats.FileError{Path: MeminfoPath, Err: perr})
+			return
+		}
+		n.Meminfo = &mi
+	case !errors.Is(err, fs.ErrNotExist):
+		n.Errors = append(n.Errors, err)
+	}
+}
+
 func (s *Scanner) walk(n *Node, r stats.Reader, c *Cgroup, depth int, isBase bool) error {
-	n.Count++
+	n.Cgroups++
 	names, err := s.FS.ReadDirs(joinClean(n.Tree, c.Path))
 	if err != nil {
 		if isBase {
@@ -450,29 +471,6 @@ func (n *Node) GuaranteedWith(weights map[string]uint64, paths ...string) map[st
 	return out
 }
 
-// ScanSamples scans samples of one node in order (a snapshot's, say) and
-// returns the last scan, with CPU rates when there were two or more. meta
-// may be nil.
-func ScanSamples(samples []cgroupfs.Sample, meta *metadata.Set) (*Node, error) {
-	var prev *Node
-	for _, smp := range samples {
-		sc, err := Open(smp.FS)
-		if err != nil {
-			return nil, err
-		}
-		sc.Meta = meta
-		n, err := sc.Scan(smp.Time)
-		if err != nil {
-			return nil, err
-		}
-		if prev != nil {
-			Rate(prev, n)
-		}
-		prev = n
-	}
-	return prev, nil
-}
-
 // Rate fills UsageCores in cur from the CPU usage difference since prev
 // (matched by path). Cgroups absent from prev, or whose usage is unknown
 // or went backwards (a cgroup removed and recreated), stay unknown.
@@ -481,7 +479,7 @@ func Rate(prev, cur *Node) {
 	if dt <= 0 {
 		return
 	}
-	before := make(map[string]uint64, prev.Count)
+	before := make(map[string]uint64, prev.Cgroups)
 	prev.Root.Walk(func(c *Cgroup) {
 		if u := c.Stats.CPU.UsageNs; u != nil {
 			before[c.Path] = *u

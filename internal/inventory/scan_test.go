@@ -38,22 +38,11 @@ func scanSnapshot(t *testing.T, raw []byte) *Node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var prev *Node
-	for _, smp := range s.Samples {
-		sc, err := Open(smp.FS)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n, err := sc.Scan(smp.Time)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if prev != nil {
-			Rate(prev, n)
-		}
-		prev = n
+	n, err := (&Sampling{}).TakeAll(s.Samples)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return prev
+	return n
 }
 
 func TestSeed003(t *testing.T) {

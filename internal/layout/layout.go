@@ -115,25 +115,6 @@ var (
 // NormalizeUID turns a cgroup-name UID (underscores) into the API form.
 func NormalizeUID(s string) string { return strings.ReplaceAll(s, "_", "-") }
 
-// runtimeOf maps a cgroup name prefix to the runtime that makes it.
-func runtimeOf(prefix string) string {
-	switch prefix {
-	case "":
-		// A bare 64-hex ID: containerd and cri-dockerd name container
-		// cgroups alike under the cgroupfs driver, so the name does not
-		// tell. Unknown, not guessed; metadata (the containerID scheme of
-		// a pods file, or the CRI) can say.
-		return ""
-	case "cri-containerd":
-		return "containerd"
-	case "crio", "cri-o":
-		return "crio"
-	case "crio-conmon":
-		return "conmon"
-	}
-	return prefix
-}
-
 // Child classifies the cgroup called name whose parent has identity parent.
 func Child(parent Identity, name string) Identity {
 	switch parent.Kind {

@@ -33,6 +33,21 @@ const (
 	LabelKubeVirt = "kubevirt.io/domain"
 )
 
+// VMOf says by its labels whether a pod runs a VM, and which: the VM's
+// kind ("NeonVM", "KubeVirt VMI") and name. p may be nil.
+func VMOf(p *Pod) (kind, name string, ok bool) {
+	if p == nil {
+		return "", "", false
+	}
+	if v, ok := p.Labels[LabelNeonVM]; ok {
+		return "NeonVM", v, true
+	}
+	if v, ok := p.Labels[LabelKubeVirt]; ok {
+		return "KubeVirt VMI", v, true
+	}
+	return "", "", false
+}
+
 // ParseVMs reads `kubectl get virtualmachines.vm.neon.tech -A -o json`,
 // `kubectl get vmis -A -o json`, a List holding both, or one such object.
 // The custom resources are decoded as unstructured objects, so no CRD Go

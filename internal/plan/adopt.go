@@ -11,13 +11,13 @@ import (
 	"github.com/cgwarden/cgwarden/internal/cgroupfs"
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/layout"
-	"github.com/cgwarden/cgwarden/internal/stats"
+	"github.com/cgwarden/cgwarden/internal/mounts"
 )
 
 // Input is what Adopt plans from.
 type Input struct {
 	Node   *inventory.Node
-	Places stats.Places
+	Places mounts.Places
 	// FS reads the current values the plan copies and replaces.
 	FS cgroupfs.FS
 	// Owned reports whether cgwarden created the cgroup at a host path
@@ -53,7 +53,7 @@ func (h Hierarchy) Name() string {
 // mount on v2; on v1 the cpu, cpuacct, memory and pids mounts (one entry
 // per mount point, so a shared "cpu,cpuacct" mount appears once). Other
 // v1 hierarchies (devices, freezer, blkio, ...) are left alone.
-func Hierarchies(pl stats.Places) []Hierarchy {
+func Hierarchies(pl mounts.Places) []Hierarchy {
 	if pl.V2 {
 		return []Hierarchy{{Point: pl.Unified, Controllers: []string{"cpu", "cpuacct", "memory", "pids"}, V2: true}}
 	}
@@ -109,34 +109,6 @@ const refusedV1Charges = "this kernel no longer moves memory charges (removed in
 
 // NoteRuntime is said in every plan that adopts containers.
 const NoteRuntime = "the runtime still believes the container lives in its own cgroup: processes it starts there later (exec, restarts) land outside the pod again; `cgwarden audit` or `cgwarden inspect` shows the container as misplaced again when that happens."
-
-// ContainerName is the name the kubelet's layout gives a container's
-// cgroup for a driver and runtime: with systemd a scope named for the
-// runtime, with cgroupfs the bare ID (CRI-O: crio-<id>).
-func ContainerName(d layout.Driver, runtime, id string) (string, error) {
-	if len(id) != 64 || strings.Trim(id, "0123456789abcdef") != "" {
-		return "", fmt.Errorf("container ID %q is not 64 hex digits", id)
-	}
-	if d == layout.Cgroupfs && runtime == "" {
-		// containerd and cri-dockerd both name it by the bare ID, so an
-		// unknown runtime still names it (CRI-O's crio-<id> says so).
-		return id, nil
-	}
-	prefix := map[string]string{"containerd": "cri-containerd", "crio": "crio", "docker": "docker"}[runtime]
-	if prefix == "" {
-		return "", fmt.Errorf("runtime %q has no known container cgroup name", runtime)
-	}
-	switch d {
-	case layout.Systemd:
-		return prefix + "-" + id + ".scope", nil
-	case layout.Cgroupfs:
-		if runtime == "crio" {
-			return "crio-" + id, nil
-		}
-		return id, nil
-	}
-	return "", fmt.Errorf("unknown cgroup driver %q", d)
-}
 
 // Adopt plans the repair of every misplaced container whose pod cgroup is
 // known: create the container's cgroup under its pod where the kubelet's
@@ -217,7 +189,7 @@ func appendOnce(s []string, v string) []string {
 // adoptOne plans one container.
 func adoptOne(in Input, hs []Hierarchy, pod *inventory.Pod, c *inventory.Container) (ops []Op, sources, owned, notes []string, err error) {
 	n := in.Node
-	name, err := ContainerName(n.Driver, c.Runtime, c.ID)
+	name, err := layout.ContainerName(n.Driver, c.Runtime, c.ID)
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}

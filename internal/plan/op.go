@@ -3,7 +3,7 @@ package plan
 import (
 	"path"
 
-	"github.com/cgwarden/cgwarden/internal/audit"
+	"github.com/cgwarden/cgwarden/internal/rules"
 )
 
 // Kind is what an operation does.
@@ -24,7 +24,7 @@ const (
 
 // RuleMisplaced is the audit's rule id for a container cgroup outside its
 // pod's cgroup; Adopt repairs it.
-const RuleMisplaced = audit.RuleMisplacedContainer
+const RuleMisplaced = rules.MisplacedContainer
 
 // Rules lists the findings fix can repair: misplaced containers by
 // adoption, and the two VM weight rules by weight writes.

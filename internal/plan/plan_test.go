@@ -14,7 +14,6 @@ import (
 
 	"github.com/cgwarden/cgwarden/internal/examples"
 	"github.com/cgwarden/cgwarden/internal/inventory"
-	"github.com/cgwarden/cgwarden/internal/layout"
 	"github.com/cgwarden/cgwarden/internal/snapshot"
 )
 
@@ -75,38 +74,6 @@ func TestControlUndo(t *testing.T) {
 	} {
 		if got := ControlUndo(c.prev, c.cur); got != c.want {
 			t.Errorf("ControlUndo(%q, %q) = %q, want %q", c.prev, c.cur, got, c.want)
-		}
-	}
-}
-
-func TestContainerName(t *testing.T) {
-	id := strings.Repeat("ab", 32)
-	for _, c := range []struct {
-		d       layout.Driver
-		runtime string
-		want    string
-	}{
-		{layout.Systemd, "containerd", "cri-containerd-" + id + ".scope"},
-		{layout.Systemd, "crio", "crio-" + id + ".scope"},
-		{layout.Systemd, "docker", "docker-" + id + ".scope"},
-		{layout.Cgroupfs, "containerd", id},
-		{layout.Cgroupfs, "docker", id},
-		{layout.Cgroupfs, "crio", "crio-" + id},
-		{layout.Cgroupfs, "", id},
-	} {
-		got, err := ContainerName(c.d, c.runtime, id)
-		if err != nil || got != c.want {
-			t.Errorf("ContainerName(%s, %s) = %q, %v; want %q", c.d, c.runtime, got, err, c.want)
-		}
-	}
-	for _, c := range []struct {
-		d           layout.Driver
-		runtime, id string
-	}{
-		{layout.Systemd, "kata", id}, {layout.Systemd, "", id}, {layout.Systemd, "containerd", "abc"}, {layout.Systemd, "containerd", "../" + id[3:]}, {"", "containerd", id},
-	} {
-		if _, err := ContainerName(c.d, c.runtime, c.id); err == nil {
-			t.Errorf("ContainerName(%q, %q, %q) accepted", c.d, c.runtime, c.id)
 		}
 	}
 }

@@ -9,11 +9,11 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/cgwarden/cgwarden/internal/audit"
 	"github.com/cgwarden/cgwarden/internal/cgroupfs"
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/metadata"
-	"github.com/cgwarden/cgwarden/internal/stats"
+	"github.com/cgwarden/cgwarden/internal/mounts"
+	"github.com/cgwarden/cgwarden/internal/rules"
 	"github.com/cgwarden/cgwarden/internal/weights"
 )
 
@@ -21,8 +21,8 @@ import (
 // for size-blind-weights, the BestEffort tier's weight for
 // besteffort-starvation.
 const (
-	RuleSizeBlind  = audit.RuleSizeBlindWeights
-	RuleStarvation = audit.RuleBestEffortStarvation
+	RuleSizeBlind  = rules.SizeBlindWeights
+	RuleStarvation = rules.BestEffortStarvation
 )
 
 // Target is a weight file and the value a plan holds it at, with the rule
@@ -35,7 +35,7 @@ type Target struct {
 // WeightInput is what the weight plan is computed from.
 type WeightInput struct {
 	Node   *inventory.Node
-	Places stats.Places
+	Places mounts.Places
 	// FS reads the current values of the weight files.
 	FS   cgroupfs.FS
 	Meta *metadata.Set

@@ -45,7 +45,7 @@ func syntheticNode(pods, containers int, at time.Time) *inventory.Node {
 		}
 		n.Pods = append(n.Pods, ip)
 	}
-	n.Count = 2 + pods*(1+containers)
+	n.Cgroups = 2 + pods*(1+containers)
 	return n
 }
 
@@ -58,7 +58,7 @@ func BenchmarkPerScanWork(b *testing.B) {
 	h := s.Handler()
 	b.ReportAllocs()
 	for b.Loop() {
-		s.Feed(Sample{Node: syntheticNode(250, 4, now)})
+		s.Feed(Scan{Node: syntheticNode(250, 4, now)})
 		for _, p := range []string{"/metrics/resource", "/stats/summary"} {
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, httptest.NewRequest("GET", p, nil))
@@ -73,7 +73,7 @@ func BenchmarkPerScanWork(b *testing.B) {
 // grows with the number of scrapers.
 func BenchmarkScrapeResource(b *testing.B) {
 	s := New(Config{NodeName: "bench"})
-	s.Feed(Sample{Node: syntheticNode(250, 4, time.Unix(1_800_000_000, 0))})
+	s.Feed(Scan{Node: syntheticNode(250, 4, time.Unix(1_800_000_000, 0))})
 	h := s.Handler()
 	b.ReportAllocs()
 	for b.Loop() {
@@ -94,7 +94,7 @@ func BenchmarkPerScanWorkNoAudit(b *testing.B) {
 	s := New(Config{NodeName: "bench"})
 	h := s.Handler()
 	for b.Loop() {
-		s.Feed(Sample{Node: syntheticNode(250, 4, now)})
+		s.Feed(Scan{Node: syntheticNode(250, 4, now)})
 		for _, p := range []string{"/metrics/resource", "/stats/summary"} {
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, httptest.NewRequest("GET", p, nil))

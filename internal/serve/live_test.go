@@ -60,7 +60,8 @@ func runLive(t *testing.T, s *realtest.Scratch, rel string) liveRun {
 		t.Fatal(err)
 	}
 	sc.Base = s.Name
-	srv := serve.New(serve.Config{NodeName: "live", Sampler: &serve.ScannerSampler{Scanner: sc}})
+	sampler := &serve.ScannerSampler{Scanner: sc}
+	srv := serve.New(serve.Config{NodeName: "live", Sampler: sampler})
 	ts := httptest.NewServer(srv.Handler())
 	defer ts.Close()
 
@@ -78,7 +79,7 @@ func runLive(t *testing.T, s *realtest.Scratch, rel string) liveRun {
 	}
 	c0 := cpu()
 	t0 := time.Now()
-	smp, err := (&serve.ScannerSampler{Scanner: sc}).Sample(t0, nil)
+	smp, err := sampler.Sample(t0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +89,7 @@ func runLive(t *testing.T, s *realtest.Scratch, rel string) liveRun {
 	time.Sleep(3 * time.Second)
 	c1 := cpu()
 	t1 := time.Now()
-	smp, err = (&serve.ScannerSampler{Scanner: sc}).Sample(t1, nil)
+	smp, err = sampler.Sample(t1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -91,14 +91,14 @@ func newSeedSampler(t *testing.T) *seedSampler {
 	return &seedSampler{fs: s}
 }
 
-func (s *seedSampler) Sample(now time.Time, meta *metadata.Set) (Sample, error) {
+func (s *seedSampler) Sample(now time.Time, meta *metadata.Set) (Scan, error) {
 	s.scans.Add(1)
 	if s.fail.Load() {
-		return Sample{}, errors.New("listing the cgroup tree: permission denied")
+		return Scan{}, errors.New("listing the cgroup tree: permission denied")
 	}
 	sc, err := inventory.Open(s.fs.Samples[0].FS)
 	if err != nil {
-		return Sample{}, err
+		return Scan{}, err
 	}
 	return (&ScannerSampler{Scanner: sc}).Sample(now, meta)
 }
@@ -180,7 +180,7 @@ type timedSampler struct {
 	n        int
 }
 
-func (s *timedSampler) Sample(now time.Time, meta *metadata.Set) (Sample, error) {
+func (s *timedSampler) Sample(now time.Time, meta *metadata.Set) (Scan, error) {
 	if s.n < len(s.overruns) {
 		s.clock.Advance(s.overruns[s.n])
 	}

@@ -19,7 +19,6 @@ import (
 
 	"github.com/cgwarden/cgwarden/internal/buildinfo"
 	"github.com/cgwarden/cgwarden/internal/examples"
-	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/snapshot"
 )
@@ -31,6 +30,12 @@ const seedPod = "99afd520-5b3e-4c8d-8471-4b6c8ee26b4c"
 // feedExample feeds both samples of an embedded snapshot to a new server.
 func feedExample(t *testing.T, name string, meta *metadata.Set) *Server {
 	t.Helper()
+	return feedExampleTo(t, Config{NodeName: "k3s-node"}, name, meta)
+}
+
+// feedExampleTo is feedExample with the server's configuration given.
+func feedExampleTo(t *testing.T, cfg Config, name string, meta *metadata.Set) *Server {
+	t.Helper()
 	b, ok := examples.Open(name)
 	if !ok {
 		t.Fatalf("no example %s", name)
@@ -39,17 +44,9 @@ func feedExample(t *testing.T, name string, meta *metadata.Set) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := New(Config{NodeName: "k3s-node"})
-	for _, smp := range snap.Samples {
-		sc, err := inventory.Open(smp.FS)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := (&ScannerSampler{Scanner: sc}).Sample(smp.Time, meta)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.Feed(got)
+	s := New(cfg)
+	if err := s.FeedSamples(snap.Samples, meta); err != nil {
+		t.Fatal(err)
 	}
 	return s
 }
@@ -254,23 +251,7 @@ func TestCheckListen(t *testing.T) {
 }
 
 func TestAuditFindingsOnMetrics(t *testing.T) {
-	b, _ := examples.Open("seed-003-k3s-spin")
-	snap, err := snapshot.Load(bytes.NewReader(b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := New(Config{NodeName: "k3s-node", Findings: AuditFindings})
-	for _, smp := range snap.Samples {
-		sc, err := inventory.Open(smp.FS)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := (&ScannerSampler{Scanner: sc}).Sample(smp.Time, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.Feed(got)
-	}
+	s := feedExampleTo(t, Config{NodeName: "k3s-node", Findings: AuditFindings}, "seed-003-k3s-spin", nil)
 	_, own, _ := get(t, s.Handler(), "/metrics")
 	re := regexp.MustCompile(`(?m)^cgwarden_audit_findings\{rule="misplaced-container",severity="error"\} (\d+)$`)
 	m := re.FindStringSubmatch(own)

@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -22,6 +20,7 @@ import (
 
 	"github.com/cgwarden/cgwarden/internal/aggregate"
 	"github.com/cgwarden/cgwarden/internal/buildinfo"
+	"github.com/cgwarden/cgwarden/internal/cgroupfs"
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/metadata"
 )
@@ -33,12 +32,11 @@ const DefaultListen = "127.0.0.1:9530"
 // DefaultInterval is the time between two scans.
 const DefaultInterval = 10 * time.Second
 
-// Sample is one scan of the node.
-type Sample struct {
+// Scan is one scan of the node, as a Sampler takes it.
+type Scan struct {
+	// Node is the scan, with its /proc/meminfo, CPU rates and fair share
+	// as inventory.Sampling fills them.
 	Node *inventory.Node
-	// Meminfo is the node's /proc/meminfo; nil when it could not be read
-	// (the node's memory figures then stay unknown on cgroup v2).
-	Meminfo *aggregate.Meminfo
 	// Meta is the metadata the scan named pods with (start times come
 	// from it); may be nil.
 	Meta *metadata.Set
@@ -46,7 +44,7 @@ type Sample struct {
 
 // Sampler takes one scan of the node, naming pods with meta (may be nil).
 type Sampler interface {
-	Sample(now time.Time, meta *metadata.Set) (Sample, error)
+	Sample(now time.Time, meta *metadata.Set) (Scan, error)
 }
 
 // Lister lists the pods of this node from a metadata source.
@@ -54,35 +52,50 @@ type Lister interface {
 	Pods(ctx context.Context) ([]metadata.Pod, error)
 }
 
-// ScannerSampler scans with an inventory.Scanner and reads /proc/meminfo
-// through the same FS.
+// ScannerSampler scans a live host with an inventory.Scanner, one
+// inventory.Sampling across its scans: each scan has CPU rates and, with
+// Demand, the demand-aware fair share over the time since the scan before.
 type ScannerSampler struct {
 	Scanner *inventory.Scanner
+	// Demand reads every thread's run and wait times at each scan (one
+	// schedstat file per thread: on a node with thousands of threads that
+	// is the largest part of a scan), for the fair-share series.
+	Demand   bool
+	sampling inventory.Sampling
 }
 
 var _ Sampler = (*ScannerSampler)(nil)
 
 // Sample implements Sampler.
-func (s *ScannerSampler) Sample(now time.Time, meta *metadata.Set) (Sample, error) {
-	s.Scanner.Meta = meta
-	n, err := s.Scanner.Scan(now)
+func (s *ScannerSampler) Sample(now time.Time, meta *metadata.Set) (Scan, error) {
+	s.sampling.Meta, s.sampling.Demand = meta, s.Demand
+	if s.sampling.Clock == nil {
+		s.sampling.Clock = time.Now
+	}
+	n, err := s.sampling.Take(s.Scanner, now)
 	if err != nil {
-		return Sample{}, err
+		return Scan{}, err
 	}
-	out := Sample{Node: n, Meta: meta}
-	raw, err := s.Scanner.FS.ReadFile(aggregate.MeminfoPath)
-	switch {
-	case err == nil:
-		mi, perr := aggregate.ParseMeminfo(string(raw))
-		if perr != nil {
-			n.Errors = append(n.Errors, fmt.Errorf("%s: %w", aggregate.MeminfoPath, perr))
-		} else {
-			out.Meminfo = &mi
+	return Scan{Node: n, Meta: meta}, nil
+}
+
+// FeedSamples serves samples that each carry their own tree (a
+// snapshot's), in order, through one inventory.Sampling: a two-sample
+// snapshot gives rates and the fair share.
+func (s *Server) FeedSamples(samples []cgroupfs.Sample, meta *metadata.Set) error {
+	smp := &inventory.Sampling{Meta: meta, Demand: true}
+	for _, one := range samples {
+		sc, err := inventory.Open(one.FS)
+		if err != nil {
+			return err
 		}
-	case !errors.Is(err, fs.ErrNotExist):
-		n.Errors = append(n.Errors, err)
+		n, err := smp.Take(sc, one.Time)
+		if err != nil {
+			return err
+		}
+		s.Feed(Scan{Node: n, Meta: meta})
 	}
-	return out, nil
+	return nil
 }
 
 // Config configures a Server.
@@ -117,15 +130,11 @@ type Server struct {
 	cur atomic.Pointer[state]
 
 	// Owned by the scan loop (one goroutine at a time).
-	prev    *inventory.Node
 	meta    *metadata.Set
 	metaBad bool
 
-	own          *prometheus.Registry
-	scans        prometheus.Counter
-	scanFailures prometheus.Counter
-	scanDuration prometheus.Histogram
-	metaFailures prometheus.Counter
+	own  *prometheus.Registry
+	loop *loopMetrics
 }
 
 // New builds a Server; call Run (live) or Feed (snapshot) to give it data.
@@ -140,22 +149,9 @@ func New(cfg Config) *Server {
 		cfg.Logger = slog.Default()
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "serve")}
-	s.scans = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "cgwarden_scans_total", Help: "Scans of the node's cgroups completed, failed ones included.",
-	})
-	s.scanFailures = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "cgwarden_scan_failures_total", Help: "Scans that failed as a whole (the cgroup tree could not be listed); the previous scan keeps being served.",
-	})
-	s.scanDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name: "cgwarden_scan_duration_seconds", Help: "Time one scan of the node's cgroups took.",
-		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
-	})
-	s.metaFailures = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "cgwarden_metadata_failures_total", Help: "Times the pod metadata source failed; pods keep the names last known, or their UIDs.",
-	})
+	s.loop = newLoopMetrics()
 	s.own = prometheus.NewRegistry()
-	s.own.MustRegister(s.scans, s.scanFailures, s.scanDuration, s.metaFailures,
-		&ownCollector{s: s}, buildInfoCollector{buildinfo.Get()},
+	s.own.MustRegister(s.loop, podCollector{s}, containerCollector{s}, nodeCollector{s}, buildInfoCollector{buildinfo.Get()},
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectors.NewGoCollector())
 	s.own.MustRegister(cfg.Collectors...)
@@ -192,17 +188,13 @@ func (l *lazy) get(render func() ([]byte, error)) ([]byte, error) {
 	return l.b, l.err
 }
 
-// Feed makes smp the served scan, with CPU rates from the scan fed
-// before it. Feed, ScanOnce and Run are the scan side: call them from one
+// Feed makes smp the served scan (its rates are the Sampler's). Feed,
+// FeedSamples, ScanOnce and Run are the scan side: call them from one
 // goroutine at a time. Handler is safe for any number of requests.
-func (s *Server) Feed(smp Sample) {
-	if s.prev != nil {
-		inventory.Rate(s.prev, smp.Node)
-	}
-	s.prev = smp.Node
+func (s *Server) Feed(smp Scan) {
 	st := &state{
 		time: smp.Node.Time, node: smp.Node, nodeName: s.cfg.NodeName, meta: smp.Meta, log: s.log,
-		nodeUsage: aggregate.Node(smp.Node, smp.Meminfo),
+		nodeUsage: aggregate.NodeUsage(smp.Node),
 		pods:      aggregate.Pods(smp.Node),
 	}
 	if s.cfg.Findings != nil {
@@ -219,10 +211,10 @@ func (s *Server) ScanOnce(ctx context.Context) error {
 	s.refreshMeta(ctx)
 	start := s.cfg.Clock.Now()
 	smp, err := s.cfg.Sampler.Sample(start, s.meta)
-	s.scanDuration.Observe(s.cfg.Clock.Now().Sub(start).Seconds())
-	s.scans.Inc()
+	s.loop.duration.Observe(s.cfg.Clock.Now().Sub(start).Seconds())
+	s.loop.scans.Inc()
 	if err != nil {
-		s.scanFailures.Inc()
+		s.loop.failures.Inc()
 		if old := s.cur.Load(); old != nil && !old.failed {
 			s.cur.Store(&state{time: old.time, node: old.node, nodeName: old.nodeName, nodeUsage: old.nodeUsage,
 				pods: old.pods, findings: old.findings, meta: old.meta, log: old.log, failed: true})
@@ -239,7 +231,7 @@ func (s *Server) refreshMeta(ctx context.Context) {
 	}
 	pods, err := s.cfg.Lister.Pods(ctx)
 	if err != nil {
-		s.metaFailures.Inc()
+		s.loop.metaFailures.Inc()
 		// Warn once per outage, not once per scan.
 		if !s.metaBad {
 			s.log.Warn("pod metadata unavailable; serving pods under the names last known, or their UIDs", "err", err)

@@ -54,15 +54,12 @@ const (
 // fixedPaths are the non-cgroup files cgwarden reads.
 var fixedPrefixes = []string{"/proc", "/sys/devices/system/cpu"}
 
-// Sample is one instant of the node.
-type Sample = cgroupfs.Sample
-
 // Snapshot is a loaded snapshot file.
 type Snapshot struct {
 	// Header holds the header lines ("taken", "interval", "origin", ...).
 	Header  map[string]string
 	Notes   []string
-	Samples []Sample
+	Samples []cgroupfs.Sample
 	// Sealed reports that the file proved it is whole: it ends with the
 	// closing section, whose count and checksum match. Snapshots written
 	// before sealing existed load with Sealed false; callers warn.
@@ -296,7 +293,7 @@ func parse(raw []byte) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.Samples = []Sample{{FS: first, Time: taken}}
+	s.Samples = []cgroupfs.Sample{{FS: first, Time: taken}}
 	if len(next.data) > 0 || next.dirs != nil || len(next.fails) > 0 {
 		iv, ok := s.Header["interval"]
 		if !ok {
@@ -306,7 +303,7 @@ func parse(raw []byte) (*Snapshot, error) {
 		if err != nil || d <= 0 || d > 24*time.Hour {
 			return nil, &LoadError{Why: fmt.Sprintf("interval %q is not a duration between 0 and 24h", clip(iv))}
 		}
-		s.Samples = append(s.Samples, Sample{FS: next, Time: taken.Add(d)})
+		s.Samples = append(s.Samples, cgroupfs.Sample{FS: next, Time: taken.Add(d)})
 	}
 	return s, nil
 }

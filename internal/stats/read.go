@@ -12,49 +12,6 @@ import (
 	"github.com/cgwarden/cgwarden/internal/mounts"
 )
 
-// Places says where a cgroup's files live: on v2 every file is under the
-// unified mount; on v1 each controller has its own mount (which may be
-// shared, as in "cpu,cpuacct").
-type Places struct {
-	V2                         bool
-	Unified                    string
-	CPU, CPUAcct, Memory, Pids string
-}
-
-// PlacesFor derives Places from a node's mounts. On hybrid nodes the v1
-// controllers are used; the controller-less cgroup2 mount holds no figures.
-func PlacesFor(t mounts.Table) (Places, error) {
-	switch t.Version() {
-	case mounts.V2:
-		u, _ := t.Unified()
-		return Places{V2: true, Unified: u.Point}, nil
-	case mounts.V1, mounts.Hybrid:
-		var p Places
-		for _, c := range []struct {
-			name string
-			dst  *string
-		}{{"cpu", &p.CPU}, {"cpuacct", &p.CPUAcct}, {"memory", &p.Memory}, {"pids", &p.Pids}} {
-			if m, ok := t.Controller(c.name); ok {
-				*c.dst = m.Point
-			}
-		}
-		if p.CPU == "" {
-			return Places{}, errors.New("cgroup v1 without a cpu hierarchy")
-		}
-		return p, nil
-	}
-	return Places{}, errors.New("no cgroup hierarchy in mountinfo")
-}
-
-// Tree is the mount whose directory tree is walked to find cgroups: the
-// unified mount on v2, the cpu mount on v1.
-func (p Places) Tree() string {
-	if p.V2 {
-		return p.Unified
-	}
-	return p.CPU
-}
-
 // FileError is a file that could not be read or parsed; the field it feeds
 // stays unknown.
 type FileError struct {
@@ -68,7 +25,7 @@ func (e *FileError) Unwrap() error { return e.Err }
 // Reader reads the Stats of cgroups through an FS.
 type Reader struct {
 	FS     cgroupfs.FS
-	Places Places
+	Places mounts.Places
 }
 
 // reading accumulates one cgroup's read.

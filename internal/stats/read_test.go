@@ -66,8 +66,8 @@ func fixture(t *testing.T, name string) mapFS {
 
 var (
 	// This machine: v1 controllers on separate mounts.
-	placesV1 = Places{CPU: "/sys/fs/cgroup/cpu", CPUAcct: "/sys/fs/cgroup/cpuacct", Memory: "/sys/fs/cgroup/memory", Pids: "/sys/fs/cgroup/pids"}
-	placesV2 = Places{V2: true, Unified: "/sys/fs/cgroup"}
+	placesV1 = mounts.Places{CPU: "/sys/fs/cgroup/cpu", CPUAcct: "/sys/fs/cgroup/cpuacct", Memory: "/sys/fs/cgroup/memory", Pids: "/sys/fs/cgroup/pids"}
+	placesV2 = mounts.Places{V2: true, Unified: "/sys/fs/cgroup"}
 )
 
 func u64(v uint64) *uint64 { return &v }
@@ -204,7 +204,7 @@ func TestReadV1CoMounted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	places, err := PlacesFor(tab)
+	places, err := tab.Places()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +256,7 @@ func TestReadMissingFiles(t *testing.T) {
 	// not gone. v2 without PSI (CONFIG_PSI=n) has no Pressure at all.
 	for _, tc := range []struct {
 		name   string
-		places Places
+		places mounts.Places
 		procs  string
 	}{
 		{"v1", placesV1, "/sys/fs/cgroup/cpu/x/cgroup.procs"},
@@ -274,14 +274,14 @@ func TestReadMissingFiles(t *testing.T) {
 	}
 	// A v1 controller that is not mounted at all is unknown too.
 	fsys := mapFS{files: map[string]string{"/sys/fs/cgroup/cpu/x/cpu.shares": "512\n"}}
-	s, errs := Reader{FS: fsys, Places: Places{CPU: "/sys/fs/cgroup/cpu"}}.Read("/x", false)
+	s, errs := Reader{FS: fsys, Places: mounts.Places{CPU: "/sys/fs/cgroup/cpu"}}.Read("/x", false)
 	if len(errs) != 0 || s.CPU.Weight == nil || *s.CPU.Weight != 512 || s.CPU.UsageNs != nil || s.Memory.UsageBytes != nil {
 		t.Errorf("cpu only: %+v, %v", s, errs)
 	}
 }
 
 func TestReadGone(t *testing.T) {
-	for _, p := range []Places{placesV1, placesV2} {
+	for _, p := range []mounts.Places{placesV1, placesV2} {
 		s, errs := Reader{FS: mapFS{}, Places: p}.Read("/vanished", true)
 		if !s.Gone || len(errs) != 0 {
 			t.Errorf("v2=%v: Gone = %v, errs %v; want gone without errors", p.V2, s.Gone, errs)
@@ -308,7 +308,7 @@ func TestReadMalformed(t *testing.T) {
 	// feeds) is nil, a *FileError names the file, the rest is read.
 	tests := []struct {
 		name    string
-		places  Places
+		places  mounts.Places
 		fixture string
 		file    string
 		content string
@@ -454,7 +454,7 @@ func TestReadV1QuotaLimits(t *testing.T) {
 func TestPlacesFor(t *testing.T) {
 	tests := []struct {
 		name, mountinfo string
-		want            Places
+		want            mounts.Places
 		err             string
 	}{
 		{"v2", "35 24 0:30 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n", placesV2, ""},
@@ -463,15 +463,15 @@ func TestPlacesFor(t *testing.T) {
 			"35 31 0:32 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n" +
 			"39 31 0:36 / /sys/fs/cgroup/pids rw - cgroup cgroup rw,pids\n" +
 			"41 31 0:38 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n", placesV1, ""},
-		{"v1 without cpu", "35 31 0:32 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n", Places{}, "without a cpu hierarchy"},
-		{"nothing", "22 27 0:21 / /proc rw - proc proc rw\n", Places{}, "no cgroup hierarchy"},
+		{"v1 without cpu", "35 31 0:32 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n", mounts.Places{}, "without a cpu hierarchy"},
+		{"nothing", "22 27 0:21 / /proc rw - proc proc rw\n", mounts.Places{}, "no cgroup hierarchy"},
 	}
 	for _, tc := range tests {
 		tab, err := mounts.Parse(tc.mountinfo)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := PlacesFor(tab)
+		got, err := tab.Places()
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("%s: err %v, want %q", tc.name, err, tc.err)

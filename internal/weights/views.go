@@ -5,7 +5,6 @@ import (
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/mounts"
-	"github.com/cgwarden/cgwarden/internal/stats"
 )
 
 // View is a sized BestEffort pod as it stands and as its targets would
@@ -29,7 +28,7 @@ type View struct {
 // whether every target is in place already: the weights are held (by
 // `cgwarden serve --fix`, or a fix the kubelet has not reset yet).
 func Views(n *inventory.Node, meta *metadata.Set, maxTierMilli int64) (views []View, held bool) {
-	in := Input{Node: n, Places: stats.Places{V2: n.Version == mounts.V2}, Meta: meta, Pods: true, Tier: true, MaxTierMilliCPU: maxTierMilli}
+	in := Input{Node: n, Places: mounts.Places{V2: n.Version == mounts.V2}, Meta: meta, Pods: true, Tier: true, MaxTierMilliCPU: maxTierMilli}
 	wp, err := Targets(in)
 	if err != nil || len(wp.Targets) == 0 {
 		return nil, false

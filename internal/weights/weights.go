@@ -11,7 +11,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/layout"
 	"github.com/cgwarden/cgwarden/internal/metadata"
-	"github.com/cgwarden/cgwarden/internal/stats"
+	"github.com/cgwarden/cgwarden/internal/mounts"
 )
 
 // AnnotationVMContainer names the container of a sized pod that runs the
@@ -55,7 +55,7 @@ type Target struct {
 // Input is what the weight plan is computed from.
 type Input struct {
 	Node   *inventory.Node
-	Places stats.Places
+	Places mounts.Places
 	Meta   *metadata.Set
 	// Pod narrows pod and container targets to one pod (UID, name or
 	// namespace/name); the tier still counts every sized pod.

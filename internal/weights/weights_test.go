@@ -11,15 +11,15 @@ import (
 	"github.com/cgwarden/cgwarden/internal/fairness"
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/metadata"
+	"github.com/cgwarden/cgwarden/internal/mounts"
 	"github.com/cgwarden/cgwarden/internal/snapshot"
-	"github.com/cgwarden/cgwarden/internal/stats"
 )
 
 const seedDir = "../examples/snapshots/"
 
 // example scans an embedded snapshot's last sample with its pods (and VMs)
 // files.
-func example(t *testing.T, name, pods, vms string) (*inventory.Node, stats.Places, *metadata.Set) {
+func example(t *testing.T, name, pods, vms string) (*inventory.Node, mounts.Places, *metadata.Set) {
 	t.Helper()
 	raw, ok := examples.Open(name)
 	if !ok {

@@ -1,0 +1,89 @@
+package serve
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// The node and scan series on /metrics: what the scan being served saw of
+// the node as a whole, and whether it is fresh.
+var (
+	ownNodeCPUs     = prometheus.NewDesc("cgwarden_node_cpus", "CPUs online on the node.", nil, nil)
+	ownPods         = prometheus.NewDesc("cgwarden_pods", "Pods found in the last scan.", nil, nil)
+	ownReadErrors   = prometheus.NewDesc("cgwarden_scan_read_errors", "Files the last scan could not read or parse; the figures they feed are unknown and left out.", nil, nil)
+	ownLastScan     = prometheus.NewDesc("cgwarden_last_scan_timestamp_seconds", "Time of the scan being served, in seconds since the epoch.", nil, nil)
+	ownFindings     = prometheus.NewDesc("cgwarden_audit_findings", "Audit findings in the last scan, by rule and severity.", []string{"rule", "severity"}, nil)
+	ownLastScanFail = prometheus.NewDesc("cgwarden_last_scan_failed", "1 if the latest scan attempt failed and an older scan is being served, else 0.", nil, nil)
+)
+
+// nodeCollector reads the node's figures from the state being served at
+// each scrape.
+type nodeCollector struct{ s *Server }
+
+var _ prometheus.Collector = nodeCollector{}
+
+func (nodeCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{ownNodeCPUs, ownPods, ownReadErrors, ownLastScan, ownFindings, ownLastScanFail} {
+		ch <- d
+	}
+}
+
+func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.s.cur.Load()
+	if st == nil {
+		return
+	}
+	ch <- constMetric(ownLastScanFail, prometheus.GaugeValue, b2f(st.failed))
+	ch <- constMetric(ownNodeCPUs, prometheus.GaugeValue, float64(st.node.CPUs))
+	ch <- constMetric(ownPods, prometheus.GaugeValue, float64(len(st.pods)))
+	ch <- constMetric(ownReadErrors, prometheus.GaugeValue, float64(len(st.node.Errors)))
+	ch <- constMetric(ownLastScan, prometheus.GaugeValue, float64(st.time.UnixNano())/1e9)
+	for _, f := range st.findings {
+		ch <- constMetric(ownFindings, prometheus.GaugeValue, float64(f.Count), f.Rule, f.Severity)
+	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// loopMetrics count the scan loop's work; the Server updates them as it
+// scans.
+type loopMetrics struct {
+	scans, failures, metaFailures prometheus.Counter
+	duration                      prometheus.Histogram
+}
+
+var _ prometheus.Collector = (*loopMetrics)(nil)
+
+func newLoopMetrics() *loopMetrics {
+	return &loopMetrics{
+		scans: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "cgwarden_scans_total", Help: "Scans of the node's cgroups completed, failed ones included.",
+		}),
+		failures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "cgwarden_scan_failures_total", Help: "Scans that failed as a whole (the cgroup tree could not be listed); the previous scan keeps being served.",
+		}),
+		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "cgwarden_scan_duration_seconds", Help: "Time one scan of the node's cgroups took.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}),
+		metaFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "cgwarden_metadata_failures_total", Help: "Times the pod metadata source failed; pods keep the names last known, or their UIDs.",
+		}),
+	}
+}
+
+func (m *loopMetrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range []prometheus.Collector{m.scans, m.failures, m.duration, m.metaFailures} {
+		c.Describe(ch)
+	}
+}
+
+func (m *loopMetrics) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range []prometheus.Collector{m.scans, m.failures, m.duration, m.metaFailures} {
+		c.Collect(ch)
+	}
+}
