@@ -174,7 +174,8 @@ func (so *serveOptions) server(ctx context.Context, o *Options, nodeName string,
 	if lister != nil {
 		ls = lister
 	}
-	fx, err := so.keep.newFixers(host, ls, o.VMsFile, time.Duration(so.interval), log, note)
+	live := liveVMs(ctx, len(so.keep.rules) > 0, so.metaMode, so.kubeconfig, log)
+	fx, err := so.keep.newFixers(host, ls, o.VMsFile, live, time.Duration(so.interval), log, note)
 	if err != nil {
 		host.Close()
 		return nil, nil, err

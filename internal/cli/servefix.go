@@ -25,6 +25,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/journal"
 	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/plan"
+	"github.com/cgwarden/cgwarden/internal/podsource"
 	"github.com/cgwarden/cgwarden/internal/serve"
 )
 
@@ -49,7 +50,7 @@ type fixers struct {
 // newFixers checks the --fix rules and builds the weight holder (for the
 // weight rules) and the adoption engine (for misplaced-container). nil
 // when --fix is not given: serve only observes.
-func (f *serveFix) newFixers(host *cgroupfs.Host, lister hold.Lister, vmsFile string, interval time.Duration, log *slog.Logger, note *events.Notifier) (*fixers, error) {
+func (f *serveFix) newFixers(host *cgroupfs.Host, lister hold.Lister, vmsFile string, live *podsource.VMSource, interval time.Duration, log *slog.Logger, note *events.Notifier) (*fixers, error) {
 	if len(f.rules) == 0 {
 		return nil, nil
 	}
@@ -77,6 +78,9 @@ func (f *serveFix) newFixers(host *cgroupfs.Host, lister hold.Lister, vmsFile st
 		lister = noPods{}
 	}
 	src := &hold.MetaSource{Lister: lister, VMsFile: vmsFile}
+	if live != nil {
+		src.Live = live
+	}
 	fx := &fixers{sizes: src.Sizes, interval: interval, onApply: appliedEvents(note)}
 	if len(weights) > 0 {
 		h, err := hold.New(hold.Config{Host: host, Rules: weights, MaxTierMilliCPU: maxTier, Sizes: src.Sizes,
@@ -208,4 +212,24 @@ func serveAuth(on bool, kubeconfig, node, listen string, remote bool, tlsConfig 
 		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
 	return &serve.Auth{Reviewer: rv, Node: node, Log: slog.Default().With("component", "auth")}, tlsConfig, nil
+}
+
+// liveVMs watches the cluster's VM objects for --fix when pod metadata
+// comes from the API server: NeonVM's live size then reaches the holder
+// as it changes. nil otherwise (sizes from --vms, the runner's arguments
+// and annotations).
+func liveVMs(ctx context.Context, fixing bool, mode, kubeconfig string, log *slog.Logger) *podsource.VMSource {
+	if !fixing || (mode != podsource.Kubernetes && mode != podsource.Auto) {
+		return nil
+	}
+	rc, err := restConfig(kubeconfig)
+	if err != nil {
+		return nil // no API server: nothing to watch
+	}
+	v, err := podsource.OpenVMs(ctx, rc, log)
+	if err != nil {
+		log.Warn("not watching VM objects", "err", err)
+		return nil
+	}
+	return v
 }

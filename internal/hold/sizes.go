@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/cgwarden/cgwarden/internal/metadata"
 )
@@ -22,6 +24,15 @@ type Lister interface {
 type MetaSource struct {
 	Lister  Lister
 	VMsFile string
+	// Live lists the cluster's VM objects (a dynamic informer on NeonVM
+	// VirtualMachines and KubeVirt VMIs); may be nil.
+	Live interface {
+		VMs() []metadata.VM
+		Refresh()
+	}
+	// refreshed is when Live last looked for VM kinds that appeared.
+	refreshed time.Time
+	live      []metadata.VM
 
 	mu      sync.Mutex
 	vms     []metadata.VM
@@ -42,11 +53,21 @@ func (m *MetaSource) Sizes(ctx context.Context) (*metadata.Set, error) {
 	if err != nil {
 		return nil, err
 	}
+	if m.Live != nil {
+		if time.Since(m.refreshed) > time.Minute {
+			m.Live.Refresh() // a VM CRD installed after the agent started
+			m.refreshed = time.Now()
+		}
+		if live := m.Live.VMs(); !slices.Equal(live, m.live) {
+			m.live, vmsChanged = live, true
+		}
+	}
 	if m.set != nil && !vmsChanged && samePods(pods, m.pods) {
 		return m.set, nil
 	}
 	set := metadata.NewSet(pods)
 	set.ApplyVMs(m.vms)
+	set.ApplyVMs(m.live)
 	m.pods, m.set = pods, set
 	return set, nil
 }

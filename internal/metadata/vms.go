@@ -102,6 +102,13 @@ func ParseVMs(r io.Reader) ([]VM, error) {
 	return out, nil
 }
 
+// VMFromObject reads one VM object (a NeonVM VirtualMachine or a KubeVirt
+// VirtualMachineInstance, as a dynamic client returns it), as ParseVMs
+// reads each item.
+func VMFromObject(obj map[string]any) (VM, error) {
+	return parseVM(unstructured.Unstructured{Object: obj})
+}
+
 func parseVM(u unstructured.Unstructured) (VM, error) {
 	group, _, _ := strings.Cut(u.GetAPIVersion(), "/")
 	id := fmt.Sprintf("%s %s/%s", u.GetKind(), u.GetNamespace(), u.GetName())
