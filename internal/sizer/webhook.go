@@ -142,4 +142,3 @@ func (h *Webhook) size(ctx context.Context, namespace string, t Target) (int64, 
 	}
 	return VMSize(vm)
 }
-
