@@ -194,4 +194,3 @@ func PatchCABundle(ctx context.Context, cs kubernetes.Interface, config string, 
 	}
 	return len(ops) / 2, nil
 }
-
