@@ -118,9 +118,10 @@ func (c *Controller) Run(ctx context.Context) error {
 	podEnqueue := func(obj any) {
 		if p, ok := obj.(*corev1.Pod); ok && p.Labels[metadata.LabelNeonVM] != "" {
 			// A pod that starts running, or whose resize status
-			// changes, is looked at again (without delay: no burst to
-			// coalesce).
-			c.queue.Add(p.Namespace + "/" + p.Labels[metadata.LabelNeonVM])
+			// changes, is looked at again; through the same delay, so a
+			// pod's status update in the middle of a burst of VM changes
+			// does not apply an intermediate size.
+			c.queue.AddAfter(p.Namespace+"/"+p.Labels[metadata.LabelNeonVM], c.Coalesce)
 		}
 	}
 	if _, err := podInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
