@@ -70,6 +70,7 @@ var _ VMGetter = dynamicVMs{}
 // Run serves the webhook and runs the resize controller until ctx ends.
 func Run(ctx context.Context, o Options) error {
 	log := o.Log.With("component", "sizer")
+	base := o.Log
 	var rc *rest.Config
 	var err error
 	if o.Kubeconfig != "" {
@@ -99,7 +100,7 @@ func Run(ctx context.Context, o Options) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := NewMetrics(reg)
 	mux := http.NewServeMux()
-	mux.Handle("POST /mutate", &Webhook{VMs: dynamicVMs{dyn}, Log: log.With("component", "sizer-webhook"), Timeout: 3 * time.Second, Count: metrics.Admission})
+	mux.Handle("POST /mutate", &Webhook{VMs: dynamicVMs{dyn}, Log: base.With("component", "sizer-webhook"), Timeout: 3 * time.Second, Count: metrics.Admission})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	ln, err := net.Listen("tcp", o.Listen)
@@ -117,7 +118,7 @@ func Run(ctx context.Context, o Options) error {
 		bc.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
 		defer bc.Shutdown()
 		ctrl := &Controller{
-			Client: cs, Dynamic: dyn, Log: log.With("component", "sizer-controller"), Metrics: metrics,
+			Client: cs, Dynamic: dyn, Log: base.With("component", "sizer-controller"), Metrics: metrics,
 			Events:   bc.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "cgwarden-sizer"}),
 			Coalesce: o.Coalesce, Recheck: o.CRDRecheck,
 		}

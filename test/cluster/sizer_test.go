@@ -82,6 +82,17 @@ func ensureCRD(t *testing.T, dyn dynamic.Interface) {
 	if err := json.Unmarshal([]byte(neonVMCRD), &u.Object); err != nil {
 		t.Fatal(err)
 	}
+	// One a previous test removed may still be going away.
+	poll(t, 60*time.Second, "no terminating VirtualMachine CRD", func() (bool, string, error) {
+		got, err := dyn.Resource(crdGVR).Get(ctx, u.GetName(), metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, "", nil
+		}
+		if err != nil {
+			return false, "", err
+		}
+		return got.GetDeletionTimestamp() == nil, "terminating", nil
+	})
 	_, err := dyn.Resource(crdGVR).Create(ctx, &u, metav1.CreateOptions{})
 	switch {
 	case apierrors.IsAlreadyExists(err):
@@ -119,22 +130,28 @@ func freePort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
+// sizerLane is cgwarden sizer run on the host behind a url: webhook.
+type sizerLane struct {
+	e        *env
+	ns, name string
+	bin      string
+	port     int
+}
+
 // startSizer installs a MutatingWebhookConfiguration for namespace ns only
 // (other engineers' pods never reach it) pointing at a url: on 127.0.0.1,
 // starts `cgwarden sizer` on the host serving it, and waits until the API
-// server admits through it. It returns the webhook configuration's name and
-// a function that stops the sizer.
-func startSizer(t *testing.T, e *env, ns string) (stop func()) {
+// server admits through it. It returns a function that stops the sizer
+// (also called at cleanup).
+func startSizer(t *testing.T, e *env, ns string) (stop func(), l *sizerLane) {
 	t.Helper()
 	ctx := context.Background()
-	bin := buildCgwarden(t)
-	port := freePort(t)
-	name := "cgwarden-sizer-" + ns
+	l = &sizerLane{e: e, ns: ns, name: "cgwarden-sizer-" + ns, bin: buildCgwarden(t), port: freePort(t)}
 	ignore, none := admissionregistrationv1.Ignore, admissionregistrationv1.SideEffectClassNone
 	timeout := int32(5)
-	url := fmt.Sprintf("https://127.0.0.1:%d/mutate", port)
+	url := fmt.Sprintf("https://127.0.0.1:%d/mutate", l.port)
 	mwc := &admissionregistrationv1.MutatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
+		ObjectMeta: metav1.ObjectMeta{Name: l.name},
 		Webhooks: []admissionregistrationv1.MutatingWebhook{{
 			Name:                    "sizer.cgwarden.io",
 			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &url},
@@ -150,15 +167,23 @@ func startSizer(t *testing.T, e *env, ns string) (stop func()) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = e.cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.Background(), name, metav1.DeleteOptions{})
+		_ = e.cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.Background(), l.name, metav1.DeleteOptions{})
 	})
+	return l.run(t), l
+}
 
+// run starts the sizer process and waits until the API server admits
+// through it.
+func (l *sizerLane) run(t *testing.T) (stop func()) {
+	t.Helper()
+	ctx := context.Background()
+	e, ns, name, port := l.e, l.ns, l.name, l.port
 	logPath := filepath.Join(t.TempDir(), "sizer.log")
 	logf, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "sizer", "--kubeconfig", e.kubeconfig, "--listen", fmt.Sprintf("127.0.0.1:%d", port),
+	cmd := exec.Command(l.bin, "sizer", "--kubeconfig", e.kubeconfig, "--listen", fmt.Sprintf("127.0.0.1:%d", port),
 		"--namespace", ns, "--cert-secret", "sizer-tls", "--cert-hosts", "127.0.0.1", "--webhook-config", name,
 		"--leader-elect=false", "--coalesce", "1s", "--crd-recheck", "2s", "--log-level", "debug")
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -442,5 +467,166 @@ func TestSizerAdmitsAndResizesVMPods(t *testing.T) {
 			t.Errorf("%s: warnings %q, want one with %q", b.vm, w, b.want)
 		}
 		t.Logf("%s: admitted unchanged, warning: %s", b.vm, strings.Join(w, "; "))
+	}
+}
+
+func dynamicClient(t *testing.T, e *env) dynamic.Interface {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", e.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dyn
+}
+
+// With the sizer down, a runner pod is still created (failurePolicy
+// Ignore), unsized and BestEffort; when the sizer returns, its controller
+// records an Event saying the pod was not sized (resize cannot change a QoS
+// class), once.
+func TestSizerDownPodsStillCreated(t *testing.T) {
+	e := cluster(t)
+	ctx := context.Background()
+	dyn := dynamicClient(t, e)
+	ensureCRD(t, dyn)
+	ns := e.namespace(t)
+	stop, lane := startSizer(t, e, ns)
+	vms := dyn.Resource(vmGVR).Namespace(ns)
+	vm, err := vms.Create(ctx, newVM("vm1", int64(1)), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	start := time.Now()
+	pod, err := e.cs.CoreV1().Pods(ns).Create(ctx, neonRunnerPod("vm1-runner", vm), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("pod refused with the sizer down: %v", err)
+	}
+	if _, ok := pod.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]; ok {
+		t.Fatal("sized with the sizer down?")
+	}
+	t.Logf("created unsized in %.2fs with the sizer down", time.Since(start).Seconds())
+	pod = waitRunning(t, e, ns, pod.Name)
+	if pod.Status.QOSClass != corev1.PodQOSBestEffort {
+		t.Fatalf("QoS %s, want BestEffort", pod.Status.QOSClass)
+	}
+	lane.run(t)
+	var ev []corev1.Event
+	poll(t, 60*time.Second, "a CPUNotSized Event on "+pod.Name, func() (bool, string, error) {
+		list, err := e.cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=CPUNotSized,involvedObject.name=" + pod.Name})
+		if err != nil {
+			return false, "", err
+		}
+		ev = list.Items
+		return len(ev) > 0, fmt.Sprintf("%d events", len(ev)), nil
+	})
+	t.Logf("Event %s: %s", ev[0].Reason, ev[0].Message)
+	// Nudge the VM twice: still one Event (counted, not repeated).
+	for _, use := range []int64{2, 1} {
+		cur, err := vms.Get(ctx, "vm1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = unstructured.SetNestedField(cur.Object, use, "spec", "guest", "cpus", "use")
+		if _, err := vms.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Second)
+	}
+	list, err := e.cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=CPUNotSized,involvedObject.name=" + pod.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 1 || list.Items[0].Count > 1 {
+		t.Errorf("CPUNotSized recorded %d times (count %d), want once", len(list.Items), list.Items[0].Count)
+	}
+	p, _ := e.cs.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
+	if _, ok := p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]; ok {
+		t.Error("a BestEffort pod was given a request")
+	}
+}
+
+// cpuUsage is a pod cgroup's CPU time in nanoseconds.
+func cpuUsage(t *testing.T, uid types.UID) int64 {
+	t.Helper()
+	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
+		b := readFile(t, filepath.Join("/sys/fs/cgroup/kubepods/burstable", "pod"+string(uid), "cpu.stat"))
+		for _, line := range strings.Split(b, "\n") {
+			if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
+				var n int64
+				fmt.Sscan(v, &n)
+				return n * 1000
+			}
+		}
+		t.Fatal("no usage_usec")
+	}
+	return readInt(t, filepath.Join("/sys/fs/cgroup/cpuacct/kubepods/burstable", "pod"+string(uid), "cpuacct.usage"))
+}
+
+// Two VM pods sized 1 : 4 at admission, burning on one pinned CPU beside a
+// Burstable hog: their measured CPU split is within 10% of 1 : 4, with no
+// cgwarden write to any cgroup (the kubelet weighs them from their
+// requests). The sizes are 250m and 1 so that both fit a 2-CPU node.
+func TestSizerVMPodsSplitBySize(t *testing.T) {
+	e := cluster(t)
+	ctx := context.Background()
+	dyn := dynamicClient(t, e)
+	ensureCRD(t, dyn)
+	ns := e.namespace(t)
+	startSizer(t, e, ns)
+	vms := dyn.Resource(vmGVR).Namespace(ns)
+	node, err := e.cs.CoreV1().Nodes().Get(ctx, e.node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpu := node.Status.Capacity.Cpu().Value() - 1 // the last CPU
+	burn := fmt.Sprintf("exec taskset -c %d sh -c 'while :; do :; done'", cpu)
+	pods := map[string]*corev1.Pod{}
+	for name, use := range map[string]string{"small": "250m", "large": "1"} {
+		vm, err := vms.Create(ctx, newVM(name, use), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := neonRunnerPod(name+"-runner", vm)
+		p.Spec.Containers[0].Command = []string{"sh", "-c", burn}
+		if pods[name], err = e.cs.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	grace := int64(1)
+	hog, err := e.cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "hog"},
+		Spec: corev1.PodSpec{HostNetwork: true, TerminationGracePeriodSeconds: &grace, Containers: []corev1.Container{{
+			Name: "hog", Image: busybox, ImagePullPolicy: corev1.PullNever, Command: []string{"sh", "-c", burn},
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")}},
+		}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods["hog"] = hog
+	for name, p := range pods {
+		pods[name] = waitRunning(t, e, ns, p.Name)
+	}
+	time.Sleep(2 * time.Second)
+	before := map[string]int64{}
+	for name, p := range pods {
+		before[name] = cpuUsage(t, p.UID)
+	}
+	const window = 10 * time.Second
+	time.Sleep(window)
+	used := map[string]float64{}
+	for name, p := range pods {
+		used[name] = float64(cpuUsage(t, p.UID)-before[name]) / float64(window)
+		file, _ := podShares(p.UID, 0)
+		t.Logf("%s: requests.cpu %s, %s %d, %.3f CPU", name, p.Spec.Containers[0].Resources.Requests.Cpu(), filepath.Base(file), readInt(t, file), used[name])
+	}
+	ratio := used["large"] / used["small"]
+	t.Logf("large : small = %.2f : 1 (want 4 ± 10%%)", ratio)
+	if ratio < 3.6 || ratio > 4.4 {
+		t.Errorf("large : small = %.2f, want within 10%% of 4", ratio)
 	}
 }
