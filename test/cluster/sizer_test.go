@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
 )
 
 var (
@@ -628,5 +629,211 @@ func TestSizerVMPodsSplitBySize(t *testing.T) {
 	t.Logf("large : small = %.2f : 1 (want 4 ± 10%%)", ratio)
 	if ratio < 3.6 || ratio > 4.4 {
 		t.Errorf("large : small = %.2f, want within 10%% of 4", ratio)
+	}
+}
+
+// The sizer as deploy/kustomize/sizer installs it — its ServiceAccount,
+// RBAC, Deployment (leader election, managed certificate) — in a namespace
+// of its own, with what a one-node cluster without a pod network or
+// kube-proxy needs changed: the Deployment on the host network with one
+// replica listening on 127.0.0.1, the webhook called by url:, the
+// cluster-scoped objects renamed, and the webhook limited to the test's
+// namespace, the API server's address given (no kube-proxy). Its RBAC is
+// then what lets it size, resize and report.
+func TestSizerDeployedWithItsManifests(t *testing.T) {
+	e := cluster(t)
+	ctx := context.Background()
+	dyn := dynamicClient(t, e)
+	importAgentImage(t)
+	ensureCRD(t, dyn)
+	sys := e.namespace(t)
+	ns := e.namespace(t)
+	port := freePort(t)
+	suffix := "-" + sys
+
+	out, err := exec.Command(e.kubectl, "kustomize", "../../deploy/kustomize/sizer").Output()
+	if err != nil {
+		t.Fatalf("kubectl kustomize: %v", err)
+	}
+	text := strings.ReplaceAll(string(out), "cgwarden-system", sys)
+	text = strings.ReplaceAll(text, "--webhook-config=cgwarden-sizer", "--webhook-config=cgwarden-sizer"+suffix)
+	text = strings.ReplaceAll(text, "--listen=:9443", fmt.Sprintf("--listen=127.0.0.1:%d", port))
+	text = strings.ReplaceAll(text, "port: 9443", fmt.Sprintf("port: %d", port))
+	text = strings.ReplaceAll(text, "containerPort: 9443", fmt.Sprintf("containerPort: %d", port))
+	gvr := map[string]schema.GroupVersionResource{
+		"ServiceAccount":               {Version: "v1", Resource: "serviceaccounts"},
+		"Service":                      {Version: "v1", Resource: "services"},
+		"ClusterRole":                  {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"},
+		"ClusterRoleBinding":           {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"},
+		"Role":                         {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "roles"},
+		"RoleBinding":                  {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"},
+		"Deployment":                   {Group: "apps", Version: "v1", Resource: "deployments"},
+		"MutatingWebhookConfiguration": {Group: "admissionregistration.k8s.io", Version: "v1", Resource: "mutatingwebhookconfigurations"},
+	}
+	url := fmt.Sprintf("https://127.0.0.1:%d/mutate", port)
+	var objs []*unstructured.Unstructured
+	for _, doc := range strings.Split(text, "\n---\n") {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+			t.Fatal(err)
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		switch u.GetKind() {
+		case "ClusterRole":
+			u.SetName(u.GetName() + suffix)
+			rules, _, _ := unstructured.NestedSlice(u.Object, "rules")
+			for _, r := range rules {
+				m := r.(map[string]any)
+				if names, ok := m["resourceNames"].([]any); ok && len(names) == 1 && names[0] == "cgwarden-sizer" {
+					m["resourceNames"] = []any{"cgwarden-sizer" + suffix}
+				}
+			}
+			_ = unstructured.SetNestedSlice(u.Object, rules, "rules")
+		case "ClusterRoleBinding":
+			u.SetName(u.GetName() + suffix)
+			_ = unstructured.SetNestedField(u.Object, "cgwarden-sizer"+suffix, "roleRef", "name")
+		case "MutatingWebhookConfiguration":
+			u.SetName(u.GetName() + suffix)
+			hooks, _, _ := unstructured.NestedSlice(u.Object, "webhooks")
+			h := hooks[0].(map[string]any)
+			h["clientConfig"] = map[string]any{"url": url}
+			h["namespaceSelector"] = map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": ns}}
+			_ = unstructured.SetNestedSlice(u.Object, hooks, "webhooks")
+		case "Deployment":
+			_ = unstructured.SetNestedField(u.Object, int64(1), "spec", "replicas")
+			_ = unstructured.SetNestedField(u.Object, true, "spec", "template", "spec", "hostNetwork")
+			cs, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
+			c := cs[0].(map[string]any)
+			c["image"], c["imagePullPolicy"] = agentImage, "Never"
+			var args []any
+			for _, a := range c["args"].([]any) {
+				if !strings.HasPrefix(a.(string), "--cert-hosts=") {
+					args = append(args, a)
+				}
+			}
+			c["args"] = append(args, "--cert-hosts=127.0.0.1", "--crd-recheck=2s")
+			// On the host network listening on 127.0.0.1: the kubelet
+			// probes there.
+			for _, probe := range []string{"readinessProbe", "livenessProbe"} {
+				_ = unstructured.SetNestedField(c, "127.0.0.1", probe, "httpGet", "host")
+			}
+			// No kube-proxy: the API server's service address does not
+			// route; it listens on the host's 127.0.0.1:6443 (as for the
+			// agent, testdata/agent).
+			c["env"] = append(c["env"].([]any),
+				map[string]any{"name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1"},
+				map[string]any{"name": "KUBERNETES_SERVICE_PORT", "value": "6443"})
+			_ = unstructured.SetNestedSlice(u.Object, cs, "spec", "template", "spec", "containers")
+		}
+		objs = append(objs, u)
+	}
+	if len(objs) != 8 {
+		t.Fatalf("%d objects from deploy/kustomize/sizer, want 8", len(objs))
+	}
+	for _, u := range objs {
+		r, ok := gvr[u.GetKind()]
+		if !ok {
+			t.Fatalf("unexpected kind %s", u.GetKind())
+		}
+		var ri dynamic.ResourceInterface = dyn.Resource(r)
+		if u.GetNamespace() != "" {
+			ri = dyn.Resource(r).Namespace(u.GetNamespace())
+		}
+		if _, err := ri.Create(ctx, u, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("%s %s: %v", u.GetKind(), u.GetName(), err)
+		}
+		if u.GetNamespace() == "" {
+			name := u.GetName()
+			t.Cleanup(func() { _ = dyn.Resource(r).Delete(context.Background(), name, metav1.DeleteOptions{}) })
+		}
+	}
+	logs := func() string {
+		out, _ := exec.Command(e.kubectl, "--kubeconfig", e.kubeconfig, "logs", "-n", sys, "deploy/cgwarden-sizer", "--tail", "30").CombinedOutput()
+		return string(out)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("sizer logs:\n%s", logs())
+		}
+	})
+	start := time.Now()
+	poll(t, 90*time.Second, "the sizer Ready", func() (bool, string, error) {
+		pods, err := e.cs.CoreV1().Pods(sys).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=cgwarden-sizer"})
+		if err != nil {
+			return false, "", err
+		}
+		for _, p := range pods.Items {
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+					return true, "", nil
+				}
+			}
+			return false, describe(&p), nil
+		}
+		return false, "no pod", nil
+	})
+	t.Logf("sizer Ready %v after create", time.Since(start).Round(time.Second))
+	poll(t, 30*time.Second, "the leader Lease", func() (bool, string, error) {
+		l, err := e.cs.CoordinationV1().Leases(sys).Get(ctx, "cgwarden-sizer", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, "none", nil
+		}
+		if err != nil {
+			return false, "", err
+		}
+		return l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "", "no holder", nil
+	})
+	if _, err := e.cs.CoreV1().Secrets(sys).Get(ctx, "cgwarden-sizer-tls", metav1.GetOptions{}); err != nil {
+		t.Fatalf("its certificate Secret: %v", err)
+	}
+
+	// Admission through the deployed sizer (its caBundle, its RBAC to read
+	// the VM), then a resize (its RBAC on pods/resize, nodes, events).
+	vms := dyn.Resource(vmGVR).Namespace(ns)
+	vm, err := vms.Create(ctx, newVM("vm1", int64(1)), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pod *corev1.Pod
+	poll(t, 30*time.Second, "a runner pod admitted with requests.cpu=1", func() (bool, string, error) {
+		p, err := e.cs.CoreV1().Pods(ns).Create(ctx, neonRunnerPod("vm1-runner", vm), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			return false, "", err
+		}
+		q := p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]
+		return q.String() == "1", "requests.cpu " + q.String(), nil
+	})
+	pod, err = e.cs.CoreV1().Pods(ns).Create(ctx, neonRunnerPod("vm1-runner", vm), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod = waitRunning(t, e, ns, pod.Name)
+	cur, err := vms.Get(ctx, "vm1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = unstructured.SetNestedField(cur.Object, "1500m", "spec", "guest", "cpus", "use")
+	if _, err := vms.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	file, want := podShares(pod.UID, 1500)
+	poll(t, 15*time.Second, "pod weight for 1500m", func() (bool, string, error) {
+		got := readInt(t, file)
+		return got == want, fmt.Sprint(got), nil
+	})
+	poll(t, 15*time.Second, "a CPUResized Event", func() (bool, string, error) {
+		list, err := e.cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=CPUResized"})
+		if err != nil {
+			return false, "", err
+		}
+		if len(list.Items) > 0 {
+			t.Logf("Event CPUResized: %s", list.Items[0].Message)
+		}
+		return len(list.Items) > 0, "none", nil
+	})
+	if strings.Contains(logs(), "forbidden") {
+		t.Errorf("the sizer was refused something by RBAC:\n%s", logs())
 	}
 }
