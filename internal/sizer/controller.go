@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -265,7 +266,10 @@ func (c *Controller) syncPod(ctx context.Context, p *corev1.Pod, size, alloc int
 		}
 		return nil
 	case ActPending:
-		if c.once(p.UID, fmt.Sprintf("pending %d %s", d.To, d.Reason)) {
+		// Keyed by target and reason (Infeasible, Deferred), not the
+		// kubelet's message, which may change with every status update.
+		reason, _, _ := strings.Cut(d.Reason, ":")
+		if c.once(p.UID, fmt.Sprintf("pending %d %s", d.To, reason)) {
 			c.Metrics.resize("pending")
 			c.event(p, corev1.EventTypeWarning, ReasonPending, "CPU request %s on %s not applied by the kubelet: %s", FormatMilli(d.To), d.Container, d.Reason)
 			log.Warn("resize pending", "cpu", FormatMilli(d.To), "reason", d.Reason)

@@ -1,9 +1,12 @@
 package sizer
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -294,5 +297,45 @@ func TestReview(t *testing.T) {
 	p.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
 	if r := review(p); !r.Allowed || r.Patch != nil || len(r.Warnings) != 0 {
 		t.Errorf("pod with requests: %+v", r)
+	}
+}
+
+// The HTTP handler: an AdmissionReview in, the same UID and apiVersion out
+// with a JSON patch; anything but a POSTed review is refused.
+func TestWebhookHTTP(t *testing.T) {
+	h := &Webhook{VMs: fakeVMs{"ns/vm1": vm(1.0)}, Log: slog.New(slog.DiscardHandler)}
+	review := admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+		Request: &admissionv1.AdmissionRequest{UID: "u-1", Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}, Namespace: "ns",
+			Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: mustJSON(t, runnerPod())}},
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	resp, err := http.Post(srv.URL, "application/json", bytes.NewReader(mustJSON(t, review)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out admissionv1.AdmissionReview
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatal(err)
+	}
+	if out.APIVersion != "admission.k8s.io/v1" || out.Kind != "AdmissionReview" || out.Response == nil ||
+		out.Response.UID != "u-1" || !out.Response.Allowed || *out.Response.PatchType != admissionv1.PatchTypeJSONPatch {
+		t.Fatalf("%+v", out)
+	}
+	for _, bad := range []struct {
+		method, body string
+		code         int
+	}{{"GET", "", 405}, {"POST", "{", 400}, {"POST", `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}`, 400}} {
+		req, _ := http.NewRequest(bad.method, srv.URL, strings.NewReader(bad.body))
+		r, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Body.Close()
+		if r.StatusCode != bad.code {
+			t.Errorf("%s %q: %d, want %d", bad.method, bad.body, r.StatusCode, bad.code)
+		}
 	}
 }
