@@ -215,7 +215,17 @@ func argsOf(t *testing.T, objs []object) []string {
 	return nil
 }
 
-var built string
+var built, builtDir string
+
+// TestMain removes the binary cgwarden built (it outlives the test that
+// built it: other tests run it too).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if builtDir != "" {
+		os.RemoveAll(builtDir)
+	}
+	os.Exit(code)
+}
 
 // cgwarden builds the binary once.
 func cgwarden(t *testing.T) string {
@@ -223,7 +233,11 @@ func cgwarden(t *testing.T) string {
 	if built != "" {
 		return built
 	}
-	dir := t.TempDir()
+	dir, err := os.MkdirTemp("", "cgwarden-deploy-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	builtDir = dir
 	bin := filepath.Join(dir, "cgwarden")
 	cmd := exec.Command("go", "build", "-o", bin, "./cmd/cgwarden")
 	cmd.Dir = "../.."
@@ -235,4 +249,71 @@ func cgwarden(t *testing.T) string {
 	built = bin
 	os.Setenv("CGWARDEN_TEST_BIN", bin)
 	return bin
+}
+
+// The sizer: off by default; with sizer.enabled the chart adds exactly the
+// objects of the kustomize sizer directory, and leaves the agent's alone.
+func TestChartAndKustomizeAgreeOnSizer(t *testing.T) {
+	isSizer := func(o object) bool {
+		md, _ := o["metadata"].(map[string]any)
+		labels, _ := md["labels"].(map[string]any)
+		return labels["app.kubernetes.io/name"] == "cgwarden-sizer"
+	}
+	for _, o := range helm(t, nil) {
+		if isSizer(o) {
+			t.Errorf("sizer object %s rendered with sizer.enabled unset", o.key())
+		}
+	}
+	var sz, rest []object
+	for _, o := range helm(t, map[string]any{"sizer": map[string]any{"enabled": true}}) {
+		if isSizer(o) {
+			sz = append(sz, o)
+		} else {
+			rest = append(rest, o)
+		}
+	}
+	same(t, "sizer", sz, kustomize(t, "sizer"))
+	same(t, "agent beside the sizer", rest, kustomize(t, "base"))
+}
+
+// What the sizer's manifests promise: the webhook never blocks pod
+// creation (failurePolicy Ignore, 5 s), never sees kube-system or
+// cgwarden's namespace, calls /mutate on the Service; RBAC holds pods/resize
+// and nothing to write beyond pods, events, its Secret, its Lease and its
+// webhook configuration; and cgwarden sizer accepts the Deployment's
+// arguments.
+func TestSizerManifests(t *testing.T) {
+	objs := kustomize(t, "sizer")
+	byKind := map[string]object{}
+	for _, o := range objs {
+		byKind[o["kind"].(string)] = o
+	}
+	y, _ := yaml.Marshal(byKind["MutatingWebhookConfiguration"])
+	for _, want := range []string{"failurePolicy: Ignore", "timeoutSeconds: 5", "path: /mutate", "sideEffects: None",
+		"operator: NotIn", "- kube-system", "- cgwarden-system", "- CREATE", "- pods"} {
+		if !strings.Contains(string(y), want) {
+			t.Errorf("webhook configuration lacks %q:\n%s", want, y)
+		}
+	}
+	y, _ = yaml.Marshal(byKind["ClusterRole"])
+	for _, want := range []string{"pods/resize", "virtualmachines", "mutatingwebhookconfigurations", "- cgwarden-sizer"} {
+		if !strings.Contains(string(y), want) {
+			t.Errorf("ClusterRole lacks %q", want)
+		}
+	}
+	for _, bad := range []string{"delete", "'*'", "secrets"} {
+		if strings.Contains(string(y), bad) {
+			t.Errorf("ClusterRole holds %q", bad)
+		}
+	}
+	d := byKind["Deployment"]
+	c := d["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
+	var args []string
+	for _, a := range c["args"].([]any) {
+		args = append(args, a.(string))
+	}
+	bin := cgwarden(t)
+	if out, err := exec.Command(bin, append(args, "--help")...).CombinedOutput(); err != nil {
+		t.Errorf("cgwarden %s --help: %v\n%s", strings.Join(args, " "), err, out)
+	}
 }

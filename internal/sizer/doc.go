@@ -1,0 +1,24 @@
+// Package sizer gives pods that run a virtual machine CPU requests equal to
+// the VM's size, so that the kubelet itself weighs them (Burstable), and
+// keeps those requests equal to the VM's live size.
+//
+// A pod's QoS class is fixed when it is created: a BestEffort pod can never
+// become Burstable by resize. So requests are set at admission, by a
+// mutating webhook (Webhook), and later changes go through the pod's
+// "resize" subresource (Controller). The decisions — which pods, which
+// container, what size, what JSON patch — are pure functions (Find,
+// VMSize, AnnotationSize, Patch) tested without a cluster; the webhook and
+// the controller only read and write the API.
+//
+// Pods considered:
+//   - NeonVM runner pods: an owner reference of kind VirtualMachine in the
+//     vm.neon.tech group, or the label vm.neon.tech/name. Their size is the
+//     VirtualMachine's spec.guest.cpus.use.
+//   - Pods annotated cgwarden.io/cpu: their size is the annotation's
+//     quantity.
+//
+// KubeVirt virt-launcher pods are left alone: KubeVirt sets their requests
+// itself. A pod that already carries a CPU request is never changed at
+// admission. A pod that cannot be sized is admitted unchanged, with a
+// warning saying why.
+package sizer

@@ -1,0 +1,94 @@
+package sizer
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Action is what the controller does for one runner pod.
+type Action string
+
+const (
+	// ActNone: the pod's request already equals the VM's size.
+	ActNone Action = "none"
+	// ActResize: patch the pod's resize subresource to To.
+	ActResize Action = "resize"
+	// ActNotSized: the pod was admitted without a CPU request (BestEffort:
+	// the webhook was down or could not size it); resize cannot change its
+	// QoS class, only recreating it can.
+	ActNotSized Action = "not-sized"
+	// ActPending: the request equals the size but the kubelet has not
+	// applied it (PodResizePending: Infeasible or Deferred). Reported,
+	// never retried: the kubelet retries Deferred itself.
+	ActPending Action = "pending"
+	// ActSkip: not a pod to resize (not running, being deleted).
+	ActSkip Action = "skip"
+)
+
+// ResizeDecision is the controller's decision for one pod.
+type ResizeDecision struct {
+	Action    Action
+	Container string
+	// From and To are the container's CPU request now and the one wanted,
+	// in milli-CPU.
+	From, To int64
+	// Reason explains ActNotSized, ActPending and ActSkip, and a size cut to
+	// the node's allocatable.
+	Reason string
+}
+
+// DecideResize compares a running runner pod's CPU request with its VM's
+// live size, vmMilli, bounded by the node's allocatable CPU, allocMilli (0:
+// unknown, unbounded). It changes only the CPU request of the container
+// the webhook would have sized; limits and other containers are left.
+func DecideResize(pod *corev1.Pod, vmMilli, allocMilli int64) ResizeDecision {
+	if pod.DeletionTimestamp != nil {
+		return ResizeDecision{Action: ActSkip, Reason: "being deleted"}
+	}
+	if pod.Status.Phase != corev1.PodRunning {
+		return ResizeDecision{Action: ActSkip, Reason: "not running (" + string(pod.Status.Phase) + ")"}
+	}
+	idx, err := vmContainer(pod)
+	if err != nil {
+		return ResizeDecision{Action: ActSkip, Reason: err.Error()}
+	}
+	c := pod.Spec.Containers[idx]
+	d := ResizeDecision{Container: c.Name, To: vmMilli}
+	if allocMilli > 0 && d.To > allocMilli {
+		d.To = allocMilli
+		d.Reason = fmt.Sprintf("VM size %s cut to the node's allocatable %s", FormatMilli(vmMilli), FormatMilli(allocMilli))
+	}
+	q, ok := c.Resources.Requests[corev1.ResourceCPU]
+	if !ok {
+		if pod.Status.QOSClass == corev1.PodQOSBestEffort || !hasCPURequest(pod) {
+			d.Action, d.Reason = ActNotSized, "admitted without a CPU request (BestEffort); its QoS class cannot change: recreate the pod to size it"
+			return d
+		}
+		d.Action, d.Reason = ActSkip, "container "+c.Name+" has no CPU request"
+		return d
+	}
+	d.From = q.MilliValue()
+	if d.From != d.To {
+		if l, ok := c.Resources.Limits[corev1.ResourceCPU]; ok && l.MilliValue() < d.To {
+			d.Action, d.Reason = ActSkip, fmt.Sprintf("its CPU limit %s is below the size %s", l.String(), FormatMilli(d.To))
+			return d
+		}
+		d.Action = ActResize
+		return d
+	}
+	for _, cond := range pod.Status.Conditions {
+		if cond.Type == corev1.PodResizePending && cond.Status == corev1.ConditionTrue {
+			d.Action, d.Reason = ActPending, fmt.Sprintf("%s: %s", cond.Reason, cond.Message)
+			return d
+		}
+	}
+	d.Action = ActNone
+	return d
+}
+
+// resizePatch is the strategic merge patch, for the pod's resize
+// subresource, that sets one container's CPU request.
+func resizePatch(container string, milli int64) []byte {
+	return fmt.Appendf(nil, `{"spec":{"containers":[{"name":%q,"resources":{"requests":{"cpu":%q}}}]}}`, container, FormatMilli(milli))
+}

@@ -1,0 +1,208 @@
+package sizer
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
+)
+
+// Options configure `cgwarden sizer`.
+type Options struct {
+	// Listen is the webhook's HTTPS address (also /healthz, /metrics).
+	Listen string
+	// Kubeconfig, or in-cluster configuration when empty.
+	Kubeconfig string
+	// TLSCertFile and TLSKeyFile: a serving certificate managed elsewhere
+	// (cert-manager). When empty, the sizer manages its own in CertSecret.
+	TLSCertFile, TLSKeyFile string
+	// Namespace holds CertSecret and the leader election Lease.
+	Namespace string
+	// CertSecret is the Secret that keeps the generated CA and serving
+	// certificate.
+	CertSecret string
+	// CertHosts are the DNS names and IPs the serving certificate is for
+	// (the Service's names, or 127.0.0.1 for a url: webhook).
+	CertHosts []string
+	// WebhookConfig is the MutatingWebhookConfiguration whose caBundle the
+	// sizer sets (only with managed certificates; empty: none).
+	WebhookConfig string
+	// Controller runs the resize controller; LeaderElect runs it only in
+	// the replica holding Lease LeaderElectionID.
+	Controller       bool
+	LeaderElect      bool
+	LeaderElectionID string
+	// Coalesce and CRDRecheck: see Controller.
+	Coalesce, CRDRecheck time.Duration
+	Log                  *slog.Logger
+}
+
+// dynamicVMs reads VirtualMachines through the dynamic client.
+type dynamicVMs struct{ c dynamic.Interface }
+
+func (d dynamicVMs) GetVM(ctx context.Context, ns, name string) (*unstructured.Unstructured, error) {
+	return d.c.Resource(VirtualMachines).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+}
+
+var _ VMGetter = dynamicVMs{}
+
+// Run serves the webhook and runs the resize controller until ctx ends.
+func Run(ctx context.Context, o Options) error {
+	log := o.Log.With("component", "sizer")
+	base := o.Log
+	var rc *rest.Config
+	var err error
+	if o.Kubeconfig != "" {
+		rc, err = clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+	} else {
+		rc, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return fmt.Errorf("API server (--kubeconfig, or in-cluster): %w", err)
+	}
+	rc.UserAgent = "cgwarden-sizer"
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return fmt.Errorf("client: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return fmt.Errorf("dynamic client: %w", err)
+	}
+
+	tlsConfig, err := o.serving(ctx, cs, log)
+	if err != nil {
+		return err
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := NewMetrics(reg)
+	mux := http.NewServeMux()
+	mux.Handle("POST /mutate", &Webhook{VMs: dynamicVMs{dyn}, Log: base.With("component", "sizer-webhook"), Timeout: 3 * time.Second, Count: metrics.Admission})
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	ln, err := net.Listen("tcp", o.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", o.Listen, err)
+	}
+	srv := &http.Server{Handler: mux, TLSConfig: tlsConfig, ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	errc := make(chan error, 2)
+	go func() { errc <- srv.ServeTLS(ln, "", "") }()
+	log.Info("webhook serving", "listen", ln.Addr().String())
+
+	if o.Controller {
+		bc := record.NewBroadcaster(record.WithContext(ctx))
+		bc.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
+		defer bc.Shutdown()
+		ctrl := &Controller{
+			Client: cs, Dynamic: dyn, Log: base.With("component", "sizer-controller"), Metrics: metrics,
+			Events:   bc.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "cgwarden-sizer"}),
+			Coalesce: o.Coalesce, Recheck: o.CRDRecheck,
+		}
+		go func() { errc <- o.runController(ctx, cs, ctrl, log) }()
+	}
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(shutCtx)
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+// serving loads or makes the serving certificate.
+func (o Options) serving(ctx context.Context, cs kubernetes.Interface, log *slog.Logger) (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if o.TLSCertFile != "" {
+		// Re-read on every handshake: cert-manager renews the files in
+		// place.
+		if _, err := tls.LoadX509KeyPair(o.TLSCertFile, o.TLSKeyFile); err != nil {
+			return nil, fmt.Errorf("TLS key pair: %w", err)
+		}
+		tc.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+			c, err := tls.LoadX509KeyPair(o.TLSCertFile, o.TLSKeyFile)
+			return &c, err
+		}
+		return tc, nil
+	}
+	if o.Namespace == "" || o.CertSecret == "" || len(o.CertHosts) == 0 {
+		return nil, errors.New("managed certificates need a namespace, a Secret name and the hosts to serve (or give --tls-cert-file and --tls-private-key-file)")
+	}
+	certs, made, err := EnsureSecretCerts(ctx, cs, o.Namespace, o.CertSecret, o.CertHosts, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	log.Info("serving certificate", "secret", o.Namespace+"/"+o.CertSecret, "generated", made, "hosts", o.CertHosts)
+	if o.WebhookConfig != "" {
+		n, err := PatchCABundle(ctx, cs, o.WebhookConfig, certs.CA)
+		if err != nil {
+			return nil, err
+		}
+		log.Info("webhook caBundle", "config", o.WebhookConfig, "patched", n)
+	}
+	pair, err := tls.X509KeyPair(certs.Cert, certs.Key)
+	if err != nil {
+		return nil, fmt.Errorf("serving certificate from secret %s/%s: %w", o.Namespace, o.CertSecret, err)
+	}
+	tc.Certificates = []tls.Certificate{pair}
+	return tc, nil
+}
+
+// runController runs ctrl, under leader election if asked.
+func (o Options) runController(ctx context.Context, cs kubernetes.Interface, ctrl *Controller, log *slog.Logger) error {
+	if !o.LeaderElect {
+		return ctrl.Run(ctx)
+	}
+	id, _ := os.Hostname()
+	if p := os.Getenv("POD_NAME"); p != "" {
+		id = p
+	}
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, o.Namespace, o.LeaderElectionID,
+		cs.CoreV1(), cs.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: id})
+	if err != nil {
+		return fmt.Errorf("leader election lock: %w", err)
+	}
+	var runErr error
+	leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
+		Lock: lock, ReleaseOnCancel: true, Name: o.LeaderElectionID,
+		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				log.Info("leading: resize controller starts", "lease", o.Namespace+"/"+o.LeaderElectionID, "identity", id)
+				runErr = ctrl.Run(ctx)
+			},
+			OnStoppedLeading: func() { log.Info("no longer leading: resize controller stops", "identity", id) },
+		},
+	})
+	if runErr == nil && ctx.Err() == nil {
+		runErr = errors.New("leader election lost")
+	}
+	return runErr
+}

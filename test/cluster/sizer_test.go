@@ -1,0 +1,839 @@
+package cluster
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
+)
+
+var (
+	crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	vmGVR  = schema.GroupVersionResource{Group: "vm.neon.tech", Version: "v1", Resource: "virtualmachines"}
+)
+
+// neonVMCRD is shaped like NeonVM's VirtualMachine CRD as far as the sizer
+// reads it: group vm.neon.tech, version v1, namespaced, spec.guest.cpus
+// {min, max, use}. The cpus object keeps unknown fields and any value, so
+// that the bad inputs (negative, huge, absent) reach the sizer instead of
+// being refused by the schema.
+const neonVMCRD = `{
+ "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+ "metadata": {"name": "virtualmachines.vm.neon.tech"},
+ "spec": {
+  "group": "vm.neon.tech", "scope": "Namespaced",
+  "names": {"kind": "VirtualMachine", "listKind": "VirtualMachineList", "plural": "virtualmachines", "singular": "virtualmachine", "shortNames": ["neonvm"]},
+  "versions": [{"name": "v1", "served": true, "storage": true, "subresources": {"status": {}},
+   "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+    "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true, "properties": {
+     "guest": {"type": "object", "x-kubernetes-preserve-unknown-fields": true, "properties": {
+      "cpus": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}},
+    "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}}]}}`
+
+// warnings collects the API server's warning headers (the webhook's
+// AdmissionResponse warnings arrive as such).
+type warnings struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (w *warnings) HandleWarningHeader(_ int, _ string, text string) {
+	w.mu.Lock()
+	w.msgs = append(w.msgs, text)
+	w.mu.Unlock()
+}
+
+func (w *warnings) take() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	m := w.msgs
+	w.msgs = nil
+	return m
+}
+
+// ensureCRD installs the VirtualMachine CRD unless the cluster has one, and
+// removes it after the test only if it installed it (the cluster is shared).
+func ensureCRD(t *testing.T, dyn dynamic.Interface) {
+	t.Helper()
+	ctx := context.Background()
+	var u unstructured.Unstructured
+	if err := json.Unmarshal([]byte(neonVMCRD), &u.Object); err != nil {
+		t.Fatal(err)
+	}
+	// One a previous test removed may still be going away.
+	poll(t, 60*time.Second, "no terminating VirtualMachine CRD", func() (bool, string, error) {
+		got, err := dyn.Resource(crdGVR).Get(ctx, u.GetName(), metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, "", nil
+		}
+		if err != nil {
+			return false, "", err
+		}
+		return got.GetDeletionTimestamp() == nil, "terminating", nil
+	})
+	_, err := dyn.Resource(crdGVR).Create(ctx, &u, metav1.CreateOptions{})
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		t.Log("virtualmachines.vm.neon.tech exists: using it as is")
+	case err != nil:
+		t.Fatal(err)
+	default:
+		t.Cleanup(func() {
+			_ = dyn.Resource(crdGVR).Delete(context.Background(), u.GetName(), metav1.DeleteOptions{})
+		})
+	}
+	poll(t, 60*time.Second, "CRD established", func() (bool, string, error) {
+		got, err := dyn.Resource(crdGVR).Get(ctx, u.GetName(), metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+		for _, c := range conds {
+			m, _ := c.(map[string]any)
+			if m["type"] == "Established" && m["status"] == "True" {
+				return true, "", nil
+			}
+		}
+		return false, fmt.Sprint(conds), nil
+	})
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// sizerLane is cgwarden sizer run on the host behind a url: webhook.
+type sizerLane struct {
+	e        *env
+	ns, name string
+	bin      string
+	port     int
+}
+
+// startSizer installs a MutatingWebhookConfiguration for namespace ns only
+// (other engineers' pods never reach it) pointing at a url: on 127.0.0.1,
+// starts `cgwarden sizer` on the host serving it, and waits until the API
+// server admits through it. It returns a function that stops the sizer
+// (also called at cleanup).
+func startSizer(t *testing.T, e *env, ns string) (stop func(), l *sizerLane) {
+	t.Helper()
+	ctx := context.Background()
+	l = &sizerLane{e: e, ns: ns, name: "cgwarden-sizer-" + ns, bin: buildCgwarden(t), port: freePort(t)}
+	ignore, none := admissionregistrationv1.Ignore, admissionregistrationv1.SideEffectClassNone
+	timeout := int32(5)
+	url := fmt.Sprintf("https://127.0.0.1:%d/mutate", l.port)
+	mwc := &admissionregistrationv1.MutatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: l.name},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{{
+			Name:                    "sizer.cgwarden.io",
+			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &url},
+			Rules:                   []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create}, Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}}}},
+			FailurePolicy:           &ignore,
+			SideEffects:             &none,
+			TimeoutSeconds:          &timeout,
+			AdmissionReviewVersions: []string{"v1"},
+			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
+		}},
+	}
+	if _, err := e.cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, mwc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = e.cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.Background(), l.name, metav1.DeleteOptions{})
+	})
+	return l.run(t), l
+}
+
+// run starts the sizer process and waits until the API server admits
+// through it.
+func (l *sizerLane) run(t *testing.T) (stop func()) {
+	t.Helper()
+	ctx := context.Background()
+	e, ns, name, port := l.e, l.ns, l.name, l.port
+	logPath := filepath.Join(t.TempDir(), "sizer.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(l.bin, "sizer", "--kubeconfig", e.kubeconfig, "--listen", fmt.Sprintf("127.0.0.1:%d", port),
+		"--namespace", ns, "--cert-secret", "sizer-tls", "--cert-hosts", "127.0.0.1", "--webhook-config", name,
+		"--leader-elect=false", "--coalesce", "1s", "--crd-recheck", "2s", "--log-level", "debug")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	stop = func() {
+		if !stopped {
+			stopped = true
+			_ = cmd.Process.Signal(os.Interrupt)
+			done := make(chan struct{})
+			go func() { _ = cmd.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				_ = cmd.Process.Kill()
+				<-done
+			}
+		}
+	}
+	t.Cleanup(func() {
+		stop()
+		logf.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(logPath)
+			t.Logf("sizer log:\n%s", b)
+		}
+	})
+
+	// The caBundle it patched in lets the API server (and us) trust it.
+	var pool *x509.CertPool
+	poll(t, 30*time.Second, "caBundle patched", func() (bool, string, error) {
+		got, err := e.cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		ca := got.Webhooks[0].ClientConfig.CABundle
+		if len(ca) == 0 {
+			return false, "empty", nil
+		}
+		pool = x509.NewCertPool()
+		return pool.AppendCertsFromPEM(ca), "not PEM", nil
+	})
+	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	poll(t, 30*time.Second, "sizer /healthz over TLS verified by its CA", func() (bool, string, error) {
+		r, err := hc.Get(fmt.Sprintf("https://127.0.0.1:%d/healthz", port))
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		r.Body.Close()
+		return r.StatusCode == 200, r.Status, nil
+	})
+	// The API server reloads webhook configurations asynchronously: a dry
+	// run until a pod comes back sized.
+	probe := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "probe", Annotations: map[string]string{"cgwarden.io/cpu": "100m"}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: busybox}}},
+	}
+	poll(t, 30*time.Second, "the API server admitting through the sizer", func() (bool, string, error) {
+		p, err := e.cs.CoreV1().Pods(ns).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			return false, "", err
+		}
+		q := p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]
+		return q.MilliValue() == 100, "requests " + q.String(), nil
+	})
+	return stop
+}
+
+// runnerPod is a NeonVM-shaped runner pod for VM vm: owned by it, labelled
+// with its name, one neonvm-runner container, no requests.
+func neonRunnerPod(name string, vm *unstructured.Unstructured) *corev1.Pod {
+	grace := int64(1)
+	ctrl := true
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"vm.neon.tech/name": vm.GetName()}},
+		Spec: corev1.PodSpec{
+			HostNetwork: true, TerminationGracePeriodSeconds: &grace,
+			Containers: []corev1.Container{{Name: "neonvm-runner", Image: busybox, ImagePullPolicy: corev1.PullNever, Command: []string{"sleep", "3600"}}},
+		},
+	}
+	if vm.GetUID() != "" {
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "vm.neon.tech/v1", Kind: "VirtualMachine", Name: vm.GetName(), UID: vm.GetUID(), Controller: &ctrl}}
+	}
+	return p
+}
+
+func newVM(name string, use any) *unstructured.Unstructured {
+	cpus := map[string]any{"min": int64(1), "max": int64(4)}
+	if use != nil {
+		cpus["use"] = use
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "vm.neon.tech/v1", "kind": "VirtualMachine",
+		"metadata": map[string]any{"name": name},
+		"spec":     map[string]any{"guest": map[string]any{"cpus": cpus}},
+	}}
+}
+
+// podShares is the pod cgroup's weight file and the value the kubelet
+// writes for milli CPUs (cgroup v1 shares; v2 its linear conversion).
+func podShares(uid types.UID, milli int64) (string, int64) {
+	root, wf := cgroupRoot()
+	file := filepath.Join(root, "kubepods", "burstable", "pod"+string(uid), wf)
+	shares := max(milli*1024/1000, 2)
+	if wf == "cpu.weight" {
+		return file, 1 + ((shares-2)*9999)/262142
+	}
+	return file, shares
+}
+
+func waitRunning(t *testing.T, e *env, ns, name string) *corev1.Pod {
+	t.Helper()
+	var pod *corev1.Pod
+	poll(t, 120*time.Second, "pod "+ns+"/"+name+" running", func() (bool, string, error) {
+		p, err := e.cs.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		pod = p
+		if p.Status.Phase == corev1.PodFailed {
+			return false, "", fmt.Errorf("pod failed: %+v", p.Status)
+		}
+		return p.Status.Phase == corev1.PodRunning, describe(p), nil
+	})
+	return pod
+}
+
+// The sizer, as a process on the host serving a url: webhook: a
+// NeonVM-shaped runner pod created without requests is admitted Burstable
+// with its VM's size, its pod cgroup weighs that size, and it follows the
+// VM's use by in-place resize within 15 s of each change; a KubeVirt-shaped
+// pod and bad inputs are admitted unchanged, the bad ones with a warning.
+func TestSizerAdmitsAndResizesVMPods(t *testing.T) {
+	e := cluster(t)
+	ctx := context.Background()
+	cfg, err := clientcmd.BuildConfigFromFlags("", e.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	warn := &warnings{}
+	wcfg := *cfg
+	wcfg.WarningHandler = warn
+	wcs, err := kubernetes.NewForConfig(&wcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ensureCRD(t, dyn)
+	ns := e.namespace(t)
+	startSizer(t, e, ns)
+	vms := dyn.Resource(vmGVR).Namespace(ns)
+
+	node, err := e.cs.CoreV1().Nodes().Get(ctx, e.node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	alloc := node.Status.Allocatable.Cpu().MilliValue()
+
+	// Admission: use 1 → requests.cpu=1, Burstable, weight of 1 CPU.
+	vm, err := vms.Create(ctx, newVM("vm1", int64(1)), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod, err := wcs.CoreV1().Pods(ns).Create(ctx, neonRunnerPod("vm1-runner", vm), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := warn.take(); len(w) != 0 {
+		t.Errorf("warnings for a sizable pod: %q", w)
+	}
+	if q := pod.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]; q.String() != "1" {
+		t.Fatalf("admitted with requests.cpu %q, want 1", q.String())
+	}
+	if _, ok := pod.Spec.Containers[0].Resources.Limits[corev1.ResourceCPU]; ok {
+		t.Fatal("the sizer set a CPU limit")
+	}
+	t.Logf("admitted: %s", pod.Annotations["cgwarden.io/sized"])
+	pod = waitRunning(t, e, ns, pod.Name)
+	if pod.Status.QOSClass != corev1.PodQOSBurstable {
+		t.Fatalf("QoS %s, want Burstable", pod.Status.QOSClass)
+	}
+	file, want := podShares(pod.UID, 1000)
+	if got := readInt(t, file); got != want {
+		t.Fatalf("%s = %d, want %d", file, got, want)
+	}
+	t.Logf("%s = %d (1 CPU)", file, want)
+
+	// Resize: use 1 → 3 → 2 (each bounded by the node's allocatable),
+	// then 1500m; the kubelet's weight follows within 15 s of each change.
+	for _, use := range []any{int64(3), int64(2), "1500m"} {
+		uq := resource.MustParse(fmt.Sprint(use))
+		milli := uq.MilliValue()
+		target := min(milli, alloc)
+		cur, err := vms.Get(ctx, "vm1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := unstructured.SetNestedField(cur.Object, use, "spec", "guest", "cpus", "use"); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if _, err := vms.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		_, wantShares := podShares(pod.UID, target)
+		var got int64
+		for time.Since(start) < 15*time.Second {
+			if got = readInt(t, file); got == wantShares {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		p, err := e.cs.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]
+		if got != wantShares {
+			t.Fatalf("use %v: %s = %d after 15 s, want %d; pod requests.cpu %s; %s", use, file, got, wantShares, q.String(), describe(p))
+		}
+		if q.MilliValue() != target {
+			t.Fatalf("use %v: requests.cpu %s, want %dm", use, q.String(), target)
+		}
+		note := ""
+		if target != milli {
+			note = fmt.Sprintf(" (cut to the node's allocatable %dm)", alloc)
+		}
+		t.Logf("use %v: requests.cpu %s, %s = %d after %.2fs%s", use, q.String(), filepath.Base(file), got, time.Since(start).Seconds(), note)
+	}
+
+	// KubeVirt-shaped virt-launcher pod with its requests: unchanged.
+	grace := int64(1)
+	kv := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "virt-launcher-vmi1-abcde", Labels: map[string]string{"kubevirt.io": "virt-launcher", "kubevirt.io/domain": "vmi1"}},
+		Spec: corev1.PodSpec{HostNetwork: true, TerminationGracePeriodSeconds: &grace, Containers: []corev1.Container{{
+			Name: "compute", Image: busybox, ImagePullPolicy: corev1.PullNever, Command: []string{"sleep", "3600"},
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")}},
+		}}},
+	}
+	got, err := wcs.CoreV1().Pods(ns).Create(ctx, kv, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := got.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]; q.String() != "100m" || got.Annotations["cgwarden.io/sized"] != "" || len(warn.take()) != 0 {
+		t.Fatalf("KubeVirt pod changed: requests.cpu %s, annotations %v", q.String(), got.Annotations)
+	}
+
+	// Bad input: admitted unchanged, with a warning saying why.
+	bad := []struct {
+		vm   string
+		use  any
+		want string
+	}{
+		{vm: "no-use", use: nil, want: "has no spec.guest.cpus.use"},
+		{vm: "negative", use: int64(-1), want: "negative"},
+		{vm: "huge", use: int64(100000), want: "above 8192 CPUs"},
+		{vm: "gone", want: "not found"},
+	}
+	for _, b := range bad {
+		v := newVM(b.vm, b.use)
+		if b.vm != "gone" {
+			if v, err = vms.Create(ctx, v, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p, err := wcs.CoreV1().Pods(ns).Create(ctx, neonRunnerPod(b.vm+"-runner", v), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v", b.vm, err)
+		}
+		w := warn.take()
+		_, hasCPU := p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]
+		if hasCPU || p.Annotations["cgwarden.io/sized"] != "" {
+			t.Errorf("%s: pod changed: %+v %v", b.vm, p.Spec.Containers[0].Resources, p.Annotations)
+		}
+		if len(w) != 1 || !strings.Contains(w[0], b.want) {
+			t.Errorf("%s: warnings %q, want one with %q", b.vm, w, b.want)
+		}
+		t.Logf("%s: admitted unchanged, warning: %s", b.vm, strings.Join(w, "; "))
+	}
+}
+
+func dynamicClient(t *testing.T, e *env) dynamic.Interface {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", e.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dyn
+}
+
+// With the sizer down, a runner pod is still created (failurePolicy
+// Ignore), unsized and BestEffort; when the sizer returns, its controller
+// records an Event saying the pod was not sized (resize cannot change a QoS
+// class), once.
+func TestSizerDownPodsStillCreated(t *testing.T) {
+	e := cluster(t)
+	ctx := context.Background()
+	dyn := dynamicClient(t, e)
+	ensureCRD(t, dyn)
+	ns := e.namespace(t)
+	stop, lane := startSizer(t, e, ns)
+	vms := dyn.Resource(vmGVR).Namespace(ns)
+	vm, err := vms.Create(ctx, newVM("vm1", int64(1)), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	start := time.Now()
+	pod, err := e.cs.CoreV1().Pods(ns).Create(ctx, neonRunnerPod("vm1-runner", vm), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("pod refused with the sizer down: %v", err)
+	}
+	if _, ok := pod.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]; ok {
+		t.Fatal("sized with the sizer down?")
+	}
+	t.Logf("created unsized in %.2fs with the sizer down", time.Since(start).Seconds())
+	pod = waitRunning(t, e, ns, pod.Name)
+	if pod.Status.QOSClass != corev1.PodQOSBestEffort {
+		t.Fatalf("QoS %s, want BestEffort", pod.Status.QOSClass)
+	}
+	lane.run(t)
+	var ev []corev1.Event
+	poll(t, 60*time.Second, "a CPUNotSized Event on "+pod.Name, func() (bool, string, error) {
+		list, err := e.cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=CPUNotSized,involvedObject.name=" + pod.Name})
+		if err != nil {
+			return false, "", err
+		}
+		ev = list.Items
+		return len(ev) > 0, fmt.Sprintf("%d events", len(ev)), nil
+	})
+	t.Logf("Event %s: %s", ev[0].Reason, ev[0].Message)
+	// Nudge the VM twice: still one Event (counted, not repeated).
+	for _, use := range []int64{2, 1} {
+		cur, err := vms.Get(ctx, "vm1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = unstructured.SetNestedField(cur.Object, use, "spec", "guest", "cpus", "use")
+		if _, err := vms.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Second)
+	}
+	list, err := e.cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=CPUNotSized,involvedObject.name=" + pod.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 1 || list.Items[0].Count > 1 {
+		t.Errorf("CPUNotSized recorded %d times (count %d), want once", len(list.Items), list.Items[0].Count)
+	}
+	p, _ := e.cs.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
+	if _, ok := p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]; ok {
+		t.Error("a BestEffort pod was given a request")
+	}
+}
+
+// cpuUsage is a pod cgroup's CPU time in nanoseconds.
+func cpuUsage(t *testing.T, uid types.UID) int64 {
+	t.Helper()
+	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
+		b := readFile(t, filepath.Join("/sys/fs/cgroup/kubepods/burstable", "pod"+string(uid), "cpu.stat"))
+		for _, line := range strings.Split(b, "\n") {
+			if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
+				var n int64
+				fmt.Sscan(v, &n)
+				return n * 1000
+			}
+		}
+		t.Fatal("no usage_usec")
+	}
+	return readInt(t, filepath.Join("/sys/fs/cgroup/cpuacct/kubepods/burstable", "pod"+string(uid), "cpuacct.usage"))
+}
+
+// Two VM pods sized 1 : 4 at admission, burning on one pinned CPU beside a
+// Burstable hog: their measured CPU split is within 10% of 1 : 4, with no
+// cgwarden write to any cgroup (the kubelet weighs them from their
+// requests). The sizes are 250m and 1 so that both fit a 2-CPU node.
+func TestSizerVMPodsSplitBySize(t *testing.T) {
+	e := cluster(t)
+	ctx := context.Background()
+	dyn := dynamicClient(t, e)
+	ensureCRD(t, dyn)
+	ns := e.namespace(t)
+	startSizer(t, e, ns)
+	vms := dyn.Resource(vmGVR).Namespace(ns)
+	node, err := e.cs.CoreV1().Nodes().Get(ctx, e.node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpu := node.Status.Capacity.Cpu().Value() - 1 // the last CPU
+	burn := fmt.Sprintf("exec taskset -c %d sh -c 'while :; do :; done'", cpu)
+	pods := map[string]*corev1.Pod{}
+	for name, use := range map[string]string{"small": "250m", "large": "1"} {
+		vm, err := vms.Create(ctx, newVM(name, use), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := neonRunnerPod(name+"-runner", vm)
+		p.Spec.Containers[0].Command = []string{"sh", "-c", burn}
+		if pods[name], err = e.cs.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	grace := int64(1)
+	hog, err := e.cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "hog"},
+		Spec: corev1.PodSpec{HostNetwork: true, TerminationGracePeriodSeconds: &grace, Containers: []corev1.Container{{
+			Name: "hog", Image: busybox, ImagePullPolicy: corev1.PullNever, Command: []string{"sh", "-c", burn},
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")}},
+		}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods["hog"] = hog
+	for name, p := range pods {
+		pods[name] = waitRunning(t, e, ns, p.Name)
+	}
+	time.Sleep(2 * time.Second)
+	before := map[string]int64{}
+	for name, p := range pods {
+		before[name] = cpuUsage(t, p.UID)
+	}
+	const window = 10 * time.Second
+	time.Sleep(window)
+	used := map[string]float64{}
+	for name, p := range pods {
+		used[name] = float64(cpuUsage(t, p.UID)-before[name]) / float64(window)
+		file, _ := podShares(p.UID, 0)
+		t.Logf("%s: requests.cpu %s, %s %d, %.3f CPU", name, p.Spec.Containers[0].Resources.Requests.Cpu(), filepath.Base(file), readInt(t, file), used[name])
+	}
+	ratio := used["large"] / used["small"]
+	t.Logf("large : small = %.2f : 1 (want 4 ± 10%%)", ratio)
+	if ratio < 3.6 || ratio > 4.4 {
+		t.Errorf("large : small = %.2f, want within 10%% of 4", ratio)
+	}
+}
+
+// The sizer as deploy/kustomize/sizer installs it — its ServiceAccount,
+// RBAC, Deployment (leader election, managed certificate) — in a namespace
+// of its own, with what a one-node cluster without a pod network or
+// kube-proxy needs changed: the Deployment on the host network with one
+// replica listening on 127.0.0.1, the webhook called by url:, the
+// cluster-scoped objects renamed, and the webhook limited to the test's
+// namespace, the API server's address given (no kube-proxy). Its RBAC is
+// then what lets it size, resize and report.
+func TestSizerDeployedWithItsManifests(t *testing.T) {
+	e := cluster(t)
+	ctx := context.Background()
+	dyn := dynamicClient(t, e)
+	importAgentImage(t)
+	ensureCRD(t, dyn)
+	sys := e.namespace(t)
+	ns := e.namespace(t)
+	port := freePort(t)
+	suffix := "-" + sys
+
+	out, err := exec.Command(e.kubectl, "kustomize", "../../deploy/kustomize/sizer").Output()
+	if err != nil {
+		t.Fatalf("kubectl kustomize: %v", err)
+	}
+	text := strings.ReplaceAll(string(out), "cgwarden-system", sys)
+	text = strings.ReplaceAll(text, "--webhook-config=cgwarden-sizer", "--webhook-config=cgwarden-sizer"+suffix)
+	text = strings.ReplaceAll(text, "--listen=:9443", fmt.Sprintf("--listen=127.0.0.1:%d", port))
+	text = strings.ReplaceAll(text, "port: 9443", fmt.Sprintf("port: %d", port))
+	text = strings.ReplaceAll(text, "containerPort: 9443", fmt.Sprintf("containerPort: %d", port))
+	gvr := map[string]schema.GroupVersionResource{
+		"ServiceAccount":               {Version: "v1", Resource: "serviceaccounts"},
+		"Service":                      {Version: "v1", Resource: "services"},
+		"ClusterRole":                  {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"},
+		"ClusterRoleBinding":           {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"},
+		"Role":                         {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "roles"},
+		"RoleBinding":                  {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"},
+		"Deployment":                   {Group: "apps", Version: "v1", Resource: "deployments"},
+		"MutatingWebhookConfiguration": {Group: "admissionregistration.k8s.io", Version: "v1", Resource: "mutatingwebhookconfigurations"},
+	}
+	url := fmt.Sprintf("https://127.0.0.1:%d/mutate", port)
+	var objs []*unstructured.Unstructured
+	for _, doc := range strings.Split(text, "\n---\n") {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+			t.Fatal(err)
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		switch u.GetKind() {
+		case "ClusterRole":
+			u.SetName(u.GetName() + suffix)
+			rules, _, _ := unstructured.NestedSlice(u.Object, "rules")
+			for _, r := range rules {
+				m := r.(map[string]any)
+				if names, ok := m["resourceNames"].([]any); ok && len(names) == 1 && names[0] == "cgwarden-sizer" {
+					m["resourceNames"] = []any{"cgwarden-sizer" + suffix}
+				}
+			}
+			_ = unstructured.SetNestedSlice(u.Object, rules, "rules")
+		case "ClusterRoleBinding":
+			u.SetName(u.GetName() + suffix)
+			_ = unstructured.SetNestedField(u.Object, "cgwarden-sizer"+suffix, "roleRef", "name")
+		case "MutatingWebhookConfiguration":
+			u.SetName(u.GetName() + suffix)
+			hooks, _, _ := unstructured.NestedSlice(u.Object, "webhooks")
+			h := hooks[0].(map[string]any)
+			h["clientConfig"] = map[string]any{"url": url}
+			h["namespaceSelector"] = map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": ns}}
+			_ = unstructured.SetNestedSlice(u.Object, hooks, "webhooks")
+		case "Deployment":
+			_ = unstructured.SetNestedField(u.Object, int64(1), "spec", "replicas")
+			_ = unstructured.SetNestedField(u.Object, true, "spec", "template", "spec", "hostNetwork")
+			cs, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
+			c := cs[0].(map[string]any)
+			c["image"], c["imagePullPolicy"] = agentImage, "Never"
+			var args []any
+			for _, a := range c["args"].([]any) {
+				if !strings.HasPrefix(a.(string), "--cert-hosts=") {
+					args = append(args, a)
+				}
+			}
+			c["args"] = append(args, "--cert-hosts=127.0.0.1", "--crd-recheck=2s")
+			// On the host network listening on 127.0.0.1: the kubelet
+			// probes there.
+			for _, probe := range []string{"readinessProbe", "livenessProbe"} {
+				_ = unstructured.SetNestedField(c, "127.0.0.1", probe, "httpGet", "host")
+			}
+			// No kube-proxy: the API server's service address does not
+			// route; it listens on the host's 127.0.0.1:6443 (as for the
+			// agent, testdata/agent).
+			c["env"] = append(c["env"].([]any),
+				map[string]any{"name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1"},
+				map[string]any{"name": "KUBERNETES_SERVICE_PORT", "value": "6443"})
+			_ = unstructured.SetNestedSlice(u.Object, cs, "spec", "template", "spec", "containers")
+		}
+		objs = append(objs, u)
+	}
+	if len(objs) != 8 {
+		t.Fatalf("%d objects from deploy/kustomize/sizer, want 8", len(objs))
+	}
+	for _, u := range objs {
+		r, ok := gvr[u.GetKind()]
+		if !ok {
+			t.Fatalf("unexpected kind %s", u.GetKind())
+		}
+		var ri dynamic.ResourceInterface = dyn.Resource(r)
+		if u.GetNamespace() != "" {
+			ri = dyn.Resource(r).Namespace(u.GetNamespace())
+		}
+		if _, err := ri.Create(ctx, u, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("%s %s: %v", u.GetKind(), u.GetName(), err)
+		}
+		if u.GetNamespace() == "" {
+			name := u.GetName()
+			t.Cleanup(func() { _ = dyn.Resource(r).Delete(context.Background(), name, metav1.DeleteOptions{}) })
+		}
+	}
+	logs := func() string {
+		out, _ := exec.Command(e.kubectl, "--kubeconfig", e.kubeconfig, "logs", "-n", sys, "deploy/cgwarden-sizer", "--tail", "30").CombinedOutput()
+		return string(out)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("sizer logs:\n%s", logs())
+		}
+	})
+	start := time.Now()
+	poll(t, 90*time.Second, "the sizer Ready", func() (bool, string, error) {
+		pods, err := e.cs.CoreV1().Pods(sys).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=cgwarden-sizer"})
+		if err != nil {
+			return false, "", err
+		}
+		for _, p := range pods.Items {
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+					return true, "", nil
+				}
+			}
+			return false, describe(&p), nil
+		}
+		return false, "no pod", nil
+	})
+	t.Logf("sizer Ready %v after create", time.Since(start).Round(time.Second))
+	poll(t, 30*time.Second, "the leader Lease", func() (bool, string, error) {
+		l, err := e.cs.CoordinationV1().Leases(sys).Get(ctx, "cgwarden-sizer", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, "none", nil
+		}
+		if err != nil {
+			return false, "", err
+		}
+		return l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "", "no holder", nil
+	})
+	if _, err := e.cs.CoreV1().Secrets(sys).Get(ctx, "cgwarden-sizer-tls", metav1.GetOptions{}); err != nil {
+		t.Fatalf("its certificate Secret: %v", err)
+	}
+
+	// Admission through the deployed sizer (its caBundle, its RBAC to read
+	// the VM), then a resize (its RBAC on pods/resize, nodes, events).
+	vms := dyn.Resource(vmGVR).Namespace(ns)
+	vm, err := vms.Create(ctx, newVM("vm1", int64(1)), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pod *corev1.Pod
+	poll(t, 30*time.Second, "a runner pod admitted with requests.cpu=1", func() (bool, string, error) {
+		p, err := e.cs.CoreV1().Pods(ns).Create(ctx, neonRunnerPod("vm1-runner", vm), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			return false, "", err
+		}
+		q := p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]
+		return q.String() == "1", "requests.cpu " + q.String(), nil
+	})
+	pod, err = e.cs.CoreV1().Pods(ns).Create(ctx, neonRunnerPod("vm1-runner", vm), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod = waitRunning(t, e, ns, pod.Name)
+	cur, err := vms.Get(ctx, "vm1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = unstructured.SetNestedField(cur.Object, "1500m", "spec", "guest", "cpus", "use")
+	if _, err := vms.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	file, want := podShares(pod.UID, 1500)
+	poll(t, 15*time.Second, "pod weight for 1500m", func() (bool, string, error) {
+		got := readInt(t, file)
+		return got == want, fmt.Sprint(got), nil
+	})
+	poll(t, 15*time.Second, "a CPUResized Event", func() (bool, string, error) {
+		list, err := e.cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=CPUResized"})
+		if err != nil {
+			return false, "", err
+		}
+		if len(list.Items) > 0 {
+			t.Logf("Event CPUResized: %s", list.Items[0].Message)
+		}
+		return len(list.Items) > 0, "none", nil
+	})
+	if strings.Contains(logs(), "forbidden") {
+		t.Errorf("the sizer was refused something by RBAC:\n%s", logs())
+	}
+}
