@@ -58,3 +58,22 @@ func TestHugeExponentRefused(t *testing.T) {
 		}
 	}
 }
+
+// A dynamic client decodes integral JSON numbers as int64, a JSON file
+// reader as float64: both are sizes.
+func TestVMFromObjectNumbers(t *testing.T) {
+	for _, use := range []any{int64(3), float64(3), "3", "3000m"} {
+		vm, err := VMFromObject(map[string]any{"apiVersion": "vm.neon.tech/v1", "kind": "VirtualMachine",
+			"metadata": map[string]any{"name": "db", "namespace": "n"},
+			"spec":     map[string]any{"guest": map[string]any{"cpus": map[string]any{"use": use}}}})
+		if err != nil || vm.MilliCPU != 3000 {
+			t.Errorf("use %T %v: %+v, %v", use, use, vm, err)
+		}
+	}
+	vm, err := VMFromObject(map[string]any{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+		"metadata": map[string]any{"name": "v", "namespace": "n"},
+		"spec":     map[string]any{"domain": map[string]any{"cpu": map[string]any{"sockets": int64(2), "cores": int64(2)}}}})
+	if err != nil || vm.MilliCPU != 4000 {
+		t.Errorf("KubeVirt with int64 counts: %+v, %v", vm, err)
+	}
+}

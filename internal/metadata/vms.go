@@ -165,6 +165,9 @@ func parseVM(u unstructured.Unstructured) (VM, error) {
 				continue
 			}
 			n, ok := v.(float64)
+			if i, isInt := v.(int64); isInt { // a dynamic client's decoding
+				n, ok = float64(i), true
+			}
 			if !ok || n < 1 || n != float64(int64(n)) || n > 4096 {
 				return VM{}, fmt.Errorf("%s: spec.domain.cpu.%s is %v, want a whole number from 1 to 4096", id, f, v)
 			}
@@ -189,6 +192,10 @@ func milliOf(v any) (int64, error) {
 		return Quantity(x)
 	case float64:
 		return Quantity(strconv.FormatFloat(x, 'f', -1, 64))
+	case int64: // a dynamic client's decoding of an integral JSON number
+		return Quantity(strconv.FormatInt(x, 10))
+	case int:
+		return Quantity(strconv.Itoa(x))
 	}
 	return 0, fmt.Errorf("%v is neither a quantity string nor a number", v)
 }
