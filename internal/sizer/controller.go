@@ -58,6 +58,8 @@ type Controller struct {
 	vms   cache.GenericLister
 	pods  corelisters.PodLister
 	queue workqueue.TypedDelayingInterface[string]
+	// crdCheck, if set, replaces the discovery call (tests).
+	crdCheck func() (bool, error)
 
 	mu sync.Mutex
 	// reported remembers what was last reported or attempted per pod UID
@@ -159,6 +161,9 @@ func (c *Controller) Run(ctx context.Context) error {
 }
 
 func (c *Controller) crdPresent() (bool, error) {
+	if c.crdCheck != nil {
+		return c.crdCheck()
+	}
 	list, err := c.Client.Discovery().ServerResourcesForGroupVersion(VirtualMachines.GroupVersion().String())
 	if apierrors.IsNotFound(err) {
 		return false, nil
