@@ -54,25 +54,9 @@ func (f *serveFix) newFixers(host *cgroupfs.Host, lister hold.Lister, vmsFile st
 	if len(f.rules) == 0 {
 		return nil, nil
 	}
-	var weights []string
-	adopt := false
-	for _, r := range f.rules {
-		switch {
-		case r == plan.RuleMisplaced:
-			adopt = true
-		case slices.Contains(plan.Rules, r):
-			weights = append(weights, r)
-		default:
-			return nil, fmt.Errorf("--fix %s: serve keeps fixed only %s", r, strings.Join(plan.Rules, ", "))
-		}
-	}
-	var maxTier int64
-	if f.maxTierCPU != "" {
-		m, err := metadata.Quantity(f.maxTierCPU)
-		if err != nil || m <= 0 || m > metadata.MaxSizeMilliCPU {
-			return nil, fmt.Errorf("--max-tier-cpu %q: want a CPU quantity above 0 and at most %d CPUs", f.maxTierCPU, metadata.MaxSizeMilliCPU/1000)
-		}
-		maxTier = m
+	weights, adopt, maxTier, err := f.parse()
+	if err != nil {
+		return nil, err
 	}
 	if lister == nil {
 		lister = noPods{}
@@ -82,10 +66,12 @@ func (f *serveFix) newFixers(host *cgroupfs.Host, lister hold.Lister, vmsFile st
 		src.Live = live
 	}
 	fx := &fixers{sizes: src.Sizes, interval: interval, onApply: appliedEvents(note)}
+	engine := func() *fix.Engine {
+		return &fix.Engine{FS: host, JournalDir: f.journalDir, Log: log.With("component", "fix")}
+	}
 	if len(weights) > 0 {
 		h, err := hold.New(hold.Config{Host: host, Rules: weights, MaxTierMilliCPU: maxTier, Sizes: src.Sizes,
-			Check: time.Duration(f.check), Resync: max(interval, time.Second) * 6, Log: log, OnApply: fx.onApply,
-			Engine: &fix.Engine{FS: host, JournalDir: f.journalDir, Log: log.With("component", "fix")}})
+			Check: time.Duration(f.check), Resync: max(interval, time.Second) * 6, Log: log, OnApply: fx.onApply, Engine: engine()})
 		if err != nil {
 			return nil, err
 		}
@@ -93,9 +79,32 @@ func (f *serveFix) newFixers(host *cgroupfs.Host, lister hold.Lister, vmsFile st
 		fx.collectors = append(fx.collectors, h)
 	}
 	if adopt {
-		fx.adopt = &fix.Engine{FS: host, JournalDir: f.journalDir, Log: log.With("component", "fix")}
+		fx.adopt = engine()
 	}
 	return fx, nil
+}
+
+// parse checks --fix and --max-tier-cpu: the weight rules to hold,
+// whether to adopt misplaced containers, and the tier's cap.
+func (f *serveFix) parse() (weights []string, adopt bool, maxTier int64, err error) {
+	for _, r := range f.rules {
+		switch {
+		case r == plan.RuleMisplaced:
+			adopt = true
+		case slices.Contains(plan.Rules, r):
+			weights = append(weights, r)
+		default:
+			return nil, false, 0, fmt.Errorf("--fix %s: serve keeps fixed only %s", r, strings.Join(plan.Rules, ", "))
+		}
+	}
+	if f.maxTierCPU != "" {
+		m, err := metadata.Quantity(f.maxTierCPU)
+		if err != nil || m <= 0 || m > metadata.MaxSizeMilliCPU {
+			return nil, false, 0, fmt.Errorf("--max-tier-cpu %q: want a CPU quantity above 0 and at most %d CPUs", f.maxTierCPU, metadata.MaxSizeMilliCPU/1000)
+		}
+		maxTier = m
+	}
+	return weights, adopt, maxTier, nil
 }
 
 // run starts the fixers; the returned function stops them and waits.

@@ -40,29 +40,38 @@ sets the caBundle of MutatingWebhookConfiguration --webhook-config.`,
 		Example: `  cgwarden sizer --namespace cgwarden --cert-hosts cgwarden-sizer.cgwarden.svc
   cgwarden sizer --kubeconfig admin.kubeconfig --listen 127.0.0.1:9443 --namespace sizer --cert-hosts 127.0.0.1 --leader-elect=false`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if (o.TLSCertFile == "") != (o.TLSKeyFile == "") {
-				return fmt.Errorf("--tls-cert-file and --tls-private-key-file go together")
-			}
-			if o.Namespace == "" {
-				o.Namespace = os.Getenv("POD_NAMESPACE")
-			}
-			if o.TLSCertFile == "" && (o.Namespace == "" || len(o.CertHosts) == 0) {
-				return fmt.Errorf("managed certificates need --namespace (or POD_NAMESPACE) and --cert-hosts; or give --tls-cert-file and --tls-private-key-file")
-			}
-			if o.LeaderElect && o.Namespace == "" {
-				return fmt.Errorf("--leader-elect needs --namespace (or POD_NAMESPACE) for its Lease")
-			}
-			if coalesce <= 0 || recheck <= 0 {
-				return fmt.Errorf("--coalesce and --crd-recheck must be above 0")
-			}
-			o.Coalesce, o.CRDRecheck = time.Duration(coalesce), time.Duration(recheck)
-			o.Log = slog.Default()
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
-			defer stop()
-			return sizer.Run(ctx, o)
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runSizer(cmd, &o, coalesce, recheck) },
 	}
+	sizerFlags(cmd, &o, &coalesce, &recheck)
+	return cmd
+}
+
+// runSizer checks the options and runs the sizer until SIGTERM or SIGINT.
+func runSizer(cmd *cobra.Command, o *sizer.Options, coalesce, recheck Duration) error {
+	if (o.TLSCertFile == "") != (o.TLSKeyFile == "") {
+		return fmt.Errorf("--tls-cert-file and --tls-private-key-file go together")
+	}
+	if o.Namespace == "" {
+		o.Namespace = os.Getenv("POD_NAMESPACE")
+	}
+	if o.TLSCertFile == "" && (o.Namespace == "" || len(o.CertHosts) == 0) {
+		return fmt.Errorf("managed certificates need --namespace (or POD_NAMESPACE) and --cert-hosts; or give --tls-cert-file and --tls-private-key-file")
+	}
+	if o.LeaderElect && o.Namespace == "" {
+		return fmt.Errorf("--leader-elect needs --namespace (or POD_NAMESPACE) for its Lease")
+	}
+	if coalesce <= 0 || recheck <= 0 {
+		return fmt.Errorf("--coalesce and --crd-recheck must be above 0")
+	}
+	o.Coalesce, o.CRDRecheck = time.Duration(coalesce), time.Duration(recheck)
+	o.Log = slog.Default()
+	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	return sizer.Run(ctx, *o)
+}
+
+// sizerFlags binds the sizer's flags to o.
+func sizerFlags(cmd *cobra.Command, o *sizer.Options, coalesce, recheck *Duration) {
 	f := cmd.Flags()
 	f.StringVar(&o.Listen, "listen", o.Listen, "the webhook's HTTPS `ADDRESS` (also /healthz and /metrics)")
 	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig `FILE` (default: in-cluster configuration)")
@@ -75,7 +84,6 @@ sets the caBundle of MutatingWebhookConfiguration --webhook-config.`,
 	f.BoolVar(&o.Controller, "resize", o.Controller, "run the resize controller")
 	f.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "run the resize controller only in the replica holding the Lease")
 	f.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "the leader election Lease `NAME`")
-	f.Var(&coalesce, "coalesce", "how long a VM size change waits for the next before the pod is resized")
-	f.Var(&recheck, "crd-recheck", "how often to look for the VirtualMachine CRD while it is absent")
-	return cmd
+	f.Var(coalesce, "coalesce", "how long a VM size change waits for the next before the pod is resized")
+	f.Var(recheck, "crd-recheck", "how often to look for the VirtualMachine CRD while it is absent")
 }
