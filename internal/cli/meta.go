@@ -53,14 +53,9 @@ func LoadMeta(o *Options) (*metadata.Set, error) {
 	if meta == nil {
 		return nil, fmt.Errorf("--vms needs pod metadata (--pods, or a CRI socket or API server --metadata reaches): a VM's size is tied to its pod by the pod's labels")
 	}
-	f, err := os.Open(o.VMsFile)
+	vms, err := metadata.ReadVMsFile(o.VMsFile)
 	if err != nil {
 		return nil, err
-	}
-	defer f.Close()
-	vms, err := metadata.ParseVMs(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", o.VMsFile, err)
 	}
 	for _, vm := range meta.ApplyVMs(vms) {
 		slog.Debug("VM without a pod in the pod metadata", "vm", vm.Namespace+"/"+vm.Name, "kind", vm.Kind)

@@ -150,23 +150,7 @@ func (f *fixture) threads(rel string) int {
 }
 
 // cpuSeconds is the CPU time charged to rel.
-func (f *fixture) cpuSeconds(rel string) float64 {
-	f.t.Helper()
-	if f.s.V2() {
-		for _, l := range strings.Split(f.s.Read(rel, "cpu.stat"), "\n") {
-			if v, ok := strings.CutPrefix(l, "usage_usec "); ok {
-				n, _ := strconv.ParseFloat(v, 64)
-				return n / 1e6
-			}
-		}
-		f.t.Fatalf("no usage_usec in %s/cpu.stat", rel)
-	}
-	n, err := strconv.ParseFloat(strings.TrimSpace(f.s.Read(rel, "cpuacct.usage")), 64)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return n / 1e9
-}
+func (f *fixture) cpuSeconds(rel string) float64 { return f.s.CPUSeconds(rel) }
 
 func (f *fixture) memory(rel string) uint64 {
 	file := "memory.usage_in_bytes"

@@ -2,7 +2,6 @@ package hold
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"slices"
 	"sync"
@@ -91,14 +90,9 @@ func (m *MetaSource) readVMs() (changed bool, err error) {
 	if stamp == m.vmStamp && m.vms != nil {
 		return false, nil
 	}
-	f, err := os.Open(m.VMsFile)
+	vms, err := metadata.ReadVMsFile(m.VMsFile)
 	if err != nil {
 		return false, err
-	}
-	defer f.Close()
-	vms, err := metadata.ParseVMs(f)
-	if err != nil {
-		return false, fmt.Errorf("%s: %w", m.VMsFile, err)
 	}
 	if vms == nil {
 		vms = []metadata.VM{}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 
@@ -100,6 +101,20 @@ func ParseVMs(r io.Reader) ([]VM, error) {
 		out = append(out, vm)
 	}
 	return out, nil
+}
+
+// ReadVMsFile reads a file ParseVMs understands; errors name the file.
+func ReadVMsFile(name string) ([]VM, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	vms, err := ParseVMs(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return vms, nil
 }
 
 // VMFromObject reads one VM object (a NeonVM VirtualMachine or a KubeVirt

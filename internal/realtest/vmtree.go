@@ -118,7 +118,7 @@ func (t *VMTree) SetWeight(rel string, w uint64) {
 func (t *VMTree) Weight(rel string) uint64 {
 	t.S.t.Helper()
 	v := t.S.Read(rel, t.WeightFile())
-	w, err := strconv.ParseUint(trimNL(v), 10, 64)
+	w, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
 	if err != nil {
 		t.S.t.Fatalf("%s/%s: %v", rel, t.WeightFile(), err)
 	}
@@ -153,13 +153,6 @@ func randHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-func trimNL(s string) string {
-	for len(s) > 0 && (s[len(s)-1] == '\n' || s[len(s)-1] == ' ') {
-		s = s[:len(s)-1]
-	}
-	return s
 }
 
 // CPUSeconds is the CPU time charged to rel (cgroup accounting, ns
