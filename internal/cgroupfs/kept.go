@@ -33,7 +33,7 @@ type Kept struct {
 	max int
 
 	mu      sync.Mutex
-	fds     map[string]int
+	fds     map[keptKey]int
 	unkept  uint64
 	reopens uint64
 }
@@ -53,52 +53,94 @@ func (h *Host) NewKept(max int) *Kept {
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err == nil && lim.Cur/2 < uint64(max) {
 		max = int(lim.Cur / 2)
 	}
-	return &Kept{h: h, max: max, fds: map[string]int{}}
+	return &Kept{h: h, max: max, fds: map[keptKey]int{}}
 }
 
-var _ FS = (*Kept)(nil)
+var (
+	_ FS          = (*Kept)(nil)
+	_ PartsReader = (*Kept)(nil)
+)
+
+// PartsReader reads a cgroup file named by its parts: the hierarchy's
+// mount point, the cgroup's path inside it and the file's name. A scan
+// reads thousands of files; naming them without joining a path saves an
+// allocation each.
+type PartsReader interface {
+	ReadParts(mount, cgroup, name string) (string, error)
+}
+
+// keptKey names a kept file by its parts (ReadParts), or by its whole
+// path in mount (ReadFile).
+type keptKey struct{ mount, cgroup, name string }
+
+// path is the host path of k.
+func (k keptKey) path() string {
+	if k.cgroup == "" && k.name == "" {
+		return k.mount
+	}
+	return path.Join(k.mount, k.cgroup, k.name)
+}
+
+// dir is the host directory of k.
+func (k keptKey) dir() string { return path.Dir(k.path()) }
 
 // ReadFile reads the whole file at host path p (see Kept).
 func (k *Kept) ReadFile(p string) ([]byte, error) {
+	s, err := k.read(keptKey{mount: p})
+	if err != nil {
+		return nil, err
+	}
+	return []byte(s), nil
+}
+
+// ReadParts reads the file name of cgroup in the hierarchy mounted at
+// mount (see Kept).
+func (k *Kept) ReadParts(mount, cgroup, name string) (string, error) {
+	return k.read(keptKey{mount, cgroup, name})
+}
+
+func (k *Kept) read(key keptKey) (string, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	fd, ok := k.fds[p]
+	fd, ok := k.fds[key]
 	if ok {
-		b, err := preadAll(fd)
+		s, err := preadAll(fd)
 		if err == nil {
 			k.h.reads.Add(1)
-			return b, nil
+			return s, nil
 		}
 		unix.Close(fd)
-		delete(k.fds, p)
+		delete(k.fds, key)
 		if err != unix.ENODEV {
 			k.h.reads.Add(1)
 			k.h.readErrors.Add(1)
-			return nil, &fs.PathError{Op: "pread", Path: p, Err: err}
+			return "", &fs.PathError{Op: "pread", Path: key.path(), Err: err}
 		}
 		k.reopens++ // the cgroup was removed: look at the path again
 	}
+	p := key.path()
 	if len(k.fds) >= k.max {
 		k.unkept++
-		return k.h.ReadFile(p)
+		b, err := k.h.ReadFile(p)
+		return string(b), err
 	}
 	k.h.reads.Add(1)
 	fd, err := k.h.open(p, unix.O_RDONLY)
 	if err != nil {
 		k.h.readErrors.Add(1)
-		return nil, &fs.PathError{Op: "open", Path: p, Err: err}
+		return "", &fs.PathError{Op: "open", Path: p, Err: err}
 	}
-	b, err := preadAll(fd)
+	s, err := preadAll(fd)
 	if err != nil {
 		unix.Close(fd)
 		k.h.readErrors.Add(1)
 		if err == unix.ENODEV {
 			err = fs.ErrNotExist // removed between open and read
 		}
-		return nil, &fs.PathError{Op: "read", Path: p, Err: err}
+		return "", &fs.PathError{Op: "read", Path: p, Err: err}
 	}
-	k.fds[p] = fd
-	return b, nil
+	k.fds[key] = fd
+	return s, nil
 }
 
 // ReadDirs lists directories through the Host: listings are not kept.
@@ -113,10 +155,10 @@ func (k *Kept) Forget(dirs ...string) {
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	for p, fd := range k.fds {
-		if set[path.Dir(p)] {
+	for key, fd := range k.fds {
+		if set[key.dir()] {
 			unix.Close(fd)
-			delete(k.fds, p)
+			delete(k.fds, key)
 		}
 	}
 }
@@ -142,16 +184,19 @@ func (k *Kept) Stats() KeptStats {
 func (k *Kept) Close() error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	for p, fd := range k.fds {
+	for key, fd := range k.fds {
 		unix.Close(fd)
-		delete(k.fds, p)
+		delete(k.fds, key)
 	}
 	return nil
 }
 
 // preadAll reads fd from offset 0 to EOF into a pooled buffer and returns
-// a copy of exactly what was read.
-func preadAll(fd int) ([]byte, error) {
+// a string of exactly what was read. A read shorter than the space offered
+// is the whole file: every cgroup file is a seq_file, which fills the
+// caller's buffer until its records end, so the read that would only
+// return EOF (a second syscall per file) is not made.
+func preadAll(fd int) (string, error) {
 	bp := readBufs.Get().(*[]byte)
 	defer putReadBuf(bp)
 	buf := (*bp)[:0]
@@ -165,12 +210,13 @@ func preadAll(fd int) ([]byte, error) {
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return "", err
 		}
-		if n == 0 {
-			return append([]byte{}, buf...), nil
-		}
+		short := n < cap(buf)-len(buf)
 		buf = buf[:len(buf)+n]
+		if n == 0 || short {
+			return string(buf), nil
+		}
 	}
 }
 

@@ -47,11 +47,16 @@ func (x *reading) file(mount, name string) (string, bool) {
 	if mount == "" {
 		return "", false // controller not mounted: unknown, not an error
 	}
-	p := filePath(mount, x.cgroup, name)
+	if x.counting && x.r.Counters != nil {
+		if pr, ok := x.r.Counters.(cgroupfs.PartsReader); ok {
+			return x.parts(pr, mount, name)
+		}
+	}
 	fsys := x.r.FS
 	if x.counting && x.r.Counters != nil {
 		fsys = x.r.Counters
 	}
+	p := filePath(mount, x.cgroup, name)
 	b, err := fsys.ReadFile(p)
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
@@ -61,6 +66,19 @@ func (x *reading) file(mount, name string) (string, bool) {
 	}
 	x.found++
 	return string(b), true
+}
+
+// parts reads a counter file through a PartsReader (no path joined).
+func (x *reading) parts(pr cgroupfs.PartsReader, mount, name string) (string, bool) {
+	t, err := pr.ReadParts(mount, x.cgroup, name)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			x.errs = append(x.errs, &FileError{filePath(mount, x.cgroup, name), err})
+		}
+		return "", false
+	}
+	x.found++
+	return t, true
 }
 
 // filePath is path.Join(mount, cgroup, name). The common case (a clean
@@ -168,7 +186,22 @@ func IsSettingsFile(name string) bool {
 	return false
 }
 
+// noTasks reports whether pids.current, read before, says that no task
+// is in the cgroup or below it (it counts every task of the subtree, and
+// zombies until reaped): its process and thread lists are then empty
+// without being read. Being hierarchical, it spares only the lists of
+// empty subtrees (stopped containers, leftovers, idle tiers), never a
+// list that could hold a process.
+func noTasks(s *Stats) bool {
+	return s.Pids.Current != nil && *s.Pids.Current == 0
+}
+
 func (x *reading) procs(mount string, s *Stats) {
+	if noTasks(s) {
+		zero := 0
+		s.Procs = &zero
+		return
+	}
 	if t, ok := x.file(mount, "cgroup.procs"); ok {
 		n := CountLines(t)
 		s.Procs = &n
@@ -235,7 +268,10 @@ func (x *reading) countersV1(s *Stats, withThreads bool) {
 	// that have left; a fresh open always loads the list again.
 	x.counting = false
 	x.procs(p.CPU, s)
-	if withThreads {
+	if withThreads && noTasks(s) {
+		zero := 0
+		s.Threads = &zero
+	} else if withThreads {
 		if t, ok := x.file(p.CPU, "tasks"); ok {
 			n := CountLines(t)
 			s.Threads = &n
