@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"path"
 	"strings"
+	"sync"
 
 	"github.com/cgwarden/cgwarden/internal/cgroupfs"
 	"github.com/cgwarden/cgwarden/internal/mounts"
@@ -45,7 +46,11 @@ type Steady struct {
 	scan  int
 	known map[string]*known
 
-	counts SteadyCounts
+	// counts is the scan's, published at each scan's end for Counts,
+	// which the metrics read from other goroutines.
+	counts    SteadyCounts
+	mu        sync.Mutex
+	published SteadyCounts
 }
 
 // known is what Steady keeps of one cgroup between scans.
@@ -153,9 +158,12 @@ func (st *Steady) Close() error {
 	return err
 }
 
-// Counts reports what st holds and has done.
+// Counts reports what st holds and has done, as of the last scan's end;
+// any goroutine may call it.
 func (st *Steady) Counts() SteadyCounts {
-	c := st.counts
+	st.mu.Lock()
+	c := st.published
+	st.mu.Unlock()
 	c.Kept = st.kept.Stats()
 	if st.watch != nil {
 		c.Watches = st.watch.Len()
@@ -336,6 +344,9 @@ func (st *Steady) end() {
 	if len(gone) > 0 {
 		st.kept.Forget(st.hostDirs(gone)...)
 	}
+	st.mu.Lock()
+	st.published = st.counts
+	st.mu.Unlock()
 }
 
 // hostDirs are the directories of cgroups in every hierarchy a counter
