@@ -36,6 +36,7 @@ type serveOptions struct {
 	authn       bool
 	events      bool
 	demand      bool
+	fullScans   bool
 }
 
 // newServeOptions are serve's options before flags are parsed.
@@ -82,6 +83,7 @@ func (so *serveOptions) addFlags(f *pflag.FlagSet, o *Options) {
 	f.StringVar(&so.tlsKey, "tls-private-key-file", "", "private key (PEM) of --tls-cert-file")
 	f.BoolVar(&so.authn, "authenticate", false, "like the kubelet: serve HTTPS and accept only bearer tokens a TokenReview accepts and a SubjectAccessReview allows get on nodes/metrics (/metrics, /metrics/resource) or nodes/stats (/stats/summary); health endpoints stay open. Uses --kubeconfig or the in-cluster config")
 	f.BoolVar(&so.events, "events", false, "report each new finding and each applied fix as a Kubernetes Event on its pod (needs --kubeconfig or in-cluster; aggregated and rate-limited, at most 20 finding Events per scan)")
+	f.BoolVar(&so.fullScans, "full-scans", false, "read every cgroup file at every scan, as one-shot commands do, instead of steady-state scans (counter files kept open, listings and settings read again only when inotify says they changed, and at least every 30 scans); for comparison and debugging")
 	f.BoolVar(&so.demand, "demand", false, "also measure every cgroup's CPU demand and serve its fair share (cgwarden_*_cpu_fair_cores); reads every thread's schedstat at each scan, the largest cost of a scan on a busy node")
 	so.keep.flags(f)
 	addVMs(f, o)
@@ -169,13 +171,15 @@ func (so *serveOptions) server(ctx context.Context, o *Options, nodeName string,
 	if err != nil {
 		return nil, nil, err
 	}
-	sc, steady, err := steadyScanner(host)
+	sc, steady, err := steadyScanner(host, !so.fullScans)
 	if err != nil {
 		host.Close()
 		return nil, nil, err
 	}
 	cfg.Sampler = &serve.ScannerSampler{Scanner: sc, Demand: so.demand}
-	cfg.Collectors = append(cfg.Collectors, serve.SteadyCollector(steady))
+	if steady != nil {
+		cfg.Collectors = append(cfg.Collectors, serve.SteadyCollector(steady))
+	}
 	var ls hold.Lister
 	if lister != nil {
 		ls = lister
@@ -183,7 +187,7 @@ func (so *serveOptions) server(ctx context.Context, o *Options, nodeName string,
 	live := liveVMs(ctx, len(so.keep.rules) > 0, so.metaMode, so.kubeconfig, log)
 	fx, err := so.keep.newFixers(host, ls, o.VMsFile, live, time.Duration(so.interval), log, note)
 	if err != nil {
-		steady.Close()
+		closeSteady(steady)
 		host.Close()
 		return nil, nil, err
 	}
@@ -196,18 +200,18 @@ func (so *serveOptions) server(ctx context.Context, o *Options, nodeName string,
 	runCtx, stopRun := context.WithCancel(ctx)
 	stopLoop := srv.Start(runCtx)
 	stopFix := fx.run(runCtx, log)
-	return srv, func() { stopRun(); stopLoop(); stopFix(); steady.Close(); host.Close() }, nil
+	return srv, func() { stopRun(); stopLoop(); stopFix(); closeSteady(steady); host.Close() }, nil
 }
 
-// steadyScanner is the scanner of serve's loop: steady-state scans of the
-// live host (inventory.Steady), every scan after the first reading only
-// what can have changed.
-func steadyScanner(host *cgroupfs.Host) (*inventory.Scanner, *inventory.Steady, error) {
-	sc, err := inventory.Open(host)
-	if err != nil {
-		return nil, nil, err
+// steadyScanner is the scanner of serve's loop: with steady, steady-state
+// scans of the live host (inventory.Steady), every scan after the first
+// reading only what can have changed; without, full scans (st is nil).
+func steadyScanner(host *cgroupfs.Host, steady bool) (sc *inventory.Scanner, st *inventory.Steady, err error) {
+	sc, err = inventory.Open(host)
+	if err != nil || !steady {
+		return sc, nil, err
 	}
-	st, err := inventory.NewSteady(sc, host, inventory.SteadyOptions{})
+	st, err = inventory.NewSteady(sc, host, inventory.SteadyOptions{})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -237,4 +241,10 @@ func feedSnapshot(ctx context.Context, srv *serve.Server, name string, lister po
 		return fmt.Errorf("snapshot: %w", err)
 	}
 	return nil
+}
+
+func closeSteady(st *inventory.Steady) {
+	if st != nil {
+		st.Close()
+	}
 }

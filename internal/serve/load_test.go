@@ -20,7 +20,7 @@ import (
 
 // startServe runs `cgwarden serve` (this test binary acting as cgwarden,
 // see TestMain) on the live host and returns its base URL and process.
-func startServe(t *testing.T, args ...string) (string, *exec.Cmd) {
+func startServe(t testing.TB, args ...string) (string, *exec.Cmd) {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -74,7 +74,7 @@ func startServe(t *testing.T, args ...string) (string, *exec.Cmd) {
 
 var scansRe = regexp.MustCompile(`(?m)^cgwarden_scans_total (\d+)$`)
 
-func scans(t *testing.T, url string) int {
+func scans(t testing.TB, url string) int {
 	t.Helper()
 	resp, err := http.Get(url + "/metrics")
 	if err != nil {

@@ -445,7 +445,6 @@ func FuzzKeyedFiles(f *testing.F) {
 		var c CPU
 		var m Memory
 		checkErr(t, parseThrottling(s, &c))
-		checkErr(t, parseCPUAcctStat(s, &c))
 		checkErr(t, parseCPUStatV2(s, &c))
 		checkErr(t, parseMemoryStat(s, &m, false))
 		checkErr(t, parseMemoryStat(s, &m, true))

@@ -246,12 +246,10 @@ func (x *reading) countersV1(s *Stats, withThreads bool) {
 			x.fail(p.CPU, "cpu.stat", err)
 		}
 	}
+	// cpuacct.stat (the user/system split) is not read: nothing cgwarden
+	// serves uses it, and it would be one more file per cgroup per scan.
+	// v2 gives the split in cpu.stat, read anyway.
 	s.CPU.UsageNs = uintField(x, p.CPUAcct, "cpuacct.usage")
-	if t, ok := x.file(p.CPUAcct, "cpuacct.stat"); ok {
-		if err := parseCPUAcctStat(t, &s.CPU); err != nil {
-			x.fail(p.CPUAcct, "cpuacct.stat", err)
-		}
-	}
 
 	s.Memory.UsageBytes = uintField(x, p.Memory, "memory.usage_in_bytes")
 	if t, ok := x.file(p.Memory, "memory.stat"); ok {
@@ -382,33 +380,6 @@ func parseThrottling(text string, c *CPU) error {
 		if err != nil {
 			return err
 		}
-		*dst = &n
-		return nil
-	})
-}
-
-// nsPerUserTick converts the unit of cpuacct.stat (USER_HZ, 100 on every Linux ABI).
-const nsPerUserTick = 10_000_000
-
-func parseCPUAcctStat(text string, c *CPU) error {
-	return EachKV(text, func(k, v string) error {
-		var dst **uint64
-		switch k {
-		case "user":
-			dst = &c.UserNs
-		case "system":
-			dst = &c.SystemNs
-		default:
-			return nil
-		}
-		n, err := KVUint(k, v)
-		if err != nil {
-			return err
-		}
-		if n > math.MaxUint64/nsPerUserTick {
-			return syntax("%s: %d ticks overflow nanoseconds", k, n)
-		}
-		n *= nsPerUserTick
 		*dst = &n
 		return nil
 	})

@@ -160,9 +160,8 @@ func TestReadV1Root(t *testing.T) {
 	checkStats(t, s, Stats{
 		CPU: CPU{
 			Weight: u64(1024), QuotaUs: i64(Unlimited), PeriodUs: u64(100000), Idle: i64(0),
+			// v1's user/system split (cpuacct.stat) is not read.
 			UsageNs: u64(721581302290),
-			// cpuacct.stat is in USER_HZ ticks (10 ms).
-			UserNs: u64(55074 * 10_000_000), SystemNs: u64(17083 * 10_000_000),
 			Periods: u64(0), Throttled: u64(0), ThrottledNs: u64(0),
 		},
 		Memory: Memory{
@@ -214,7 +213,7 @@ func TestReadV1CoMounted(t *testing.T) {
 	}
 	n0 := 0
 	checkStats(t, s, Stats{
-		CPU:    CPU{Weight: u64(2), QuotaUs: i64(Unlimited), UsageNs: u64(8118233000), UserNs: u64(7_000_000_000), SystemNs: u64(1_000_000_000)},
+		CPU:    CPU{Weight: u64(2), QuotaUs: i64(Unlimited), UsageNs: u64(8118233000)},
 		Memory: Memory{LimitBytes: i64(Unlimited)},
 		Pids:   Pids{Current: u64(14), Max: i64(Unlimited)},
 		Procs:  &n0,
@@ -321,9 +320,6 @@ func TestReadMalformed(t *testing.T) {
 		{"v1 quota", placesV1, "v1-root.txtar", "/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "none\n",
 			func(s Stats) bool { return s.CPU.QuotaUs == nil },
 			func(s Stats) bool { return s.CPU.PeriodUs != nil }},
-		{"v1 cpuacct.stat", placesV1, "v1-root.txtar", "/sys/fs/cgroup/cpuacct/cpuacct.stat", "user 1\nsystem -2\n",
-			func(s Stats) bool { return s.CPU.SystemNs == nil },
-			func(s Stats) bool { return s.CPU.UsageNs != nil }},
 		{"v1 memory.stat", placesV1, "v1-root.txtar", "/sys/fs/cgroup/memory/memory.stat", "total_inactive_file lots\n",
 			func(s Stats) bool { return s.Memory.InactiveFileBytes == nil && s.Memory.WorkingSetBytes == nil },
 			func(s Stats) bool { return s.Memory.UsageBytes != nil && s.Memory.LimitBytes != nil }},

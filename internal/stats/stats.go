@@ -31,7 +31,9 @@ type CPU struct {
 	// Idle is cpu.idle (1 = SCHED_IDLE group); kernels before 5.15 lack it.
 	Idle *int64 `json:"idle,omitempty"`
 
-	UsageNs  *uint64 `json:"usageNs"`
+	UsageNs *uint64 `json:"usageNs"`
+	// UserNs and SystemNs split UsageNs; known on v2 only (v1's
+	// cpuacct.stat is not read).
 	UserNs   *uint64 `json:"userNs,omitempty"`
 	SystemNs *uint64 `json:"systemNs,omitempty"`
 
