@@ -319,7 +319,7 @@ func (st *Steady) read(r stats.Reader, cg string, withThreads bool) (stats.Stats
 	st.counts.SettingsReads++
 	s, errs := r.Read(cg, withThreads)
 	if k != nil && !s.Gone && len(errs) == 0 {
-		set := s.Settings()
+		set := s.Settings(r.Places.V2)
 		k.settings = &set
 	}
 	return s, errs

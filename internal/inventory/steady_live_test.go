@@ -7,6 +7,7 @@ import (
 	"path"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -372,18 +373,36 @@ func TestSteadyCountersAreFresh(t *testing.T) {
 		}
 		return c
 	}
-	burner := s.Burn("busy", 0)
-	var last uint64
-	for i := range 4 {
-		time.Sleep(100 * time.Millisecond)
+	burner := s.Burn("busy", -1)
+	// Each round: wait until a fresh open+read of the usage shows it
+	// moved past what the kept descriptor gave last, then scan: the kept
+	// descriptor must give at least that fresh figure (a stale one would
+	// repeat the last).
+	usageFile := s.Path("busy", "cpuacct.usage")
+	if s.V2() {
+		usageFile = s.Path("busy", "cpu.stat")
+	}
+	last := *get().Stats.CPU.UsageNs
+	for i := range 3 {
+		var fresh uint64
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			fresh = freshUsage(t, s, usageFile)
+			if fresh > last {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the burner's usage stayed at %d ns for 10 s", last)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
 		c := get()
-		if u := *c.Stats.CPU.UsageNs; u <= last {
-			t.Fatalf("scan %d: usage %d ns, not above the scan before's %d: a kept descriptor gave a stale figure", i, u, last)
+		if u := *c.Stats.CPU.UsageNs; u < fresh {
+			t.Fatalf("round %d: steady scan read usage %d ns, below the %d ns read afresh just before: a kept descriptor gave a stale figure", i, u, fresh)
 		} else {
 			last = u
 		}
 		if *c.Stats.Procs != 1 {
-			t.Fatalf("scan %d: %d processes in the burner's cgroup, want 1", i, *c.Stats.Procs)
+			t.Fatalf("round %d: %d processes in the burner's cgroup, want 1", i, *c.Stats.Procs)
 		}
 	}
 	burner.Process.Kill()
@@ -405,4 +424,32 @@ func TestSteadyCountersAreFresh(t *testing.T) {
 	if k := st.Counts().Kept; k.Reopens == 0 {
 		t.Fatalf("no descriptor was found stale and reopened: %s", k)
 	}
+}
+
+// freshUsage reads a cgroup's CPU usage with open+read+close (v1
+// cpuacct.usage, or v2 cpu.stat's usage_usec), in ns.
+func freshUsage(t *testing.T, s *realtest.Scratch, file string) uint64 {
+	t.Helper()
+	b, err := s.Host.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.TrimSpace(string(b))
+	if strings.HasSuffix(file, "cpu.stat") {
+		for _, l := range strings.Split(text, "\n") {
+			if v, ok := strings.CutPrefix(l, "usage_usec "); ok {
+				n, err := strconv.ParseUint(v, 10, 64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return n * 1000
+			}
+		}
+		t.Fatalf("%s: no usage_usec", file)
+	}
+	n, err := strconv.ParseUint(text, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

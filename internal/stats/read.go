@@ -139,7 +139,7 @@ func (r Reader) ReadKnown(cgroup string, withThreads bool, known *Settings) (Sta
 	if r.Places.V2 {
 		x.countersV2(&s)
 	} else {
-		x.countersV1(&s, withThreads)
+		x.countersV1(&s, withThreads, known != nil && known.Frozen != nil)
 	}
 	// Gone only when every file was simply missing: a cgroup whose files
 	// exist but cannot be read (EACCES, EIO) is there, its figures unknown.
@@ -161,17 +161,30 @@ type Settings struct {
 	Idle       *int64
 	LimitBytes *int64
 	PidsMax    *int64
+	// Frozen holds v1's throttling counters (cpu.stat) when the quota
+	// is unlimited: only the quota's period timer moves them, so they
+	// stand still until the quota is written (a settings change).
+	Frozen *CPU
 }
 
 // Settings returns the settings part of s.
-func (s *Stats) Settings() Settings {
-	return Settings{Weight: s.CPU.Weight, QuotaUs: s.CPU.QuotaUs, PeriodUs: s.CPU.PeriodUs, Idle: s.CPU.Idle,
+func (s *Stats) Settings(v2 bool) Settings {
+	k := Settings{Weight: s.CPU.Weight, QuotaUs: s.CPU.QuotaUs, PeriodUs: s.CPU.PeriodUs, Idle: s.CPU.Idle,
 		LimitBytes: s.Memory.LimitBytes, PidsMax: s.Pids.Max}
+	if !v2 && unlimited(k.QuotaUs) && s.CPU.Periods != nil {
+		k.Frozen = &CPU{Periods: s.CPU.Periods, Throttled: s.CPU.Throttled, ThrottledNs: s.CPU.ThrottledNs}
+	}
+	return k
 }
+
+func unlimited(q *int64) bool { return q != nil && *q == Unlimited }
 
 func (s *Stats) setSettings(k Settings) {
 	s.CPU.Weight, s.CPU.QuotaUs, s.CPU.PeriodUs, s.CPU.Idle = k.Weight, k.QuotaUs, k.PeriodUs, k.Idle
 	s.Memory.LimitBytes, s.Pids.Max = k.LimitBytes, k.PidsMax
+	if k.Frozen != nil {
+		s.CPU.Periods, s.CPU.Throttled, s.CPU.ThrottledNs = k.Frozen.Periods, k.Frozen.Throttled, k.Frozen.ThrottledNs
+	}
 }
 
 // IsSettingsFile reports whether a cgroup file holds one of the Settings
@@ -239,9 +252,11 @@ func (x *reading) settingsV1(s *Stats) {
 	x.pidsMax(p.Pids, s)
 }
 
-func (x *reading) countersV1(s *Stats, withThreads bool) {
+func (x *reading) countersV1(s *Stats, withThreads, frozen bool) {
 	p := x.r.Places
-	if t, ok := x.file(p.CPU, "cpu.stat"); ok {
+	if frozen {
+		// Taken from the settings (Settings.Frozen); not read.
+	} else if t, ok := x.file(p.CPU, "cpu.stat"); ok {
 		if err := parseThrottling(t, &s.CPU); err != nil {
 			x.fail(p.CPU, "cpu.stat", err)
 		}
