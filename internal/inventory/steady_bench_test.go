@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cgwarden/cgwarden/internal/inventory"
+	"github.com/cgwarden/cgwarden/internal/mounts"
 	"github.com/cgwarden/cgwarden/internal/realtest"
 	"github.com/cgwarden/cgwarden/internal/stats"
 )
@@ -59,11 +60,12 @@ func BenchmarkSteadyScan(b *testing.B) {
 			// The floor's files: what a full scan reads, less settings.
 			rec := &recordingFS{fs: s.Host}
 			full.FS = rec
-			if n, err := full.Scan(time.Now()); err != nil || n.Cgroups != cgroups+1 {
+			n, err := full.Scan(time.Now())
+			if err != nil || n.Cgroups != cgroups+1 {
 				b.Fatalf("scan: %v (%d cgroups, want %d)", err, n.Cgroups, cgroups+1)
 			}
 			full.FS = s.Host
-			fl := newFloor(b, rec.files, steady.Places.V2)
+			fl := newFloor(b, rec.files, steady.Places, n)
 			defer fl.close()
 			b.Logf("%d cgroups; per steady scan the floor preads %d files and opens %d pid lists", cgroups+1, len(fl.fds), len(fl.opened))
 			// First steady scan: opens and watches everything.
@@ -126,15 +128,19 @@ type floor struct {
 	buf    []byte
 }
 
-// newFloor opens the counter files among files (those a full scan read)
-// and notes the pid lists to open each time on v1.
-func newFloor(b *testing.B, files []string, v2 bool) *floor {
+// newFloor opens the files a steady scan reads at every scan among files
+// (those a full scan of n read): not settings, not v1 throttling counters
+// of a cgroup without a quota (kept with its settings), pid lists only
+// where pids.current is not 0 (as a full scan). On v1 it notes the pid
+// lists to open each time.
+func newFloor(b *testing.B, files []string, places mounts.Places, n *inventory.Node) *floor {
 	f := &floor{buf: make([]byte, 64<<10)}
 	for _, p := range append(files, inventory.MeminfoPath) {
 		name := path.Base(p)
 		switch {
 		case stats.IsSettingsFile(name), p == inventory.MountinfoPath, p == inventory.CPUOnlinePath:
-		case !v2 && (name == "cgroup.procs" || name == "tasks"):
+		case !places.V2 && name == "cpu.stat" && noQuota(n, strings.TrimPrefix(path.Dir(p), places.CPU)):
+		case !places.V2 && (name == "cgroup.procs" || name == "tasks"):
 			f.opened = append(f.opened, p)
 		default:
 			fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
@@ -202,4 +208,13 @@ func busyContainers(b *testing.B, s *realtest.Scratch, want int) {
 	if len(started) != want {
 		b.Fatalf("started %d sleepers, want %d", len(started), want)
 	}
+}
+
+// noQuota reports whether cgroup cg of n has no CPU quota.
+func noQuota(n *inventory.Node, cg string) bool {
+	if cg == "" {
+		cg = "/"
+	}
+	c := n.Find(cg)
+	return c != nil && c.Stats.CPU.QuotaUs != nil && *c.Stats.CPU.QuotaUs == stats.Unlimited
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -17,8 +18,8 @@ import (
 	"github.com/cgwarden/cgwarden/internal/realtest"
 )
 
-// BenchmarkAgentSteadyState runs `cgwarden serve` (this test binary acting
-// as cgwarden) on the live host while the host holds an idle node of 60
+// BenchmarkAgentSteadyState runs `cgwarden serve` (built and stripped as a
+// release is) on the live host while the host holds an idle node of 60
 // pods (a scratch kubepods tree, systemd driver names: each pod a sandbox
 // and a container cgroup with a sleeping process in each), and measures:
 //   - the agent's CPU per second at serve's default 10 s interval, with
@@ -35,6 +36,12 @@ import (
 func BenchmarkAgentSteadyState(b *testing.B) {
 	s := realtest.NewScratch(b)
 	idleNode(b, s, 60)
+	// The binary as users run it (go build, stripped as a release is).
+	bin := filepath.Join(b.TempDir(), "cgwarden")
+	build := exec.Command("go", "build", "-ldflags=-s -w", "-o", bin, "github.com/cgwarden/cgwarden/cmd/cgwarden")
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("go build: %v\n%s", err, out)
+	}
 	const window = 60 * time.Second
 	for _, mode := range []struct {
 		name string
@@ -42,7 +49,7 @@ func BenchmarkAgentSteadyState(b *testing.B) {
 	}{{"steady", nil}, {"full-scans", []string{"--full-scans"}}} {
 		b.Run(mode.name, func(b *testing.B) {
 			for b.Loop() {
-				url, cmd := startServe(b, append([]string{"--interval", "10s"}, mode.args...)...)
+				url, cmd := startServeBin(b, bin, append([]string{"--interval", "10s"}, mode.args...)...)
 				pid := cmd.Process.Pid
 				time.Sleep(time.Second) // past the first scan's tail
 				cpu0 := threadsCPU(b, pid)
@@ -57,7 +64,7 @@ func BenchmarkAgentSteadyState(b *testing.B) {
 	}
 	b.Run("scrape", func(b *testing.B) {
 		for b.Loop() {
-			url, _ := startServe(b, "--interval", "10s")
+			url, _ := startServeBin(b, bin, "--interval", "10s")
 			lat := scrapeLatencies(b, url, 10, 10*time.Second)
 			slices.Sort(lat)
 			q := func(p float64) time.Duration { return lat[int(p*float64(len(lat)-1))] }

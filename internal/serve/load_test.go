@@ -26,6 +26,13 @@ func startServe(t testing.TB, args ...string) (string, *exec.Cmd) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return startServeBin(t, exe, args...)
+}
+
+// startServeBin is startServe with the cgwarden binary exe (a built one,
+// or this test binary).
+func startServeBin(t testing.TB, exe string, args ...string) (string, *exec.Cmd) {
+	t.Helper()
 	cmd := exec.Command(exe, append([]string{"serve", "--listen", "127.0.0.1:0", "--metadata", "none"}, args...)...)
 	cmd.Env = append(os.Environ(), "CGWARDEN_RUN_CLI=1", "CGWARDEN_MEMORY_USER=")
 	stderr, err := cmd.StderrPipe()
