@@ -156,6 +156,13 @@ func (h *Holder) Ready() bool {
 // Run holds the targets until ctx ends. It returns an error only when it
 // cannot watch at all; failures of single plans are logged and retried.
 func (h *Holder) Run(ctx context.Context) error {
+	// Replans (on events, size changes and every Resync) scan the node
+	// again and again: steady-state scans read only what changed.
+	if st, err := inventory.NewSteady(h.sc, h.cfg.Host, inventory.SteadyOptions{}); err == nil {
+		defer st.Close()
+	} else {
+		h.log.Warn("replans use full scans", "err", err)
+	}
 	w, err := h.cfg.Host.NewWatcher()
 	if err != nil {
 		return err
