@@ -86,10 +86,24 @@ func (h *Host) ReadFile(p string) ([]byte, error) {
 		return nil, &fs.PathError{Op: "open", Path: p, Err: err}
 	}
 	defer unix.Close(fd)
-	// cgroup files report a size of 4096 or 0 whatever they hold, so read
-	// until EOF into a pooled buffer that grows, and return a copy of
-	// exactly what was read: a scan reads thousands of files, and one
-	// allocation each keeps the garbage collector out of its way.
+	b, err := readPooled(fd, false, func(b []byte) []byte { return append([]byte{}, b...) })
+	if err != nil {
+		h.readErrors.Add(1)
+		return nil, &fs.PathError{Op: "read", Path: p, Err: err}
+	}
+	return b, nil
+}
+
+// readPooled reads fd to its end into a pooled buffer that grows, and
+// returns conv of exactly what was read. cgroup files report a size of
+// 4096 or 0 whatever they hold, so the size cannot be asked first; a scan
+// reads thousands of files, and one allocation each (conv's) keeps the
+// garbage collector out of its way. With pread, fd is read from offset 0
+// (a kept descriptor, see Kept), and a read shorter than the space
+// offered is the whole file: every cgroup file is a seq_file, which fills
+// the caller's buffer until its records end, so the read that would only
+// return EOF (a second syscall per file) is not made.
+func readPooled[T any](fd int, pread bool, conv func([]byte) T) (T, error) {
 	bp := readBufs.Get().(*[]byte)
 	defer putReadBuf(bp)
 	buf := (*bp)[:0]
@@ -98,18 +112,25 @@ func (h *Host) ReadFile(p string) ([]byte, error) {
 			buf = slices.Grow(buf, cap(buf))
 			*bp = buf
 		}
-		n, err := unix.Read(fd, buf[len(buf):cap(buf)])
+		var n int
+		var err error
+		if pread {
+			n, err = unix.Pread(fd, buf[len(buf):cap(buf)], int64(len(buf)))
+		} else {
+			n, err = unix.Read(fd, buf[len(buf):cap(buf)])
+		}
 		if err == unix.EINTR {
 			continue
 		}
 		if err != nil {
-			h.readErrors.Add(1)
-			return nil, &fs.PathError{Op: "read", Path: p, Err: err}
+			var zero T
+			return zero, err
 		}
-		if n == 0 {
-			return append([]byte{}, buf...), nil
-		}
+		short := pread && n < cap(buf)-len(buf)
 		buf = buf[:len(buf)+n]
+		if n == 0 || short {
+			return conv(buf), nil
+		}
 	}
 }
 

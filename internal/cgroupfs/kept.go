@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
-	"slices"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -191,33 +190,9 @@ func (k *Kept) Close() error {
 	return nil
 }
 
-// preadAll reads fd from offset 0 to EOF into a pooled buffer and returns
-// a string of exactly what was read. A read shorter than the space offered
-// is the whole file: every cgroup file is a seq_file, which fills the
-// caller's buffer until its records end, so the read that would only
-// return EOF (a second syscall per file) is not made.
+// preadAll reads a kept descriptor from offset 0 (see readPooled).
 func preadAll(fd int) (string, error) {
-	bp := readBufs.Get().(*[]byte)
-	defer putReadBuf(bp)
-	buf := (*bp)[:0]
-	for {
-		if len(buf) == cap(buf) {
-			buf = slices.Grow(buf, cap(buf))
-			*bp = buf
-		}
-		n, err := unix.Pread(fd, buf[len(buf):cap(buf)], int64(len(buf)))
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return "", err
-		}
-		short := n < cap(buf)-len(buf)
-		buf = buf[:len(buf)+n]
-		if n == 0 || short {
-			return string(buf), nil
-		}
-	}
+	return readPooled(fd, true, func(b []byte) string { return string(b) })
 }
 
 // String describes the bound for logs.
