@@ -30,7 +30,8 @@ import (
 //   - its peak RSS (VmHWM) in both runs;
 //   - scrape latency with 10 concurrent scrapers for 10 s, alternating
 //     /metrics/resource and /stats/summary?only_cpu_and_memory=true, p50
-//     and p99 as the scrapers see them.
+//     and p99 as the scrapers see them: back to back, and paced at 10
+//     requests per second each.
 //
 // It takes about 2.5 minutes; docs/benchmarks.md has the command.
 func BenchmarkAgentSteadyState(b *testing.B) {
@@ -62,17 +63,22 @@ func BenchmarkAgentSteadyState(b *testing.B) {
 			}
 		})
 	}
-	b.Run("scrape", func(b *testing.B) {
-		for b.Loop() {
-			url, _ := startServeBin(b, bin, "--interval", "10s")
-			lat := scrapeLatencies(b, url, 10, 10*time.Second)
-			slices.Sort(lat)
-			q := func(p float64) time.Duration { return lat[int(p*float64(len(lat)-1))] }
-			b.ReportMetric(float64(q(0.5).Microseconds())/1000, "p50-ms")
-			b.ReportMetric(float64(q(0.99).Microseconds())/1000, "p99-ms")
-			b.Logf("10 scrapers, %d requests in 10 s: p50 %s, p99 %s, max %s", len(lat), q(0.5), q(0.99), lat[len(lat)-1])
-		}
-	})
+	// Scrapers back to back (as fast as the two CPUs they share with
+	// the agent allow: a stress test), then paced at 10 requests per
+	// second each (a hundred Prometheus servers' worth of load).
+	for _, pace := range []time.Duration{0, 100 * time.Millisecond} {
+		b.Run(fmt.Sprintf("scrape/pause=%s", pace), func(b *testing.B) {
+			for b.Loop() {
+				url, _ := startServeBin(b, bin, "--interval", "10s")
+				lat := scrapeLatencies(b, url, 10, 10*time.Second, pace)
+				slices.Sort(lat)
+				q := func(p float64) time.Duration { return lat[int(p*float64(len(lat)-1))] }
+				b.ReportMetric(float64(q(0.5).Microseconds())/1000, "p50-ms")
+				b.ReportMetric(float64(q(0.99).Microseconds())/1000, "p99-ms")
+				b.Logf("10 scrapers, pause %s, %d requests in 10 s: p50 %s, p99 %s, max %s", pace, len(lat), q(0.5), q(0.99), lat[len(lat)-1])
+			}
+		})
+	}
 }
 
 // idleNode builds pods pods in s, each a sandbox and a container cgroup
@@ -143,9 +149,10 @@ func pods(b *testing.B, url string) int {
 	return strings.Count(string(body), `"podRef"`)
 }
 
-// scrapeLatencies runs n scrapers for d and returns every request's
-// latency; a failed request fails the benchmark.
-func scrapeLatencies(b *testing.B, url string, n int, d time.Duration) []time.Duration {
+// scrapeLatencies runs n scrapers for d, each pausing pause between its
+// requests, and returns every request's latency; a failed request fails
+// the benchmark.
+func scrapeLatencies(b *testing.B, url string, n int, d, pause time.Duration) []time.Duration {
 	tr := &http.Transport{MaxIdleConns: n, MaxIdleConnsPerHost: n}
 	defer tr.CloseIdleConnections()
 	hc := &http.Client{Transport: tr, Timeout: 10 * time.Second}
@@ -178,6 +185,7 @@ func scrapeLatencies(b *testing.B, url string, n int, d time.Duration) []time.Du
 					break
 				}
 				mine = append(mine, time.Since(t0))
+				time.Sleep(pause)
 			}
 			mu.Lock()
 			all = append(all, mine...)
