@@ -83,7 +83,7 @@ func (so *serveOptions) addFlags(f *pflag.FlagSet, o *Options) {
 	f.StringVar(&so.tlsKey, "tls-private-key-file", "", "private key (PEM) of --tls-cert-file")
 	f.BoolVar(&so.authn, "authenticate", false, "like the kubelet: serve HTTPS and accept only bearer tokens a TokenReview accepts and a SubjectAccessReview allows get on nodes/metrics (/metrics, /metrics/resource) or nodes/stats (/stats/summary); health endpoints stay open. Uses --kubeconfig or the in-cluster config")
 	f.BoolVar(&so.events, "events", false, "report each new finding and each applied fix as a Kubernetes Event on its pod (needs --kubeconfig or in-cluster; aggregated and rate-limited, at most 20 finding Events per scan)")
-	f.BoolVar(&so.fullScans, "full-scans", false, "read every cgroup file at every scan, as one-shot commands do, instead of steady-state scans (counter files kept open, listings and settings read again only when inotify says they changed, and at least every 30 scans); for comparison and debugging")
+	f.BoolVar(&so.fullScans, "full-scans", false, "read every cgroup file at every scan, as one-shot commands do, instead of steady-state scans (counter files kept open, listings and settings read again only when inotify says they changed, and at least every 60 scans); for comparison and debugging")
 	f.BoolVar(&so.demand, "demand", false, "also measure every cgroup's CPU demand and serve its fair share (cgwarden_*_cpu_fair_cores); reads every thread's schedstat at each scan, the largest cost of a scan on a busy node")
 	so.keep.flags(f)
 	addVMs(f, o)

@@ -77,9 +77,9 @@ type SteadyOptions struct {
 }
 
 // DefaultEvery is SteadyOptions.Every's default: at a 10 s interval, each
-// cgroup's listing and settings are read at least every 5 minutes even if
+// cgroup's listing and settings are read at least every 10 minutes even if
 // no event said they changed.
-const DefaultEvery = 30
+const DefaultEvery = 60
 
 // SteadyCounts is what a Steady has done, for its metrics.
 type SteadyCounts struct {
