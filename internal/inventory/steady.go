@@ -66,7 +66,7 @@ type known struct {
 // SteadyOptions tune a Steady; the zero value is the default.
 type SteadyOptions struct {
 	// Every bounds, in scans, how long a listing or settings are trusted
-	// without a read (a safety net under inotify): 30 when 0.
+	// without a read (a safety net under inotify): DefaultEvery when 0.
 	Every int
 	// MaxOpen bounds the descriptors kept open (cgroupfs.DefaultKeptMax
 	// when 0).
