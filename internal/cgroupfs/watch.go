@@ -125,6 +125,44 @@ func (w *Watcher) Read() ([]WatchEvent, error) {
 	return w.parse(buf[:n])
 }
 
+// Poll returns the events queued now without waiting (none when nothing
+// is queued): a scan takes what happened since the last one.
+func (w *Watcher) Poll() ([]WatchEvent, error) {
+	sc, err := w.file.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var out []WatchEvent
+	var buf [16 << 10]byte
+	for {
+		var n int
+		var rerr error
+		// A Read callback that reports done whatever happened makes one
+		// non-blocking read(2): EAGAIN means the queue is empty.
+		if cerr := sc.Read(func(fd uintptr) bool {
+			n, rerr = unix.Read(int(fd), buf[:])
+			return true
+		}); cerr != nil {
+			return out, cerr
+		}
+		switch {
+		case rerr == unix.EAGAIN:
+			return out, nil
+		case rerr == unix.EINTR:
+			continue
+		case rerr != nil:
+			return out, &fs.PathError{Op: "read", Path: "inotify", Err: rerr}
+		case n == 0:
+			return out, nil
+		}
+		evs, err := w.parse(buf[:n])
+		out = append(out, evs...)
+		if err != nil {
+			return out, err
+		}
+	}
+}
+
 // parse decodes a buffer of struct inotify_event records.
 func (w *Watcher) parse(b []byte) ([]WatchEvent, error) {
 	var out []WatchEvent

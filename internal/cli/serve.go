@@ -42,8 +42,13 @@ type serveOptions struct {
 	wrap func(http.RoundTripper) http.RoundTripper
 }
 
+// newServeOptions are serve's options before flags are parsed.
+func newServeOptions() *serveOptions {
+	return &serveOptions{interval: Duration(serve.DefaultInterval)}
+}
+
 func newServe(o *Options) *cobra.Command {
-	so := &serveOptions{interval: Duration(serve.DefaultInterval)}
+	so := newServeOptions()
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve pod and container CPU and memory from where the processes really are, in the kubelet's formats (/metrics/resource, /stats/summary) and as Prometheus metrics (/metrics)",
@@ -168,7 +173,7 @@ func (so *serveOptions) watchAPI(log *slog.Logger) {
 // server builds the server: fed from the snapshot, or scanning the live
 // host (and keeping it fixed with --fix) until cleanup is called.
 func (so *serveOptions) server(ctx context.Context, o *Options, nodeName string, lister podsource.Lister, log *slog.Logger, note *events.Notifier) (*serve.Server, func(), error) {
-	cfg := serve.Config{NodeName: nodeName, Interval: time.Duration(so.interval), Logger: log, Findings: findingsWithEvents(note)}
+	cfg := serve.Config{NodeName: nodeName, Interval: time.Duration(so.interval), Logger: log, Findings: findingsWithEvents(note), Demand: so.demand}
 	if lister != nil {
 		cfg.Lister = lister
 	}
@@ -180,12 +185,13 @@ func (so *serveOptions) server(ctx context.Context, o *Options, nodeName string,
 	if err != nil {
 		return nil, nil, err
 	}
-	sc, err := inventory.Open(host)
+	sc, steady, err := steadyScanner(host)
 	if err != nil {
 		host.Close()
 		return nil, nil, err
 	}
 	cfg.Sampler = &serve.ScannerSampler{Scanner: sc, Demand: so.demand}
+	cfg.Collectors = append(cfg.Collectors, serve.SteadyCollector(steady))
 	var ls hold.Lister
 	if lister != nil {
 		ls = lister
@@ -193,6 +199,7 @@ func (so *serveOptions) server(ctx context.Context, o *Options, nodeName string,
 	live := liveVMs(ctx, len(so.keep.rules) > 0, so.metaMode, so.kubeconfig, so.wrap, log)
 	fx, err := so.keep.newFixers(host, ls, o.VMsFile, live, time.Duration(so.interval), log, note)
 	if err != nil {
+		steady.Close()
 		host.Close()
 		return nil, nil, err
 	}
@@ -205,7 +212,22 @@ func (so *serveOptions) server(ctx context.Context, o *Options, nodeName string,
 	runCtx, stopRun := context.WithCancel(ctx)
 	stopLoop := srv.Start(runCtx)
 	stopFix := fx.run(runCtx, log)
-	return srv, func() { stopRun(); stopLoop(); stopFix(); host.Close() }, nil
+	return srv, func() { stopRun(); stopLoop(); stopFix(); steady.Close(); host.Close() }, nil
+}
+
+// steadyScanner is the scanner of serve's loop: steady-state scans of the
+// live host (inventory.Steady), every scan after the first reading only
+// what can have changed.
+func steadyScanner(host *cgroupfs.Host) (*inventory.Scanner, *inventory.Steady, error) {
+	sc, err := inventory.Open(host)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := inventory.NewSteady(sc, host, inventory.SteadyOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	return sc, st, nil
 }
 
 // feedSnapshot serves a snapshot: its samples are fed in order, so a

@@ -81,6 +81,7 @@ func (f *serveFix) newFixers(host *cgroupfs.Host, lister hold.Lister, vmsFile st
 	}
 	if adopt {
 		fx.adopt = engine()
+		fx.adopt.Steady = true // one plan per interval: steady-state scans
 	}
 	return fx, nil
 }

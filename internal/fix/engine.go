@@ -72,6 +72,39 @@ type Engine struct {
 	Meta *metadata.Set
 	Log  *slog.Logger
 	Hook Hook
+	// Steady makes a long-running engine (serve's adoption loop) plan
+	// from steady-state scans of its live host (inventory.Steady), kept
+	// between plans: each plan then reads only what changed. Close
+	// releases them. Only for an FS that is a *cgroupfs.Host.
+	Steady bool
+	steady *inventory.Scanner
+}
+
+// Close releases what Steady keeps open.
+func (e *Engine) Close() error {
+	if e.steady != nil && e.steady.Steady != nil {
+		return e.steady.Steady.Close()
+	}
+	return nil
+}
+
+// scanner is the scanner a plan scans with: a new one, or with Steady the
+// engine's own, made on the first plan.
+func (e *Engine) scanner() (*inventory.Scanner, error) {
+	if e.steady != nil {
+		return e.steady, nil
+	}
+	sc, err := inventory.Open(e.FS)
+	if err != nil {
+		return nil, err
+	}
+	if h, ok := e.FS.(*cgroupfs.Host); ok && e.Steady {
+		if _, err := inventory.NewSteady(sc, h, inventory.SteadyOptions{}); err != nil {
+			return nil, err
+		}
+		e.steady = sc
+	}
+	return sc, nil
 }
 
 // Options narrow a fix.
@@ -115,7 +148,7 @@ func (e *Engine) Plan(o Options) (*plan.Plan, plan.Policy, error) {
 }
 
 func (e *Engine) plan(o Options, owned []string) (*plan.Plan, plan.Policy, error) {
-	sc, err := inventory.Open(e.FS)
+	sc, err := e.scanner()
 	if err != nil {
 		return nil, plan.Policy{}, err
 	}

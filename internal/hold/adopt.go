@@ -18,6 +18,7 @@ func RunAdoption(ctx context.Context, e *fix.Engine, sizes Sizes, every time.Dur
 		log = slog.Default()
 	}
 	log = log.With("component", "adopt")
+	defer e.Close()
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {

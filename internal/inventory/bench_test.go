@@ -39,13 +39,22 @@ const containersPerPod = 4
 // cgroups it made (including the kubepods root and tiers).
 func benchTree(b *testing.B, s *realtest.Scratch, containers int) int {
 	b.Helper()
+	return benchPods(b, s, containers/containersPerPod, containersPerPod)
+}
+
+// benchPods creates pods with perPod container cgroups each in s and
+// returns how many cgroups it made (including the kubepods root and
+// tiers).
+func benchPods(b *testing.B, s *realtest.Scratch, pods, perPod int) int {
+	b.Helper()
+	containers := pods * perPod
 	start := time.Now()
 	var rels []string
 	add := func(rel string) { rels = append(rels, rel) }
 	add("kubepods.slice")
 	add("kubepods.slice/kubepods-burstable.slice")
 	add("kubepods.slice/kubepods-besteffort.slice")
-	for p := 0; p < containers/containersPerPod; p++ {
+	for p := 0; p < pods; p++ {
 		uid := fmt.Sprintf("%08x_%04x_%04x_%04x_%012x", p, p%0x10000, 0x4000, 0x8000, p)
 		var pod string
 		switch p % 3 {
@@ -57,7 +66,7 @@ func benchTree(b *testing.B, s *realtest.Scratch, containers int) int {
 			pod = "kubepods.slice/kubepods-pod" + uid + ".slice"
 		}
 		add(pod)
-		for c := 0; c < containersPerPod; c++ {
+		for c := 0; c < perPod; c++ {
 			add(fmt.Sprintf("%s/cri-containerd-%056x%08x.scope", pod, p, c))
 		}
 	}

@@ -41,6 +41,9 @@ type Scanner struct {
 	// Meta names pods and containers and attaches cgroups that only a
 	// container ID or pod name identifies; may be nil.
 	Meta *metadata.Set
+	// Steady, when set (NewSteady), makes Scan a steady-state scan of a
+	// live host: the same Node, from fewer reads.
+	Steady *Steady
 }
 
 // Open reads the node's mounts and CPU count, and checks that the cgroup
@@ -152,6 +155,10 @@ func (s *Scanner) Scan(now time.Time) (*Node, error) {
 	}
 	n := &Node{Time: now, Version: s.Version, CPUs: s.CPUs, Tree: s.Places.Tree()}
 	r := stats.Reader{FS: s.FS, Places: s.Places}
+	if s.Steady != nil {
+		s.Steady.begin()
+		defer s.Steady.end()
+	}
 	root := &Cgroup{Path: base, Identity: layout.Root()}
 	if err := s.walk(n, r, root, 0, true); err != nil {
 		return nil, err
@@ -182,7 +189,7 @@ func (s *Scanner) readMeminfo(n *Node) {
 
 func (s *Scanner) walk(n *Node, r stats.Reader, c *Cgroup, depth int, isBase bool) error {
 	n.Cgroups++
-	names, err := s.FS.ReadDirs(joinClean(n.Tree, c.Path))
+	names, err := s.listChildren(n.Tree, c.Path)
 	if err != nil {
 		if isBase {
 			return fmt.Errorf("listing the cgroup tree: %w", err)
@@ -196,14 +203,14 @@ func (s *Scanner) walk(n *Node, r stats.Reader, c *Cgroup, depth int, isBase boo
 		// its siblings; only what is below it is unknown.
 		n.Errors = append(n.Errors, err)
 		var errs []error
-		c.Stats, errs = r.Read(c.Path, false)
+		c.Stats, errs = s.readStats(r, c.Path, false)
 		n.Errors = append(n.Errors, errs...)
 		return nil
 	}
 	var errs []error
 	// Threads directly in a non-leaf cgroup compete with its children on
 	// v1, so their count is needed there (and only there).
-	c.Stats, errs = r.Read(c.Path, !s.Places.V2 && len(names) > 0 && !isBase)
+	c.Stats, errs = s.readStats(r, c.Path, !s.Places.V2 && len(names) > 0 && !isBase)
 	n.Errors = append(n.Errors, errs...)
 	if depth >= MaxDepth {
 		n.Errors = append(n.Errors, fmt.Errorf("%s: deeper than %d levels, not walked further", c.Path, MaxDepth))
@@ -224,6 +231,22 @@ func (s *Scanner) walk(n *Node, r stats.Reader, c *Cgroup, depth int, isBase boo
 		}
 	}
 	return nil
+}
+
+// listChildren lists the child cgroups of cg in the walked hierarchy.
+func (s *Scanner) listChildren(tree, cg string) ([]string, error) {
+	if s.Steady != nil {
+		return s.Steady.list(s.FS, tree, cg)
+	}
+	return s.FS.ReadDirs(joinClean(tree, cg))
+}
+
+// readStats reads the Stats of cg.
+func (s *Scanner) readStats(r stats.Reader, cg string, withThreads bool) (stats.Stats, []error) {
+	if s.Steady != nil {
+		return s.Steady.read(r, cg, withThreads)
+	}
+	return r.Read(cg, withThreads)
 }
 
 // joinClean is path.Join(dir, rel) for the walk's paths. When dir is a

@@ -214,7 +214,9 @@ func (s *Scratch) cleanup() {
 			_ = c.Wait()
 		}
 	}
-	// Deepest first; processes may take a moment to leave their cgroups.
+	// Deepest first; processes may take a moment to leave their cgroups
+	// (seconds on a loaded machine: a killed task leaves its pids cgroup
+	// only when it is released).
 	dirs := slices.Clone(s.dirs)
 	slices.SortFunc(dirs, func(a, b string) int {
 		return strings.Count(b, "/") - strings.Count(a, "/") + boolInt(a == "") - boolInt(b == "")
@@ -223,7 +225,7 @@ func (s *Scratch) cleanup() {
 		for _, p := range s.Points {
 			full := path.Join(p, s.Name, rel)
 			var err error
-			for i := 0; i < 50; i++ {
+			for i := 0; i < 250; i++ {
 				err = s.Host.Rmdir(full)
 				if err == nil || errors.Is(err, fs.ErrNotExist) {
 					err = nil

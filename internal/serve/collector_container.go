@@ -26,9 +26,12 @@ type containerCollector struct{ s *Server }
 
 var _ prometheus.Collector = containerCollector{}
 
-func (containerCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{ownCtrCPU, ownCtrCores, ownCtrWS, ownCtrWeight, ownCtrGuar, ownCtrFair, ownCtrMisplaced} {
+func (c containerCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{ownCtrCPU, ownCtrCores, ownCtrWS, ownCtrWeight, ownCtrGuar, ownCtrMisplaced} {
 		ch <- d
+	}
+	if c.s.cfg.Demand {
+		ch <- ownCtrFair // filled only where demand is measured
 	}
 }
 

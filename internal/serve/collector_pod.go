@@ -30,9 +30,12 @@ type podCollector struct{ s *Server }
 
 var _ prometheus.Collector = podCollector{}
 
-func (podCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{ownPodCPU, ownPodCgroupCPU, ownPodCores, ownPodWS, ownPodRSS, ownPodWeight, ownPodGuar, ownPodFair, ownPodMisplaced} {
+func (c podCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{ownPodCPU, ownPodCgroupCPU, ownPodCores, ownPodWS, ownPodRSS, ownPodWeight, ownPodGuar, ownPodMisplaced} {
 		ch <- d
+	}
+	if c.s.cfg.Demand {
+		ch <- ownPodFair // filled only where demand is measured
 	}
 }
 

@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -8,12 +9,20 @@ import (
 )
 
 // TestEveryDeclaredSeriesIsEmitted: fed the seed-003 snapshot (two
-// samples: rates, thread times, meminfo) under the configuration serve
-// runs with (audit findings on), each of cgwarden's own collectors emits
-// every series it declares. A declared series no path fills (as the
+// samples: rates, thread times, meminfo) under the configurations serve
+// runs with (audit findings on; with and without --demand), each of
+// cgwarden's own collectors emits every series it declares. A declared series no path fills (as the
 // fair-share series were before one sample loop fed serve) fails here.
 func TestEveryDeclaredSeriesIsEmitted(t *testing.T) {
-	s := feedExampleTo(t, Config{NodeName: "k3s-node", Findings: AuditFindings}, "seed-003-k3s-spin", nil)
+	for _, demand := range []bool{false, true} {
+		t.Run(fmt.Sprintf("demand=%v", demand), func(t *testing.T) {
+			everyDeclaredSeriesIsEmitted(t, Config{NodeName: "k3s-node", Findings: AuditFindings, Demand: demand})
+		})
+	}
+}
+
+func everyDeclaredSeriesIsEmitted(t *testing.T, cfg Config) {
+	s := feedExampleTo(t, cfg, "seed-003-k3s-spin", nil)
 	for name, c := range map[string]prometheus.Collector{
 		"pod": podCollector{s}, "container": containerCollector{s}, "node": nodeCollector{s},
 	} {

@@ -84,20 +84,36 @@ func golden(t *testing.T, name, got string) {
 // stay, and TestBuildInfoMetric checks the sample.
 var volatile = regexp.MustCompile(`^((# (HELP|TYPE) )?(go_|process_|cgwarden_scan_duration_seconds)|cgwarden_build_info\{)`)
 
+// TestGoldenSeed003 serves seed 003 the way `cgwarden serve` does by
+// default (internal/cli's TestServeDefaultsMatchGolden checks that the
+// command's defaults give this configuration), and with --demand.
 func TestGoldenSeed003(t *testing.T) {
-	h := feedExample(t, "seed-003-k3s-spin", nil).Handler()
+	goldenSeed003(t, goldenConfig(), "seed-003")
+	demand := goldenConfig()
+	demand.Demand = true
+	goldenSeed003(t, demand, "seed-003-demand")
+}
+
+// goldenConfig is serve's configuration as the command builds it with no
+// flag given, for seed 003 (its node name).
+func goldenConfig() Config {
+	return Config{NodeName: "k3s-node", Findings: AuditFindings}
+}
+
+func goldenSeed003(t *testing.T, cfg Config, prefix string) {
+	h := feedExampleTo(t, cfg, "seed-003-k3s-spin", nil).Handler()
 
 	code, res, hdr := get(t, h, "/metrics/resource")
 	if code != 200 || hdr.Get("Content-Type") != resourceContentType {
 		t.Fatalf("/metrics/resource: %d %q", code, hdr.Get("Content-Type"))
 	}
-	golden(t, "seed-003.metrics-resource.txt", res)
+	golden(t, prefix+".metrics-resource.txt", res)
 
 	code, sum, _ := get(t, h, "/stats/summary?only_cpu_and_memory=true")
 	if code != 200 {
 		t.Fatalf("/stats/summary: %d %s", code, sum)
 	}
-	golden(t, "seed-003.stats-summary.json", sum)
+	golden(t, prefix+".stats-summary.json", sum)
 
 	code, own, _ := get(t, h, "/metrics")
 	if code != 200 {
@@ -109,7 +125,7 @@ func TestGoldenSeed003(t *testing.T) {
 			keep = append(keep, l)
 		}
 	}
-	golden(t, "seed-003.metrics.txt", strings.Join(keep, "\n"))
+	golden(t, prefix+".metrics.txt", strings.Join(keep, "\n"))
 }
 
 // /metrics names the build: version, commit and Go version, value 1.

@@ -81,9 +81,9 @@ func (s *ScannerSampler) Sample(now time.Time, meta *metadata.Set) (Scan, error)
 
 // FeedSamples serves samples that each carry their own tree (a
 // snapshot's), in order, through one inventory.Sampling: a two-sample
-// snapshot gives rates and the fair share.
+// snapshot gives rates and, with Config.Demand, the fair share.
 func (s *Server) FeedSamples(samples []cgroupfs.Sample, meta *metadata.Set) error {
-	smp := &inventory.Sampling{Meta: meta, Demand: true}
+	smp := &inventory.Sampling{Meta: meta, Demand: s.cfg.Demand}
 	for _, one := range samples {
 		sc, err := inventory.Open(one.FS)
 		if err != nil {
@@ -113,8 +113,13 @@ type Config struct {
 	// (AuditFindings); nil leaves cgwarden_audit_findings out.
 	Findings func(*inventory.Node, *metadata.Set) []FindingCount
 	// Collectors are served on /metrics beside cgwarden's own (the weight
-	// holder's).
+	// holder's, the steady-state scan's).
 	Collectors []prometheus.Collector
+	// Demand computes the demand-aware fair share of snapshots fed
+	// (FeedSamples), as ScannerSampler.Demand does for live scans: serve's
+	// --demand sets both. Without it the cgwarden_*_cpu_fair_cores series
+	// are not served.
+	Demand bool
 }
 
 // FindingCount is the number of audit findings of one rule and severity.

@@ -26,6 +26,11 @@ func (e *FileError) Unwrap() error { return e.Err }
 type Reader struct {
 	FS     cgroupfs.FS
 	Places mounts.Places
+	// Counters, when set, reads the files whose content changes by
+	// itself (usage, memory.stat, pids.current, cgroup.procs, ...): a
+	// steady-state scan keeps them open (cgroupfs.Kept). FS reads the
+	// rest, and everything when Counters is nil.
+	Counters cgroupfs.FS
 }
 
 // reading accumulates one cgroup's read.
@@ -34,14 +39,25 @@ type reading struct {
 	cgroup string
 	errs   []error
 	found  int // files read successfully
+	// counting is set while counter files are read (see Reader.Counters).
+	counting bool
 }
 
 func (x *reading) file(mount, name string) (string, bool) {
 	if mount == "" {
 		return "", false // controller not mounted: unknown, not an error
 	}
+	if x.counting && x.r.Counters != nil {
+		if pr, ok := x.r.Counters.(cgroupfs.PartsReader); ok {
+			return x.parts(pr, mount, name)
+		}
+	}
+	fsys := x.r.FS
+	if x.counting && x.r.Counters != nil {
+		fsys = x.r.Counters
+	}
 	p := filePath(mount, x.cgroup, name)
-	b, err := x.r.FS.ReadFile(p)
+	b, err := fsys.ReadFile(p)
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
 			x.errs = append(x.errs, &FileError{p, err})
@@ -50,6 +66,19 @@ func (x *reading) file(mount, name string) (string, bool) {
 	}
 	x.found++
 	return string(b), true
+}
+
+// parts reads a counter file through a PartsReader (no path joined).
+func (x *reading) parts(pr cgroupfs.PartsReader, mount, name string) (string, bool) {
+	t, err := pr.ReadParts(mount, x.cgroup, name)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			x.errs = append(x.errs, &FileError{filePath(mount, x.cgroup, name), err})
+		}
+		return "", false
+	}
+	x.found++
+	return t, true
 }
 
 // filePath is path.Join(mount, cgroup, name). The common case (a clean
@@ -89,29 +118,97 @@ func uintField(x *reading, mount, name string) *uint64 {
 // *FileError. withThreads asks for the v1 thread count (tasks), which only
 // non-leaf cgroups need.
 func (r Reader) Read(cgroup string, withThreads bool) (Stats, []error) {
+	return r.ReadKnown(cgroup, withThreads, nil)
+}
+
+// ReadKnown is Read that takes the cgroup's settings (see Settings) from
+// known instead of reading them, when known is not nil: a steady-state
+// scan reads settings only when they can have changed. A cgroup found
+// gone has no settings, as with Read.
+func (r Reader) ReadKnown(cgroup string, withThreads bool, known *Settings) (Stats, []error) {
 	x := &reading{r: r, cgroup: cgroup}
 	var s Stats
+	if known == nil {
+		if r.Places.V2 {
+			x.settingsV2(&s)
+		} else {
+			x.settingsV1(&s)
+		}
+	}
+	x.counting = true
 	if r.Places.V2 {
-		x.readV2(&s)
+		x.countersV2(&s)
 	} else {
-		x.readV1(&s, withThreads)
+		x.countersV1(&s, withThreads)
 	}
 	// Gone only when every file was simply missing: a cgroup whose files
 	// exist but cannot be read (EACCES, EIO) is there, its figures unknown.
 	if x.found == 0 && len(x.errs) == 0 {
 		s.Gone = true
+	} else if known != nil {
+		s.setSettings(*known)
 	}
 	return s, x.errs
 }
 
+// Settings are the figures of a cgroup that change only when someone
+// writes them: its weight, CPU quota and period, idle flag, memory and pid
+// limits.
+type Settings struct {
+	Weight     *uint64
+	QuotaUs    *int64
+	PeriodUs   *uint64
+	Idle       *int64
+	LimitBytes *int64
+	PidsMax    *int64
+}
+
+// Settings returns the settings part of s.
+func (s *Stats) Settings() Settings {
+	return Settings{Weight: s.CPU.Weight, QuotaUs: s.CPU.QuotaUs, PeriodUs: s.CPU.PeriodUs, Idle: s.CPU.Idle,
+		LimitBytes: s.Memory.LimitBytes, PidsMax: s.Pids.Max}
+}
+
+func (s *Stats) setSettings(k Settings) {
+	s.CPU.Weight, s.CPU.QuotaUs, s.CPU.PeriodUs, s.CPU.Idle = k.Weight, k.QuotaUs, k.PeriodUs, k.Idle
+	s.Memory.LimitBytes, s.Pids.Max = k.LimitBytes, k.PidsMax
+}
+
+// IsSettingsFile reports whether a cgroup file holds one of the Settings
+// (or, like cpu.weight.nice, writes one), so that a write to it means
+// they must be read again.
+func IsSettingsFile(name string) bool {
+	switch name {
+	case "cpu.shares", "cpu.cfs_quota_us", "cpu.cfs_period_us", "cpu.idle", "memory.limit_in_bytes", "pids.max",
+		"cpu.weight", "cpu.weight.nice", "cpu.max", "memory.max":
+		return true
+	}
+	return false
+}
+
+// noTasks reports whether pids.current, read before, says that no task
+// is in the cgroup or below it (it counts every task of the subtree, and
+// zombies until reaped): its process and thread lists are then empty
+// without being read. Being hierarchical, it spares only the lists of
+// empty subtrees (stopped containers, leftovers, idle tiers), never a
+// list that could hold a process.
+func noTasks(s *Stats) bool {
+	return s.Pids.Current != nil && *s.Pids.Current == 0
+}
+
 func (x *reading) procs(mount string, s *Stats) {
+	if noTasks(s) {
+		zero := 0
+		s.Procs = &zero
+		return
+	}
 	if t, ok := x.file(mount, "cgroup.procs"); ok {
 		n := CountLines(t)
 		s.Procs = &n
 	}
 }
 
-func (x *reading) readV1(s *Stats, withThreads bool) {
+func (x *reading) settingsV1(s *Stats) {
 	p := x.r.Places
 	s.CPU.Weight = uintField(x, p.CPU, "cpu.shares")
 	if t, ok := x.file(p.CPU, "cpu.cfs_quota_us"); ok {
@@ -132,6 +229,18 @@ func (x *reading) readV1(s *Stats, withThreads bool) {
 			s.CPU.Idle = &v
 		}
 	}
+	if t, ok := x.file(p.Memory, "memory.limit_in_bytes"); ok {
+		if v, err := ParseV1MemoryLimit(t); err != nil {
+			x.fail(p.Memory, "memory.limit_in_bytes", err)
+		} else {
+			s.Memory.LimitBytes = &v
+		}
+	}
+	x.pidsMax(p.Pids, s)
+}
+
+func (x *reading) countersV1(s *Stats, withThreads bool) {
+	p := x.r.Places
 	if t, ok := x.file(p.CPU, "cpu.stat"); ok {
 		if err := parseThrottling(t, &s.CPU); err != nil {
 			x.fail(p.CPU, "cpu.stat", err)
@@ -145,13 +254,6 @@ func (x *reading) readV1(s *Stats, withThreads bool) {
 	}
 
 	s.Memory.UsageBytes = uintField(x, p.Memory, "memory.usage_in_bytes")
-	if t, ok := x.file(p.Memory, "memory.limit_in_bytes"); ok {
-		if v, err := ParseV1MemoryLimit(t); err != nil {
-			x.fail(p.Memory, "memory.limit_in_bytes", err)
-		} else {
-			s.Memory.LimitBytes = &v
-		}
-	}
 	if t, ok := x.file(p.Memory, "memory.stat"); ok {
 		if err := parseMemoryStat(t, &s.Memory, false); err != nil {
 			x.fail(p.Memory, "memory.stat", err)
@@ -160,9 +262,16 @@ func (x *reading) readV1(s *Stats, withThreads bool) {
 	workingSet(&s.Memory)
 
 	s.Pids.Current = uintField(x, p.Pids, "pids.current")
-	x.pidsMax(p.Pids, s)
+	// v1 keeps the pid list of cgroup.procs and tasks for a second after
+	// a read and hands it to the next read on the same open file
+	// (cgroup_pidlist_start), so a kept descriptor could see processes
+	// that have left; a fresh open always loads the list again.
+	x.counting = false
 	x.procs(p.CPU, s)
-	if withThreads {
+	if withThreads && noTasks(s) {
+		zero := 0
+		s.Threads = &zero
+	} else if withThreads {
 		if t, ok := x.file(p.CPU, "tasks"); ok {
 			n := CountLines(t)
 			s.Threads = &n
@@ -180,7 +289,7 @@ func (x *reading) pidsMax(mount string, s *Stats) {
 	}
 }
 
-func (x *reading) readV2(s *Stats) {
+func (x *reading) settingsV2(s *Stats) {
 	u := x.r.Places.Unified
 	s.CPU.Weight = uintField(x, u, "cpu.weight")
 	if t, ok := x.file(u, "cpu.max"); ok {
@@ -197,12 +306,6 @@ func (x *reading) readV2(s *Stats) {
 			s.CPU.Idle = &v
 		}
 	}
-	if t, ok := x.file(u, "cpu.stat"); ok {
-		if err := parseCPUStatV2(t, &s.CPU); err != nil {
-			x.fail(u, "cpu.stat", err)
-		}
-	}
-	s.Memory.UsageBytes = uintField(x, u, "memory.current")
 	if t, ok := x.file(u, "memory.max"); ok {
 		if v, err := ParseMax(t); err != nil {
 			x.fail(u, "memory.max", err)
@@ -210,6 +313,17 @@ func (x *reading) readV2(s *Stats) {
 			s.Memory.LimitBytes = &v
 		}
 	}
+	x.pidsMax(u, s)
+}
+
+func (x *reading) countersV2(s *Stats) {
+	u := x.r.Places.Unified
+	if t, ok := x.file(u, "cpu.stat"); ok {
+		if err := parseCPUStatV2(t, &s.CPU); err != nil {
+			x.fail(u, "cpu.stat", err)
+		}
+	}
+	s.Memory.UsageBytes = uintField(x, u, "memory.current")
 	if t, ok := x.file(u, "memory.stat"); ok {
 		if err := parseMemoryStat(t, &s.Memory, true); err != nil {
 			x.fail(u, "memory.stat", err)
@@ -217,7 +331,6 @@ func (x *reading) readV2(s *Stats) {
 	}
 	workingSet(&s.Memory)
 	s.Pids.Current = uintField(x, u, "pids.current")
-	x.pidsMax(u, s)
 	var pr Pressure
 	for _, f := range []struct {
 		name string
