@@ -128,11 +128,15 @@ func TestAgentRidesOutAPIServerOutage(t *testing.T) {
 	// Resync: a pod made after the outage is served by its name (names come
 	// from the agent's pod informer).
 	after := e.runPod(t, ns, "after", "exec sleep 3600")
+	running := time.Now()
+	// client-go's informer lists again after its back-off (up to 30 s
+	// after failures), so allow a minute.
 	poll(t, 60*time.Second, "the agent serving the pod made after the outage", func() (bool, string, error) {
 		code, body := get("/stats/summary")
 		return code == 200 && podNamed.MatchString(body), fmt.Sprintf("%d", code), nil
 	})
-	t.Logf("the agent served pod %s %v after the API server was back", after.Name, time.Since(back).Round(100*time.Millisecond))
+	t.Logf("pod %s made after the outage: running %v after the API server was back, served by name by the agent %v after that",
+		after.Name, running.Sub(back).Round(100*time.Millisecond), time.Since(running).Round(100*time.Millisecond))
 
 	// The log: no message repeated in the outage, and the outage said.
 	logs, err := runKubectl(e, "logs", "-n", "cgwarden-system", "ds/cgwarden", "--timestamps")
