@@ -23,6 +23,12 @@ const Component = "cgwarden"
 // MaxPerScan bounds the finding Events of one scan.
 const MaxPerScan = 20
 
+// ForgetAfter is how many scans in a row a finding must be absent from
+// before it is gone: one that comes back sooner is the same finding (a
+// scan in the middle of a repair, or of a runtime's own change, can miss
+// it once), not a new one to report again.
+const ForgetAfter = 3
+
 // Notifier turns findings and fixes into Events.
 type Notifier struct {
 	rec  record.EventRecorder
@@ -30,8 +36,10 @@ type Notifier struct {
 	log  *slog.Logger
 	max  int
 
-	mu   sync.Mutex
-	seen map[string]bool
+	mu sync.Mutex
+	// seen holds the reported findings, with the scans in a row each has
+	// been absent from.
+	seen map[string]int
 	pods map[string]*inventory.Pod // by UID, from the last scan
 	// pending are fixes for pods no scan has named yet (a fix applied
 	// before the first scan): reported at the next scan.
@@ -58,7 +66,7 @@ func NewWithRecorder(rec record.EventRecorder, node string, log *slog.Logger) *N
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Notifier{rec: rec, node: node, log: log.With("component", "events"), max: MaxPerScan, seen: map[string]bool{}, pods: map[string]*inventory.Pod{}}
+	return &Notifier{rec: rec, node: node, log: log.With("component", "events"), max: MaxPerScan, seen: map[string]int{}, pods: map[string]*inventory.Pod{}}
 }
 
 // Reason is a rule's Event reason: "misplaced-container" → "MisplacedContainer".
@@ -107,9 +115,12 @@ func (n *Notifier) Findings(node *inventory.Node, r *audit.Report) {
 	sent := 0
 	var unsent []string
 	for _, f := range r.Findings {
-		key := f.Rule + "\x00" + f.Subject.String() + "\x00" + f.Subject.Cgroup
+		key := findingKey(f)
+		if now[key] {
+			continue // the same subject twice in one scan: one Event
+		}
 		now[key] = true
-		if n.seen[key] {
+		if _, ok := n.seen[key]; ok {
 			continue
 		}
 		if sent == n.max {
@@ -140,7 +151,30 @@ func (n *Notifier) Findings(node *inventory.Node, r *audit.Report) {
 			delete(now, k)
 		}
 	}
-	n.seen = now
+	for k := range n.seen {
+		if !now[k] {
+			if n.seen[k]++; n.seen[k] >= ForgetAfter {
+				delete(n.seen, k)
+			}
+		}
+	}
+	for k := range now {
+		n.seen[k] = 0
+	}
+}
+
+// findingKey is what makes a finding the same from one scan to the next:
+// its rule and what it is about by identity — pod UID and container ID —
+// not by the names a scan knew (a container's name can be unknown in one
+// scan and known in the next) nor by its cgroup (a container being
+// adopted is found at its old place, then its new one). Findings about
+// no pod (a tier, a cgroup) are keyed by their subject and cgroup.
+func findingKey(f audit.Finding) string {
+	s := f.Subject
+	if s.PodUID != "" {
+		return f.Rule + "\x00" + s.Kind + "\x00" + s.PodUID + "\x00" + s.ContainerID
+	}
+	return f.Rule + "\x00" + s.String() + "\x00" + s.Cgroup
 }
 
 // Fixed reports a fix applied for a pod (by UID; the node when the pod is

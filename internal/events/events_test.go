@@ -52,11 +52,21 @@ func TestNoStormAndNoRepeats(t *testing.T) {
 	if got := drain(rec); len(got) != 0 {
 		t.Fatalf("the same findings again gave Events: %q", got)
 	}
-	// A finding that goes away and comes back is new again.
-	n.Findings(node, &audit.Report{Findings: r.Findings[:2]})
+	// A finding missed by fewer than ForgetAfter scans in a row is the
+	// same finding; one gone for ForgetAfter scans and back is new again.
+	for i := 0; i < ForgetAfter-1; i++ {
+		n.Findings(node, &audit.Report{Findings: r.Findings[:2]})
+	}
+	n.Findings(node, r)
+	if got := drain(rec); len(got) != 0 {
+		t.Fatalf("a finding missed by %d scans: %q, want no Event", ForgetAfter-1, got)
+	}
+	for i := 0; i < ForgetAfter; i++ {
+		n.Findings(node, &audit.Report{Findings: r.Findings[:2]})
+	}
 	n.Findings(node, r)
 	if got := drain(rec); len(got) != 1 {
-		t.Fatalf("a finding back again: %q", got)
+		t.Fatalf("a finding back after %d scans: %q, want one Event", ForgetAfter, got)
 	}
 
 	rec = record.NewFakeRecorder(1000)
@@ -105,5 +115,34 @@ func TestFixBeforeFirstScan(t *testing.T) {
 	got := drain(rec)
 	if len(got) != 1 || !strings.HasPrefix(got[0], "Normal CgwardenSizeBlindWeightsFixed set cpu.shares 2 → 4096") {
 		t.Fatalf("after the scan: %q", got)
+	}
+}
+
+// A finding is the same from scan to scan by its pod's UID and its
+// container's ID, whatever the scan knew of names and wherever the
+// container's cgroup was: seen in the cluster lane, where a scan in the
+// middle of adopting 100 containers named some of them differently, and
+// 11 pods got their MisplacedContainer Event twice.
+func TestSameFindingByIdentity(t *testing.T) {
+	rec := record.NewFakeRecorder(100)
+	n := NewWithRecorder(rec, "node-1", nil)
+	uid, id := "00000000-0000-0000-0000-000000000001", "c339025b3f0d9bec908636b49764fbca659636f54ad45c2eddd281049eb4df00"
+	node := &inventory.Node{Pods: []*inventory.Pod{{UID: uid, Name: "app", Namespace: "default"}}}
+	finding := func(name, cgroup string) *audit.Report {
+		return &audit.Report{Findings: []audit.Finding{{Rule: audit.RuleMisplacedContainer, Severity: audit.Error,
+			Subject: audit.Subject{Kind: "container", PodUID: uid, PodName: "app", Namespace: "default", Container: name, ContainerID: id, Cgroup: cgroup},
+			Message: "Container outside its pod."}}}
+	}
+	n.Findings(node, finding("", "/kubepods-besteffort-pod00000000_0000_0000_0000_000000000001.slice:cri-containerd:"+id))
+	n.Findings(node, finding("main", "/kubepods/besteffort/pod"+uid+"/"+id))
+	if got := drain(rec); len(got) != 1 {
+		t.Fatalf("one finding named two ways: %q, want one Event", got)
+	}
+	// Another container of the pod is another finding.
+	other := finding("side", "/x")
+	other.Findings[0].Subject.ContainerID = "d" + id[1:]
+	n.Findings(node, &audit.Report{Findings: append(finding("main", "/y").Findings, other.Findings...)})
+	if got := drain(rec); len(got) != 1 {
+		t.Fatalf("a second container's finding: %q, want one Event", got)
 	}
 }

@@ -216,6 +216,10 @@ func (s *Scanner) walk(n *Node, r stats.Reader, c *Cgroup, depth int, isBase boo
 		n.Errors = append(n.Errors, fmt.Errorf("%s: deeper than %d levels, not walked further", c.Path, MaxDepth))
 		return nil
 	}
+	// Every child is named before any is walked, so the kubelet root
+	// nearest the top wins: /kubepods is claimed before a kubepods.slice
+	// nested in an earlier sibling (a test's scratch tree, a nested
+	// cluster's) is met, whatever the names' order.
 	c.Children = make([]*Cgroup, 0, len(names))
 	for _, name := range names {
 		ch := &Cgroup{Path: joinClean(c.Path, name), Identity: layout.Child(c.Identity, name), Parent: c}
@@ -226,6 +230,8 @@ func (s *Scanner) walk(n *Node, r stats.Reader, c *Cgroup, depth int, isBase boo
 			ch.Identity = layout.Identity{Kind: layout.Foreign, Shape: "second-kubepods-root"}
 		}
 		c.Children = append(c.Children, ch)
+	}
+	for _, ch := range c.Children {
 		if err := s.walk(n, r, ch, depth+1, false); err != nil {
 			return err
 		}

@@ -450,3 +450,34 @@ func TestAttachOutsideShapes(t *testing.T) {
 		t.Errorf("%d containers, want 3", len(p.Containers))
 	}
 }
+
+// The kubelet's root at the top wins over a kubelet-shaped tree nested in
+// a cgroup whose name sorts first (seen in the cluster lane: the agent
+// took a host test's scratch /cgwarden-test-<hex>/kubepods.slice for the
+// kubelet's root, adopted the scratch's misplaced container and left the
+// node's own alone).
+func TestTopKubeRootWins(t *testing.T) {
+	const (
+		uid  = "0f3c4d2a-8b1e-4f6a-9c7d-2e5b8a1f0c3d"
+		fake = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"
+	)
+	m := memFS{
+		"/proc/self/mountinfo":           "35 24 0:30 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n",
+		"/sys/devices/system/cpu/online": "0-3\n",
+		"/sys/fs/cgroup/cgwarden-test-1a2b3c4d/kubepods.slice/kubepods-pod" + strings.ReplaceAll(fake, "-", "_") + ".slice/cpu.weight": "100\n",
+		"/sys/fs/cgroup/kubepods/besteffort/pod" + uid + "/cpu.weight":                                                                 "1\n",
+	}
+	n := scanMem(t, m)
+	if n.KubeRoot == nil || n.KubeRoot.Path != "/kubepods" || n.Driver != layout.Cgroupfs {
+		t.Fatalf("kubelet root %+v (driver %s), want /kubepods (cgroupfs)", n.KubeRoot, n.Driver)
+	}
+	if n.Pod(uid) == nil {
+		t.Errorf("the node's pod is not found")
+	}
+	if n.Pod(fake) != nil {
+		t.Errorf("the nested tree's pod is taken for one of the node's")
+	}
+	if nested := n.Find("/cgwarden-test-1a2b3c4d/kubepods.slice"); nested == nil || nested.Identity.Shape != "second-kubepods-root" {
+		t.Errorf("the nested root: %+v", nested)
+	}
+}

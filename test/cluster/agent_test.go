@@ -336,6 +336,12 @@ func compareWithKubelet(t *testing.T, e *env, ns string, agent, kubeletGet func(
 	// cgroup holds a few MiB (seen here; cgwarden reads the cgroup).
 	t.Logf("pod %s working set: agent %.0f, kubelet %.0f bytes", key, ours[key].ws, theirs[key].ws)
 	// /metrics/resource: the same container series (names and labels).
+	// Swap series are the kubelet's alone for now: cgwarden reads no swap
+	// files. The kubelet v1.37 serves container_swap_usage_bytes and
+	// container_swap_limit_bytes (and pod_ and node_swap_usage_bytes) on
+	// this node too, which has no swap: all 0. They are named in the log,
+	// not compared.
+	swap := map[string]bool{}
 	series := func(body string) map[string]bool {
 		out := map[string]bool{}
 		for _, l := range strings.Split(body, "\n") {
@@ -343,9 +349,8 @@ func compareWithKubelet(t *testing.T, e *env, ns string, agent, kubeletGet func(
 				continue
 			}
 			name, _, _ := strings.Cut(l, " ")
-			// Swap series are the kubelet's alone for now (cgwarden reads
-			// no swap files).
 			if strings.HasPrefix(name, "container_swap_") {
+				swap[name] = true
 				continue
 			}
 			out[name] = true
@@ -366,5 +371,8 @@ func compareWithKubelet(t *testing.T, e *env, ns string, agent, kubeletGet func(
 	}
 	if len(k) == 0 {
 		t.Errorf("/metrics/resource: no container series of %s from the kubelet", ns)
+	}
+	if len(swap) > 0 {
+		t.Logf("/metrics/resource: swap series not compared (cgwarden serves none yet): %v", swap)
 	}
 }

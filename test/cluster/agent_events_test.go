@@ -1,0 +1,172 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// manyPods is how many misplaced pods TestAgentEventsBounded makes at
+// once (CGWARDEN_CLUSTER_MANY_PODS overrides it, e.g. for a smaller
+// machine; the kubelet's default limit is 110 pods).
+func manyPods(t *testing.T) int {
+	if s := os.Getenv("CGWARDEN_CLUSTER_MANY_PODS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 105 {
+			t.Fatalf("CGWARDEN_CLUSTER_MANY_PODS=%q: want 1..105", s)
+		}
+		return n
+	}
+	return 100
+}
+
+// eventTally counts the Events cgwarden made about the test's pods, by
+// pod and reason (Event.Count summed: the correlator aggregates a repeat
+// into the count of the first), and those it made on the node since a
+// time, by reason.
+type eventTally struct {
+	byPodReason map[string]int
+	byReason    map[string]int // the pods', all together
+	node        map[string]int // on the node
+	total       int
+	repeats     []string // Events of a pod and reason seen more than once
+}
+
+func (e *env) tallyEvents(t *testing.T, ns string, since time.Time) eventTally {
+	t.Helper()
+	ctx := context.Background()
+	out := eventTally{byPodReason: map[string]int{}, byReason: map[string]int{}, node: map[string]int{}}
+	evs, err := e.cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string][]string{}
+	for _, ev := range evs.Items {
+		if ev.Source.Component != "cgwarden" || ev.InvolvedObject.Kind != "Pod" {
+			continue
+		}
+		n := max(int(ev.Count), 1)
+		k := ev.InvolvedObject.Name + " " + ev.Reason
+		out.byPodReason[k] += n
+		out.byReason[ev.Reason] += n
+		out.total += n
+		seen[k] = append(seen[k], fmt.Sprintf("count %d, first %s, last %s: %.200s", ev.Count,
+			ev.FirstTimestamp.Format(time.TimeOnly), ev.LastTimestamp.Format(time.TimeOnly), ev.Message))
+	}
+	for k, n := range out.byPodReason {
+		if n > 1 {
+			out.repeats = append(out.repeats, k+":\n\t"+strings.Join(seen[k], "\n\t"))
+		}
+	}
+	sort.Strings(out.repeats)
+	// Node Events go to the default namespace (the kubelet's convention).
+	nodeEvs, err := e.cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=Node"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range nodeEvs.Items {
+		if ev.Source.Component == "cgwarden" && !ev.LastTimestamp.Time.Before(since.Truncate(time.Second)) {
+			n := max(int(ev.Count), 1)
+			out.node[ev.Reason] += n
+			out.total += n
+		}
+	}
+	return out
+}
+
+// TestAgentEventsBounded: 100 pods misplaced at once (a Deployment of 100
+// tiny sleep containers under the misplace runtime), then the agent with
+// --events in fix mode. internal/events promises: a finding is reported
+// when it first appears, never at every scan; at most 20 (MaxPerScan)
+// finding Events per scan and one ManyFindings Event on the node for the
+// rest; and each applied fix one Event on its pod. So: for each pod at
+// most one Event per finding's reason and exactly one
+// CgwardenMisplacedContainerFixed (each container is adopted once); at
+// most one ManyFindings per 20 finding Events (a scan that sends one has
+// sent 20); and once the Events have settled, nothing new for four more
+// intervals.
+func TestAgentEventsBounded(t *testing.T) {
+	e := cluster(t)
+	importAgentImage(t)
+	root, _ := cgroupRoot()
+	n := manyPods(t)
+	ns := e.namespace(t)
+	start := time.Now()
+	e.misplacedDeployment(t, ns, "many", int32(n), "exec sleep 3600")
+	pods := e.runningPods(t, ns, "many", n, 8*time.Minute)
+	t.Logf("%d misplaced pods running %v after the Deployment was made", n, time.Since(start).Round(time.Second))
+	for _, p := range pods {
+		if len(procs(root+"/"+literalName(string(p.UID), containerID(p)))) == 0 {
+			t.Fatalf("pod %s is not misplaced", p.Name)
+		}
+	}
+	t.Cleanup(func() {
+		// Wait for the pods to go, so that the next test does not share
+		// the node with 100 pods being torn down.
+		from := time.Now()
+		_ = e.cs.AppsV1().Deployments(ns).Delete(context.Background(), "many", metav1.DeleteOptions{})
+		poll(t, 5*time.Minute, "the many pods gone", func() (bool, string, error) {
+			l, err := e.cs.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
+			if err != nil {
+				return false, "", err
+			}
+			return len(l.Items) == 0, fmt.Sprintf("%d left", len(l.Items)), nil
+		})
+		t.Logf("the %d pods deleted in %v", n, time.Since(from).Round(time.Second))
+	})
+
+	installed := time.Now()
+	_, ready, _ := e.installAgent(t, "testdata/agent-adopt")
+	poll(t, 3*time.Minute, "every pod adopted", func() (bool, string, error) {
+		left := 0
+		for _, p := range pods {
+			if ok, _ := adopted(root, p, containerID(p)); !ok {
+				left++
+			}
+		}
+		return left == 0, fmt.Sprintf("%d not adopted", left), nil
+	})
+	t.Logf("all %d adopted %v after the agent was Ready", n, time.Since(ready).Round(100*time.Millisecond))
+
+	// The Events settle: the same total over three intervals (at most 20
+	// finding Events per scan spread 2 findings × 100 pods over ten scans).
+	var settled eventTally
+	stable, last := 0, -1
+	poll(t, 4*time.Minute, "the Events settled", func() (bool, string, error) {
+		settled = e.tallyEvents(t, ns, installed)
+		if settled.total == last {
+			stable++
+		} else {
+			stable, last = 0, settled.total
+		}
+		time.Sleep(agentInterval - time.Second)
+		return stable >= 3, fmt.Sprintf("%d Events", settled.total), nil
+	})
+	settledAt := time.Since(ready).Round(time.Second)
+	time.Sleep(4 * agentInterval)
+	after := e.tallyEvents(t, ns, installed)
+	if after.total != settled.total {
+		t.Errorf("Events kept coming: %d, then %d after %v more", settled.total, after.total, 4*agentInterval)
+	}
+	for _, p := range pods {
+		if fx := after.byPodReason[p.Name+" CgwardenMisplacedContainerFixed"]; fx != 1 {
+			t.Errorf("pod %s: %d CgwardenMisplacedContainerFixed Events, want 1 (its container was adopted once)", p.Name, fx)
+		}
+	}
+	for _, r := range after.repeats {
+		t.Errorf("an Event repeated: %s", r)
+	}
+	findings := after.total - after.byReason["CgwardenMisplacedContainerFixed"] - after.node["ManyFindings"]
+	if many := after.node["ManyFindings"]; many > findings/20 {
+		t.Errorf("%d ManyFindings Events on the node for %d finding Events, want at most one per 20", many, findings)
+	}
+	t.Logf("%d pods misplaced at once: %d Events in all, settled %v after the agent was Ready; on the pods %v; on the node %v; none new in the %v after",
+		n, after.total, settledAt, after.byReason, after.node, 4*agentInterval)
+}

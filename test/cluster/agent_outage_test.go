@@ -1,0 +1,273 @@
+package cluster
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	authnv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// outage is how long the API server stays down.
+const outage = 30 * time.Second
+
+// TestAgentRidesOutAPIServerOutage: the agent in fix mode with a
+// misplaced pod; the API server is stopped for 30 s (scripts/cluster
+// apiserver stop, then start: the process goes, as in a crash or a
+// control-plane upgrade, and comes back with the same flags and etcd).
+// Meanwhile the agent keeps serving (/metrics/resource and /stats/summary
+// answer a token it checked before), keeps fixing (a container killed
+// during the outage is restarted by the kubelet, which needs no API
+// server for that, and the agent adopts the new one from its last pod
+// list), logs the outage without repeating itself (no message twice in
+// the outage's log), and resyncs after (a pod made after the outage is
+// served by name).
+func TestAgentRidesOutAPIServerOutage(t *testing.T) {
+	e := cluster(t)
+	ctx := context.Background()
+	importAgentImage(t)
+	root, _ := cgroupRoot()
+	ns := e.namespace(t)
+	e.misplacedDeployment(t, ns, "busy", 1, burner)
+	var p *corev1.Pod
+	for _, q := range e.runningPods(t, ns, "busy", 1, 120*time.Second) {
+		p = q
+	}
+	_, _, _ = e.installAgent(t, "testdata/agent-adopt")
+	id := containerID(p)
+	waitAdopted(t, root, p, id, 60*time.Second)
+
+	get := e.agentReader(t, ns)
+	for _, path := range []string{"/metrics/resource", "/stats/summary"} {
+		if code, body := get(path); code != 200 {
+			t.Fatalf("before the outage, GET %s: %d %.200s", path, code, body)
+		}
+	}
+
+	// The outage.
+	cluster := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("../../scripts/cluster", args...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("scripts/cluster %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	down := time.Now()
+	cluster("apiserver", "stop")
+	stopped := true
+	t.Cleanup(func() {
+		if stopped {
+			cluster("apiserver", "start")
+		}
+	})
+	if _, err := e.cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); err == nil {
+		t.Fatal("the API server still answers after scripts/cluster apiserver stop")
+	}
+	t.Logf("API server stopped in %v", time.Since(down).Round(100*time.Millisecond))
+
+	// Serving.
+	for _, path := range []string{"/metrics/resource", "/stats/summary"} {
+		if code, body := get(path); code != 200 {
+			t.Errorf("during the outage, GET %s: %d %.200s", path, code, body)
+		}
+	}
+	// Fixing: the container killed, restarted by the kubelet into a new
+	// literal cgroup (found by the pod's UID: no pod status to read now),
+	// and adopted.
+	for _, pid := range procs(filepath.Join(root, "kubepods", "besteffort", "pod"+string(p.UID), id)) {
+		_ = syscall.Kill(atoi(pid), syscall.SIGKILL)
+	}
+	killed := time.Now()
+	var newID string
+	var seen time.Time
+	deadline := time.Now().Add(outage - 5*time.Second)
+	for newID == "" && time.Now().Before(deadline) {
+		for _, l := range literalsOf(t, map[string]bool{string(p.UID): true}) {
+			if c := l[strings.LastIndex(l, ":")+1:]; c != id && !strings.HasPrefix(l, "/sys/fs/cgroup/unified") {
+				newID, seen = c, time.Now()
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if newID == "" {
+		t.Fatalf("the kubelet did not restart the killed container within %v of the outage", outage-5*time.Second)
+	}
+	at := waitAdopted(t, root, p, newID, agentInterval+adoptionSlack+5*time.Second)
+	t.Logf("during the outage: container killed; restarted by the kubelet %v later (%.12s); adopted %v after its cgroup appeared",
+		seen.Sub(killed).Round(100*time.Millisecond), newID, at.Sub(seen).Round(100*time.Millisecond))
+	if d := at.Sub(seen); d > agentInterval+adoptionSlack {
+		t.Errorf("during the outage, the restarted container was adopted %v after it appeared, want within one interval (%v + %v)", d, agentInterval, adoptionSlack)
+	}
+	time.Sleep(time.Until(down.Add(outage)))
+	for _, path := range []string{"/metrics/resource", "/stats/summary"} {
+		if code, body := get(path); code != 200 {
+			t.Errorf("late in the outage, GET %s: %d %.200s", path, code, body)
+		}
+	}
+
+	upAt := time.Now()
+	cluster("apiserver", "start")
+	stopped = false
+	back := time.Now()
+	t.Logf("API server down %v in all (stopped for %v, then %v to start and be ready)", back.Sub(down).Round(100*time.Millisecond),
+		upAt.Sub(down).Round(100*time.Millisecond), back.Sub(upAt).Round(100*time.Millisecond))
+
+	// Resync: a pod made after the outage is served by its name (names come
+	// from the agent's pod informer).
+	after := e.runPod(t, ns, "after", "exec sleep 3600")
+	running := time.Now()
+	// client-go's informer lists again after its back-off (up to 30 s
+	// after failures), so allow a minute.
+	poll(t, 60*time.Second, "the agent serving the pod made after the outage", func() (bool, string, error) {
+		code, body := get("/stats/summary")
+		return code == 200 && podNamed.MatchString(body), fmt.Sprintf("%d", code), nil
+	})
+	t.Logf("pod %s made after the outage: running %v after the API server was back, served by name by the agent %v after that",
+		after.Name, running.Sub(back).Round(100*time.Millisecond), time.Since(running).Round(100*time.Millisecond))
+
+	// The log: no message repeated in the outage, and the outage said.
+	logs, err := runKubectl(e, "logs", "-n", "cgwarden-system", "ds/cgwarden", "--timestamps")
+	if err != nil {
+		t.Fatalf("kubectl logs: %v\n%s", err, logs)
+	}
+	window := linesBetween(logs, down, time.Now())
+	t.Logf("the agent's log from the outage's start to the resync (%d lines):\n%s", len(window), strings.Join(window, "\n"))
+	counts := map[string]int{}
+	for _, l := range window {
+		counts[logKey(l)]++
+	}
+	var repeated []string
+	for k, n := range counts {
+		if n > 1 {
+			repeated = append(repeated, fmt.Sprintf("%d× %s", n, k))
+		}
+	}
+	sort.Strings(repeated)
+	if len(repeated) > 0 {
+		t.Errorf("the agent repeated itself during the outage:\n%s", strings.Join(repeated, "\n"))
+	}
+	said := false
+	for _, l := range window {
+		said = said || strings.Contains(l, "API server unreachable")
+	}
+	if !said {
+		t.Errorf("the agent's log does not say the API server was unreachable")
+	}
+}
+
+// agentReader returns a GET on the agent's endpoints with the token of a
+// ServiceAccount of ns allowed nodes/metrics and nodes/stats.
+func (e *env) agentReader(t *testing.T, ns string) func(path string) (int, string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := e.cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "reader"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	role := "cgwarden-test-reader-" + ns
+	if _, err := e.cs.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: role},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes/metrics", "nodes/stats"}, Verbs: []string{"get"}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.cs.RbacV1().ClusterRoles().Delete(context.Background(), role, metav1.DeleteOptions{}) })
+	if _, err := e.cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "reader", Namespace: ns}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = e.cs.RbacV1().ClusterRoleBindings().Delete(context.Background(), role, metav1.DeleteOptions{})
+	})
+	tr, err := e.cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "reader", &authnv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := tr.Status.Token
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	get := func(path string) (int, string) {
+		req, _ := http.NewRequest("GET", "https://127.0.0.1:9530"+path, nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	// The new binding reaches the API server's authorizer within seconds.
+	poll(t, 30*time.Second, "the reader allowed by the agent", func() (bool, string, error) {
+		code, body := get("/stats/summary")
+		return code == 200, fmt.Sprintf("%d %.100s", code, body), nil
+	})
+	return get
+}
+
+// linesBetween keeps the lines of `kubectl logs --timestamps` written
+// from..to, without their timestamps.
+func linesBetween(logs string, from, to time.Time) []string {
+	var out []string
+	for _, l := range strings.Split(logs, "\n") {
+		ts, rest, ok := strings.Cut(l, " ")
+		if !ok {
+			continue
+		}
+		at, err := time.Parse(time.RFC3339Nano, ts)
+		if err != nil || at.Before(from) || at.After(to) {
+			continue
+		}
+		out = append(out, rest)
+	}
+	return out
+}
+
+var (
+	// podNamed finds the pod "after" in a Summary (indented or not).
+	podNamed = regexp.MustCompile(`"name":\s*"after"`)
+	digits   = regexp.MustCompile(`[0-9]+`)
+	slogAttr = regexp.MustCompile(`(?:^| )(level|msg|component)=("(?:[^"\\]|\\.)*"|\S+)`)
+)
+
+// logKey is what makes two log lines "the same message": slog's level,
+// component and msg (the agent logs with slog's text handler); for any
+// other line, its text after klog's header with numbers masked.
+func logKey(l string) string {
+	if strings.HasPrefix(l, "time=") {
+		f := map[string]string{}
+		for _, m := range slogAttr.FindAllStringSubmatch(l, -1) {
+			f[m[1]] = m[2]
+		}
+		return f["level"] + " " + f["component"] + " " + f["msg"]
+	}
+	if _, rest, ok := strings.Cut(l, "] "); ok {
+		l = rest
+	}
+	return digits.ReplaceAllString(l, "#")
+}
+
+// logKey folds repeats of a message and only them (needs no cluster).
+func TestLogKey(t *testing.T) {
+	a := `time=2026-11-30T14:00:01.000Z level=WARN msg="API server unreachable: serving" component=apiserver err="dial tcp: refused"`
+	b := `time=2026-11-30T14:00:09.000Z level=WARN msg="API server unreachable: serving" component=apiserver err="other"`
+	c := `time=2026-11-30T14:00:09.000Z level=INFO msg="API server answers again" component=apiserver away=31s`
+	k1 := `E1130 14:00:01.000001       1 reflector.go:200] "Failed to watch" err="rv=12"`
+	k2 := `E1130 14:00:03.000001       1 reflector.go:200] "Failed to watch" err="rv=13"`
+	if logKey(a) != logKey(b) || logKey(a) == logKey(c) || logKey(k1) != logKey(k2) || logKey(k1) == logKey(a) {
+		t.Errorf("keys: %q %q %q %q %q", logKey(a), logKey(b), logKey(c), logKey(k1), logKey(k2))
+	}
+	if want := `WARN apiserver "API server unreachable: serving"`; logKey(a) != want {
+		t.Errorf("logKey(a) = %q, want %q", logKey(a), want)
+	}
+}
