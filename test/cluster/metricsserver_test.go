@@ -1,0 +1,359 @@
+package cluster
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math"
+	"math/big"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
+)
+
+// The second metrics-server's port (the lane's own listens on 4443).
+const cgwardenMetricsPort = 4444
+
+// servingCert makes a CA and a serving certificate it signs for the
+// agent at the node's address (localhost, 127.0.0.1): PEM of the CA's
+// certificate, the serving certificate and its key.
+func servingCert(t *testing.T, node string) (ca, cert, key []byte) {
+	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "cgwarden-test-ca"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvTmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: node},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), DNSNames: []string{node, "localhost"},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	srvDER, err := x509.CreateCertificate(rand.Reader, srvTmpl, caTmpl, &srvKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(srvKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
+		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srvDER}),
+		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
+}
+
+// agentCertSecret makes the agent's namespace (waiting out one a previous
+// test is deleting) and the Secret testdata/agent-tls mounts.
+func agentCertSecret(t *testing.T, e *env, cert, key []byte) {
+	t.Helper()
+	ctx := context.Background()
+	poll(t, 120*time.Second, "namespace cgwarden-system made", func() (bool, string, error) {
+		_, err := e.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "cgwarden-system"}}, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			return false, "a previous one is still going away", nil
+		}
+		return err == nil, "", err
+	})
+	if _, err := e.cs.CoreV1().Secrets("cgwarden-system").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "cgwarden-serving-cert"},
+		Type: corev1.SecretTypeTLS, Data: map[string][]byte{"tls.crt": cert, "tls.key": key}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// metricsServerAccount is a ServiceAccount with what metrics-server's own
+// manifests give it: read nodes and pods, get nodes/metrics (here: of the
+// agent, which checks it with a SubjectAccessReview), delegate
+// authentication and authorization, and read the API server's
+// authentication configuration. Returns a kubeconfig with its token.
+func metricsServerAccount(t *testing.T, e *env, ns string) string {
+	t.Helper()
+	ctx := context.Background()
+	kc := e.saKubeconfig(t, ns, "metrics-server")
+	sa := []rbacv1.Subject{{Kind: "ServiceAccount", Name: "metrics-server", Namespace: ns}}
+	role := "cgwarden-test-metrics-server-" + ns
+	if _, err := e.cs.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: role}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"nodes/metrics"}, Verbs: []string{"get"}},
+		{APIGroups: []string{""}, Resources: []string{"pods", "nodes"}, Verbs: []string{"get", "list", "watch"}},
+	}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.cs.RbacV1().ClusterRoles().Delete(context.Background(), role, metav1.DeleteOptions{}) })
+	for name, ref := range map[string]string{role: role, role + "-delegator": "system:auth-delegator"} {
+		if _, err := e.cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+			RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: ref}, Subjects: sa}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = e.cs.RbacV1().ClusterRoleBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
+		})
+	}
+	if _, err := e.cs.RbacV1().RoleBindings("kube-system").Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "extension-apiserver-authentication-reader"},
+		Subjects: sa}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = e.cs.RbacV1().RoleBindings("kube-system").Delete(context.Background(), role, metav1.DeleteOptions{})
+	})
+	return kc
+}
+
+// startMetricsServer runs a second metrics-server that scrapes the agent
+// (port 9530, its certificate verified against caFile) instead of the
+// kubelet, with the ServiceAccount token of kubeconfig for everything.
+func startMetricsServer(t *testing.T, kubeconfig, caFile string) {
+	t.Helper()
+	bin := os.Getenv("CGWARDEN_CLUSTER_METRICS_SERVER")
+	if bin == "" {
+		t.Fatal("CGWARDEN_CLUSTER_METRICS_SERVER is not set (eval \"$(scripts/cluster env)\")")
+	}
+	dir := t.TempDir()
+	logf, err := os.Create(filepath.Join(dir, "metrics-server.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin,
+		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", cgwardenMetricsPort), "--cert-dir="+dir,
+		"--kubeconfig="+kubeconfig, "--authentication-kubeconfig="+kubeconfig, "--authorization-kubeconfig="+kubeconfig,
+		"--kubelet-port=9530", "--kubelet-preferred-address-types=Hostname",
+		"--kubelet-certificate-authority="+caFile, "--metric-resolution=15s")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		logf.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(logf.Name())
+			t.Logf("cgwarden-backed metrics-server log:\n%s", tail(string(b), 40))
+		}
+	})
+}
+
+// directMetrics is a metrics.k8s.io client of the metrics-server on port,
+// asked directly (not through the aggregation layer) with the lane's
+// admin certificate, which metrics-server accepts by the API server's
+// client CA. Its serving certificate is its own self-signed one.
+func directMetrics(t *testing.T, e *env, port int) *metricsclient.Clientset {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", e.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.Host = fmt.Sprintf("https://127.0.0.1:%d", port)
+	cfg.TLSClientConfig.CAData, cfg.TLSClientConfig.CAFile, cfg.TLSClientConfig.Insecure = nil, "", true
+	mc, err := metricsclient.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mc
+}
+
+// runCappedBurner runs a Burstable pod whose one container spins under a
+// CPU limit of limit: a steady known rate (the CFS quota caps it) unless
+// the node's CPUs are saturated.
+func (e *env) runCappedBurner(t *testing.T, ns, name, limit string) *corev1.Pod {
+	t.Helper()
+	ctx := context.Background()
+	grace := int64(1)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: corev1.PodSpec{
+		HostNetwork: true, TerminationGracePeriodSeconds: &grace,
+		Containers: []corev1.Container{{Name: "main", Image: busybox, ImagePullPolicy: corev1.PullNever,
+			Command: []string{"sh", "-c", "while :; do :; done"},
+			Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m")},
+				Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(limit)},
+			}}},
+	}}
+	if _, err := e.cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 120*time.Second, "pod "+name+" running", func() (bool, string, error) {
+		p, err := e.cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		pod = p
+		return p.Status.Phase == corev1.PodRunning, describe(p), nil
+	})
+	return pod
+}
+
+// podCPU is a pod's CPU in millicores from a metrics-server, or -1 when it
+// has none yet.
+func podCPU(mc *metricsclient.Clientset, ns, name string) (milli int64, err error) {
+	pm, err := mc.MetricsV1beta1().PodMetricses(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return -1, nil
+	}
+	if err != nil {
+		return -1, err
+	}
+	var sum int64
+	for _, c := range pm.Containers {
+		sum += c.Usage.Cpu().MilliValue()
+	}
+	return sum, nil
+}
+
+// cpuSample is one pod's CPU from both metrics-servers, asked together.
+type cpuSample struct{ kubelet, cgwarden int64 }
+
+// TestMetricsServerReadsAgent: a second metrics-server (the lane's
+// v0.8.0 build) pointed at the agent with --kubelet-port=9530, verifying
+// the agent's certificate with --kubelet-certificate-authority and
+// authenticating with its own ServiceAccount token (so every scrape goes
+// through the agent's TokenReview and SubjectAccessReview on
+// nodes/metrics), serves the pods' CPU; for a pod spinning under a 200m
+// limit its figure is the kubelet-backed metrics-server's within 15%
+// (mean of four paired samples 15 s apart: the two scrape the same
+// cgroup counter on their own 15 s schedules, so their windows are offset
+// by up to 15 s; under the quota the rate is steady unless the shared
+// machine's two cores are saturated). With the APIService switched to it,
+// `kubectl top pod` shows the pod, and the API serves that
+// metrics-server's sample (its timestamp); the APIService is switched back
+// after.
+func TestMetricsServerReadsAgent(t *testing.T) {
+	e := cluster(t)
+	ca, cert, key := servingCert(t, e.node)
+	agentCertSecret(t, e, cert, key)
+	installAgent(t, e, "testdata/agent-tls")
+	ns := e.namespace(t)
+	caFile := filepath.Join(t.TempDir(), "agent-ca.crt")
+	if err := os.WriteFile(caFile, ca, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	startMetricsServer(t, metricsServerAccount(t, e, ns), caFile)
+	e.runCappedBurner(t, ns, "burner", "200m")
+	ours, theirs := directMetrics(t, e, cgwardenMetricsPort), directMetrics(t, e, 4443)
+	// metrics-server has a pod's CPU after two scrapes that both saw it.
+	poll(t, 120*time.Second, "the burner's CPU from both metrics-servers", func() (bool, string, error) {
+		a, err := podCPU(ours, ns, "burner")
+		if err != nil {
+			return false, "cgwarden-backed: " + err.Error(), nil
+		}
+		b, err := podCPU(theirs, ns, "burner")
+		if err != nil {
+			return false, "kubelet-backed: " + err.Error(), nil
+		}
+		return a > 0 && b > 0, fmt.Sprintf("cgwarden-backed %dm, kubelet-backed %dm", a, b), nil
+	})
+	var samples []cpuSample
+	var sa, sk float64
+	for i := 0; i < 4; i++ {
+		if i > 0 {
+			time.Sleep(15 * time.Second)
+		}
+		a, err := podCPU(ours, ns, "burner")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := podCPU(theirs, ns, "burner")
+		if err != nil {
+			t.Fatal(err)
+		}
+		samples = append(samples, cpuSample{kubelet: b, cgwarden: a})
+		sa, sk = sa+float64(a), sk+float64(b)
+	}
+	t.Logf("burner CPU (millicores), kubelet-backed vs cgwarden-backed: %+v; means %.0f vs %.0f", samples, sk/4, sa/4)
+	if math.Abs(sa-sk) > 0.15*sk || sa/4 < 100 {
+		t.Errorf("cgwarden-backed mean %.0fm, kubelet-backed %.0fm: more than 15%% apart, or far below the 200m the pod spins at", sa/4, sk/4)
+	}
+	switchAPIService(t, e, cgwardenMetricsPort)
+	checkTopThroughAgent(t, e, ours, ns)
+}
+
+// switchAPIService points the metrics.k8s.io APIService at port (the
+// lane's ExternalName Service "localhost") until the test ends.
+func switchAPIService(t *testing.T, e *env, port int) {
+	t.Helper()
+	patch := func(port int) error {
+		out, err := exec.Command(e.kubectl, "--kubeconfig", e.kubeconfig, "patch", "apiservice", "v1beta1.metrics.k8s.io", "--type=json",
+			"-p", fmt.Sprintf(`[{"op":"replace","path":"/spec/service/port","value":%d}]`, port)).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	}
+	if err := patch(port); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := patch(4443); err != nil {
+			t.Errorf("switching the APIService back: %v", err)
+			return
+		}
+		out, err := exec.Command(e.kubectl, "--kubeconfig", e.kubeconfig, "wait", "--for=condition=Available", "--timeout=120s", "apiservice/v1beta1.metrics.k8s.io").CombinedOutput()
+		if err != nil {
+			t.Errorf("the APIService is not Available after switching back: %v: %s", err, out)
+		}
+	})
+}
+
+// checkTopThroughAgent: kubectl top pod shows the burner with CPU, and the
+// aggregated API serves the cgwarden-backed metrics-server's sample.
+func checkTopThroughAgent(t *testing.T, e *env, ours *metricsclient.Clientset, ns string) {
+	t.Helper()
+	var out string
+	poll(t, 120*time.Second, "kubectl top pod through the cgwarden-backed metrics-server", func() (bool, string, error) {
+		b, err := exec.Command(e.kubectl, "--kubeconfig", e.kubeconfig, "top", "pod", "-n", ns, "--no-headers").CombinedOutput()
+		out = string(b)
+		if err != nil {
+			return false, fmt.Sprintf("%v: %s", err, out), nil
+		}
+		f := strings.Fields(out)
+		return len(f) >= 3 && f[0] == "burner" && f[1] != "0m", out, nil
+	})
+	t.Logf("kubectl top pod (cgwarden-backed): %s", strings.TrimSpace(out))
+	var same bool
+	var last string
+	for i := 0; i < 10 && !same; i++ {
+		agg, err := e.metrics.MetricsV1beta1().PodMetricses(ns).Get(context.Background(), "burner", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		direct, err := ours.MetricsV1beta1().PodMetricses(ns).Get(context.Background(), "burner", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		same = agg.Timestamp.Equal(&direct.Timestamp)
+		last = fmt.Sprintf("aggregated sample at %v, cgwarden-backed at %v", agg.Timestamp, direct.Timestamp)
+		if !same {
+			time.Sleep(time.Second)
+		}
+	}
+	if !same {
+		t.Errorf("the metrics API does not serve the cgwarden-backed metrics-server's samples: %s", last)
+	}
+}
