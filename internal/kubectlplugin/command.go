@@ -43,6 +43,7 @@ func NewRoot(out, errOut io.Writer) *cobra.Command {
 	o := &Options{loading: clientcmd.NewDefaultClientConfigLoadingRules()}
 	root := &cobra.Command{
 		Use:           "kubectl-cgwarden",
+		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl cgwarden"},
 		Short:         "cgwarden's audit and inventory of every node, from each node's agent, in one table",
 		Long:          "kubectl cgwarden reads each node's cgwarden agent through the API server (pods/portforward to the agent pod, with your own credentials) and shows every node in one table, or one JSON document with -o json.",
 		SilenceUsage:  true,
@@ -53,7 +54,7 @@ func NewRoot(out, errOut io.Writer) *cobra.Command {
 	f := root.PersistentFlags()
 	f.StringVar(&o.Node, "node", "", "only this node")
 	f.BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "show the pods of every namespace (and, in audit, findings about no pod: QoS tiers, host cgroups)")
-	f.StringVarP(&o.Output, "output", "o", "table", "table or json (one document: every node's report as `cgwarden audit|inspect -o json` writes it)")
+	f.StringVarP(&o.Output, "output", "o", "table", "table or json (one document: every node's report as cgwarden audit|inspect -o json writes it)")
 	f.StringVar(&o.AgentNamespace, "agent-namespace", DefaultAgentNamespace, "namespace of the cgwarden agent's DaemonSet")
 	f.StringVar(&o.AgentSelector, "agent-selector", DefaultAgentSelector, "label selector of the agent's pods")
 	f.IntVar(&o.AgentPort, "agent-port", DefaultAgentPort, "the agent's --local-listen port (in its pod)")
