@@ -71,7 +71,7 @@ pods and size changes. Every first change is journaled: stop serve, then 'cgward
 
 func (so *serveOptions) addFlags(f *pflag.FlagSet, o *Options) {
 	f.StringVar(&so.listen, "listen", serve.DefaultListen, "address to serve on; beyond loopback needs --allow-remote")
-	f.StringVar(&so.localListen, "local-listen", "", "also serve the node's audit and inventory (/audit, /inspect, as audit and inspect -o json write them) and health, unauthenticated and in plain HTTP, on this loopback address: what `kubectl cgwarden` reaches through the API server's pods/portforward (off when empty)")
+	f.StringVar(&so.localListen, "local-listen", "", "also serve the node's audit and inventory (/audit, /inspect, as audit and inspect -o json write them) and health, unauthenticated and in plain HTTP, on this loopback `ADDR`: what kubectl cgwarden reaches through the API server's pods/portforward (off when empty)")
 	f.BoolVar(&so.allowRemote, "allow-remote", false, "allow a --listen address reachable from other hosts (use --authenticate there, or a network policy)")
 	f.Var(&so.interval, "interval", "time between two scans; every request reads the latest scan")
 	f.StringVar(&so.metaMode, "metadata", podsource.Auto, "where pod and container names come from: "+strings.Join(podsource.Modes, ", ")+" (auto: --pods if given, else the CRI socket, else the Kubernetes API)")
