@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os/signal"
 	"strings"
 	"syscall"
@@ -13,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/cgwarden/cgwarden/internal/apiconn"
 	"github.com/cgwarden/cgwarden/internal/cgroupfs"
 	"github.com/cgwarden/cgwarden/internal/events"
 	"github.com/cgwarden/cgwarden/internal/hold"
@@ -38,6 +40,8 @@ type serveOptions struct {
 	authn       bool
 	events      bool
 	demand      bool
+	// wrap wraps every API client's transport (watchAPI).
+	wrap func(http.RoundTripper) http.RoundTripper
 }
 
 func newServe(o *Options) *cobra.Command {
@@ -111,23 +115,24 @@ func runServe(ctx context.Context, o *Options, so *serveOptions) error {
 	if err := so.validate(o); err != nil {
 		return err
 	}
+	log := slog.Default()
+	so.watchAPI(log)
 	tlsConfig, err := serve.LoadTLS(so.tlsCert, so.tlsKey)
 	if err != nil {
 		return err
 	}
 	nodeName := serve.NodeName(so.nodeName)
-	auth, tlsConfig, err := serveAuth(so.authn, so.kubeconfig, nodeName, so.listen, so.allowRemote, tlsConfig)
+	auth, tlsConfig, err := serveAuth(so.authn, so.kubeconfig, nodeName, so.listen, so.allowRemote, tlsConfig, so.wrap)
 	if err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	log := slog.Default()
 	lister, source, err := podsource.Open(ctx, so.sourceConfig(o, nodeName), log)
 	if err != nil {
 		return err
 	}
-	note, stopEvents, err := serveEvents(so.events, so.kubeconfig, nodeName, log)
+	note, stopEvents, err := serveEvents(so.events, so.kubeconfig, nodeName, so.wrap, log)
 	if err != nil {
 		return err
 	}
@@ -166,7 +171,18 @@ func (so *serveOptions) sourceConfig(o *Options, nodeName string) podsource.Conf
 		}
 	}
 	return podsource.Config{Mode: mode, CRISocket: so.criSocket, HostRoot: o.HostRoot,
-		Kubeconfig: so.kubeconfig, NodeName: nodeName, PodsFile: o.PodsFile}
+		Kubeconfig: so.kubeconfig, NodeName: nodeName, PodsFile: o.PodsFile, WrapTransport: so.wrap}
+}
+
+// watchAPI makes every API client of serve report to one apiconn.Reach,
+// which logs once when the API server stops answering and once when it
+// answers again, and routes client-go's own log lines (klog: reflector
+// and Event retries) into serve's log, folded, and dropped while the API
+// server is away — an outage is then two lines, not one per retry.
+func (so *serveOptions) watchAPI(log *slog.Logger) {
+	reach := apiconn.NewReach(log, time.Now)
+	apiconn.RouteKlog(log, reach)
+	so.wrap = reach.Wrap
 }
 
 // server builds the server: fed from the snapshot, or scanning the live
@@ -194,7 +210,7 @@ func (so *serveOptions) server(ctx context.Context, o *Options, nodeName string,
 	if lister != nil {
 		ls = lister
 	}
-	live := liveVMs(ctx, len(so.keep.rules) > 0, so.metaMode, so.kubeconfig, log)
+	live := liveVMs(ctx, len(so.keep.rules) > 0, so.metaMode, so.kubeconfig, so.wrap, log)
 	fx, err := so.keep.newFixers(host, ls, o.VMsFile, live, time.Duration(so.interval), log, note)
 	if err != nil {
 		host.Close()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -141,21 +142,29 @@ type noPods struct{}
 func (noPods) Pods(context.Context) ([]metadata.Pod, error) { return nil, nil }
 
 // restConfig is the API server's client configuration: --kubeconfig, else
-// in-cluster.
-func restConfig(kubeconfig string) (*rest.Config, error) {
+// in-cluster; its transport wrapped by wrap when given (serve's
+// apiconn.Reach).
+func restConfig(kubeconfig string, wrap func(http.RoundTripper) http.RoundTripper) (*rest.Config, error) {
+	var rc *rest.Config
+	var err error
 	if kubeconfig != "" {
-		return clientcmd.BuildConfigFromFlags("", kubeconfig)
+		rc, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	} else {
+		rc, err = rest.InClusterConfig()
 	}
-	return rest.InClusterConfig()
+	if err == nil && wrap != nil {
+		rc.Wrap(wrap)
+	}
+	return rc, err
 }
 
 // serveEvents builds the notifier of --events: each new finding and each
 // applied fix as an Event on its pod. nil when off.
-func serveEvents(on bool, kubeconfig, node string, log *slog.Logger) (*events.Notifier, func(), error) {
+func serveEvents(on bool, kubeconfig, node string, wrap func(http.RoundTripper) http.RoundTripper, log *slog.Logger) (*events.Notifier, func(), error) {
 	if !on {
 		return nil, func() {}, nil
 	}
-	rc, err := restConfig(kubeconfig)
+	rc, err := restConfig(kubeconfig, wrap)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--events needs the API server (--kubeconfig, or in-cluster): %w", err)
 	}
@@ -196,14 +205,14 @@ func findingsWithEvents(note *events.Notifier) func(*inventory.Node, *metadata.S
 // self-signed certificate (and a warning). Without --authenticate, a
 // listener beyond loopback gets a warning that anyone who reaches it can
 // read the node's figures.
-func serveAuth(on bool, kubeconfig, node, listen string, remote bool, tlsConfig *tls.Config) (*serve.Auth, *tls.Config, error) {
+func serveAuth(on bool, kubeconfig, node, listen string, remote bool, tlsConfig *tls.Config, wrap func(http.RoundTripper) http.RoundTripper) (*serve.Auth, *tls.Config, error) {
 	if !on {
 		if remote {
 			slog.Warn("serving beyond loopback without --authenticate: anyone who can reach " + listen + " reads this node's pod figures")
 		}
 		return nil, tlsConfig, nil
 	}
-	rc, err := restConfig(kubeconfig)
+	rc, err := restConfig(kubeconfig, wrap)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--authenticate needs the API server (--kubeconfig, or in-cluster): %w", err)
 	}
@@ -227,11 +236,11 @@ func serveAuth(on bool, kubeconfig, node, listen string, remote bool, tlsConfig 
 // comes from the API server: NeonVM's live size then reaches the holder
 // as it changes. nil otherwise (sizes from --vms, the runner's arguments
 // and annotations).
-func liveVMs(ctx context.Context, fixing bool, mode, kubeconfig string, log *slog.Logger) *podsource.VMSource {
+func liveVMs(ctx context.Context, fixing bool, mode, kubeconfig string, wrap func(http.RoundTripper) http.RoundTripper, log *slog.Logger) *podsource.VMSource {
 	if !fixing || (mode != podsource.Kubernetes && mode != podsource.Auto) {
 		return nil
 	}
-	rc, err := restConfig(kubeconfig)
+	rc, err := restConfig(kubeconfig, wrap)
 	if err != nil {
 		return nil // no API server: nothing to watch
 	}

@@ -63,6 +63,9 @@ func OpenKubernetes(ctx context.Context, cfg Config, log *slog.Logger) (*KubeSou
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client config: %w", err)
 	}
+	if cfg.WrapTransport != nil {
+		rc.Wrap(cfg.WrapTransport)
+	}
 	pods, err := NewPodClient(rc)
 	if err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -53,6 +54,10 @@ type Config struct {
 	// SyncTimeout bounds the wait for the Kubernetes informer's first
 	// list (30 s if 0).
 	SyncTimeout time.Duration
+	// WrapTransport, when set, wraps the Kubernetes client's transport
+	// (apiconn.Reach.Wrap: the agent's log says once when the API server
+	// goes away and once when it is back).
+	WrapTransport func(http.RoundTripper) http.RoundTripper
 }
 
 // Open returns the configured source and its name ("none" when there is
