@@ -19,7 +19,7 @@ type agent struct {
 
 // rbacHint says what a user of the plugin needs, for forbidden errors.
 func rbacHint(ns string) string {
-	return fmt.Sprintf("kubectl cgwarden needs, in namespace %s: get and list on pods, and create on pods/portforward (see docs/kubectl-plugin.md)", ns)
+	return fmt.Sprintf("kubectl cgwarden needs, in namespace %s: get and list on pods, and get and create on pods/portforward (WebSockets ask for get, SPDY for create; see docs/kubectl-plugin.md)", ns)
 }
 
 // findAgents lists the running agent pods (one per node), of node only

@@ -206,6 +206,11 @@ func TestKubectlPlugin(t *testing.T) {
 	bin := buildCgwarden(t)
 	ns := e.namespace(t)
 	// A little CPU, in bursts (the machine is shared).
+	// A Burstable pod that asks for half a CPU and uses none: the
+	// BestEffort tier's weight (2) against the Burstable tier's (over
+	// 512) leaves each BestEffort pod far below besteffort-starvation's
+	// 0.05 cores, a finding both audits must report.
+	e.runBurstable(t, ns, "reserver", "exec sleep 3600", "500m", "", "")
 	busy := e.runPod(t, ns, "busy", `while true; do i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; sleep 0.5; done`)
 	sleeper := e.runPod(t, ns, "sleeper", "exec sleep 3600")
 
@@ -356,7 +361,9 @@ func checkPluginTables(t *testing.T, e *env, dir, ns string, agent *corev1.Pod) 
 func checkPluginRBAC(t *testing.T, e *env, dir, ns string) {
 	t.Helper()
 	read := rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list"}}
-	forward := rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods/portforward"}, Verbs: []string{"create"}}
+	// get: port-forward over WebSockets (kubectl's since v1.31, and the
+	// plugin's first try) is a GET; create: over SPDY, a POST.
+	forward := rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods/portforward"}, Verbs: []string{"get", "create"}}
 	nobody, lister, operator := e.saKubeconfig(t, ns, "nobody"), e.saKubeconfig(t, ns, "lister"), e.saKubeconfig(t, ns, "operator")
 	e.grant(t, ns, "lister", []rbacv1.PolicyRule{read})
 	e.grant(t, ns, "operator", []rbacv1.PolicyRule{read, forward})
@@ -364,8 +371,8 @@ func checkPluginRBAC(t *testing.T, e *env, dir, ns string) {
 		who, kubeconfig string
 		want            []string // in stderr; nil: success
 	}{
-		{"a ServiceAccount with no RBAC", nobody, []string{`cannot list resource "pods"`, "create on pods/portforward"}},
-		{"a ServiceAccount without pods/portforward", lister, []string{`cannot create resource "pods/portforward"`, "create on pods/portforward"}},
+		{"a ServiceAccount with no RBAC", nobody, []string{`cannot list resource "pods"`, "get and create on pods/portforward"}},
+		{"a ServiceAccount without pods/portforward", lister, []string{`resource "pods/portforward"`, "forbidden", "get and create on pods/portforward"}},
 		{"a ServiceAccount with both", operator, nil},
 	} {
 		var out, stderr string
