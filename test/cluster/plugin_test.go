@@ -32,6 +32,10 @@ func installAgent(t *testing.T, e *env, dir string) *corev1.Pod {
 		t.Fatalf("kubectl apply -k %s: %v\n%s", dir, err, out)
 	}
 	t.Cleanup(func() {
+		if t.Failed() {
+			logs, _ := exec.Command(e.kubectl, "--kubeconfig", e.kubeconfig, "logs", "-n", "cgwarden-system", "-l", "app.kubernetes.io/name=cgwarden", "--tail", "60").CombinedOutput()
+			t.Logf("the agent's log:\n%s", logs)
+		}
 		out, err := exec.Command(e.kubectl, "--kubeconfig", e.kubeconfig, "delete", "-k", dir, "--wait=true", "--timeout=120s").CombinedOutput()
 		if err != nil {
 			t.Logf("kubectl delete -k %s: %v\n%s", dir, err, out)
