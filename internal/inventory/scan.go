@@ -210,17 +210,32 @@ func (s *Scanner) walk(n *Node, r stats.Reader, c *Cgroup, depth int, isBase boo
 		return nil
 	}
 	c.Children = make([]*Cgroup, 0, len(names))
+	kube := make([]bool, 0, len(names))
 	for _, name := range names {
 		ch := &Cgroup{Path: joinClean(c.Path, name), Identity: layout.Child(c.Identity, name), Parent: c}
-		if ch.Identity.Kind == layout.KubeRoot && n.KubeRoot == nil {
-			n.KubeRoot, n.Driver = ch, ch.Identity.Driver
-		} else if ch.Identity.Kind == layout.KubeRoot {
-			// A second kubelet root (two kubelets?) is not guessed at.
-			ch.Identity = layout.Identity{Kind: layout.Foreign, Shape: "second-kubepods-root"}
-		}
 		c.Children = append(c.Children, ch)
-		if err := s.walk(n, r, ch, depth+1, false); err != nil {
-			return err
+		kube = append(kube, ch.Identity.Kind == layout.KubeRoot)
+	}
+	// A kubelet root among the children is walked before its siblings,
+	// wherever it sorts: a kubepods-shaped tree deeper under an earlier
+	// sibling (a test's scratch cgroup /cgwarden-test-…/kubepods beside
+	// the kubelet's /kubepods, seen on the cluster lane's shared host) must
+	// not become the node's root and turn the kubelet's pods foreign. The
+	// children keep their order.
+	for _, kubeFirst := range []bool{true, false} {
+		for i, ch := range c.Children {
+			if kube[i] != kubeFirst {
+				continue
+			}
+			if kube[i] && n.KubeRoot == nil {
+				n.KubeRoot, n.Driver = ch, ch.Identity.Driver
+			} else if kube[i] {
+				// A second kubelet root (two kubelets?) is not guessed at.
+				ch.Identity = layout.Identity{Kind: layout.Foreign, Shape: "second-kubepods-root"}
+			}
+			if err := s.walk(n, r, ch, depth+1, false); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
