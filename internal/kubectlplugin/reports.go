@@ -79,44 +79,62 @@ func selectInspect(body []byte, sel selection) ([]byte, []inspect.PodJSON, error
 	if err := json.Unmarshal(body, &doc); err != nil {
 		return nil, nil, fmt.Errorf("the agent's inventory: %w", err)
 	}
-	var pods, sized []json.RawMessage
+	pods, rows, err := selectPods(doc, sel)
+	if err != nil {
+		return nil, nil, err
+	}
+	sized, err := selectSized(doc, sel)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := setKey(doc, "pods", pods); err != nil {
+		return nil, nil, err
+	}
+	delete(doc, "sizedPods")
+	if len(sized) > 0 {
+		if err := setKey(doc, "sizedPods", sized); err != nil {
+			return nil, nil, err
+		}
+	}
+	out, err := json.Marshal(doc)
+	return out, rows, err
+}
+
+// selectPods keeps the selected pods[] as sent, and decodes them.
+func selectPods(doc map[string]json.RawMessage, sel selection) ([]json.RawMessage, []inspect.PodJSON, error) {
+	var pods []json.RawMessage
 	if err := unmarshalKey(doc, "pods", &pods); err != nil {
 		return nil, nil, err
 	}
-	if err := unmarshalKey(doc, "sizedPods", &sized); err != nil {
-		return nil, nil, err
-	}
-	keptPods, rows := []json.RawMessage{}, []inspect.PodJSON{}
+	kept, rows := []json.RawMessage{}, []inspect.PodJSON{}
 	for _, raw := range pods {
 		var p inspect.PodJSON
 		if err := json.Unmarshal(raw, &p); err != nil {
 			return nil, nil, fmt.Errorf("the agent's inventory: a pod: %w", err)
 		}
 		if sel.match(p.Namespace) {
-			keptPods, rows = append(keptPods, raw), append(rows, p)
+			kept, rows = append(kept, raw), append(rows, p)
 		}
 	}
-	var keptSized []json.RawMessage
+	return kept, rows, nil
+}
+
+// selectSized keeps the selected sizedPods[] as sent.
+func selectSized(doc map[string]json.RawMessage, sel selection) ([]json.RawMessage, error) {
+	var sized, kept []json.RawMessage
+	if err := unmarshalKey(doc, "sizedPods", &sized); err != nil {
+		return nil, err
+	}
 	for _, raw := range sized {
 		var s inspect.SizedJSON
 		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, nil, fmt.Errorf("the agent's inventory: a sized pod: %w", err)
+			return nil, fmt.Errorf("the agent's inventory: a sized pod: %w", err)
 		}
 		if sel.match(&s.Namespace) {
-			keptSized = append(keptSized, raw)
+			kept = append(kept, raw)
 		}
 	}
-	if err := setKey(doc, "pods", keptPods); err != nil {
-		return nil, nil, err
-	}
-	delete(doc, "sizedPods")
-	if len(keptSized) > 0 {
-		if err := setKey(doc, "sizedPods", keptSized); err != nil {
-			return nil, nil, err
-		}
-	}
-	out, err := json.Marshal(doc)
-	return out, rows, err
+	return kept, nil
 }
 
 func unmarshalKey(doc map[string]json.RawMessage, key string, v any) error {
