@@ -174,7 +174,7 @@ func TestDaemonSetIsWhatTheAgentNeeds(t *testing.T) {
 		"hostPID: true", "priorityClassName: system-node-critical", "operator: Exists",
 		"mountPath: /host/sys/fs/cgroup", "mountPath: /host/proc", "mountPath: /host/sys/devices/system/cpu",
 		"mountPath: /host/run/containerd", "path: /var/lib/cgwarden", "path: /readyz", "path: /healthz", "scheme: HTTP\n",
-		"--fix=size-blind-weights",
+		"--fix=size-blind-weights", "--local-listen=127.0.0.1:9531",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the DaemonSet lacks %q", want)

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -26,6 +27,7 @@ import (
 // serveOptions are serve's flags.
 type serveOptions struct {
 	listen      string
+	localListen string
 	allowRemote bool
 	interval    Duration
 	metaMode    string
@@ -57,6 +59,8 @@ func newServe(o *Options) *cobra.Command {
   /metrics/resource  the kubelet's resource metrics (for metrics-server)
   /stats/summary     the kubelet's Summary API (CPU and memory)
   /metrics           cgwarden's own metrics
+  /audit, /inspect   the node's audit and inventory, as audit and inspect -o json write them
+                     (also on --local-listen, unauthenticated, for kubectl cgwarden)
   /healthz, /readyz  health; ready once the first scan completed
 Pod figures include containers a runtime put outside the pod's cgroup. With --snapshot it serves the snapshot's scan.
 
@@ -77,6 +81,7 @@ pods and size changes. Every first change is journaled: stop serve, then 'cgward
 
 func (so *serveOptions) addFlags(f *pflag.FlagSet, o *Options) {
 	f.StringVar(&so.listen, "listen", serve.DefaultListen, "address to serve on; beyond loopback needs --allow-remote")
+	f.StringVar(&so.localListen, "local-listen", "", "also serve the node's audit and inventory (/audit, /inspect, as audit and inspect -o json write them) and health, unauthenticated and in plain HTTP, on this loopback `ADDR`: what kubectl cgwarden reaches through the API server's pods/portforward (off when empty)")
 	f.BoolVar(&so.allowRemote, "allow-remote", false, "allow a --listen address reachable from other hosts (use --authenticate there, or a network policy)")
 	f.Var(&so.interval, "interval", "time between two scans; every request reads the latest scan")
 	f.StringVar(&so.metaMode, "metadata", podsource.Auto, "where pod and container names come from: "+strings.Join(podsource.Modes, ", ")+" (auto: --pods if given, else the CRI socket, else the Kubernetes API)")
@@ -96,6 +101,11 @@ func (so *serveOptions) addFlags(f *pflag.FlagSet, o *Options) {
 func (so *serveOptions) validate(o *Options) error {
 	if err := serve.CheckListen(so.listen, so.allowRemote); err != nil {
 		return err
+	}
+	if so.localListen != "" {
+		if err := serve.CheckLocalListen(so.localListen); err != nil {
+			return err
+		}
 	}
 	if so.interval <= 0 {
 		return fmt.Errorf("--interval must be above 0")
@@ -139,12 +149,22 @@ func runServe(ctx context.Context, o *Options, so *serveOptions) error {
 		return err
 	}
 	defer cleanup()
+	return serve.ServeEndpoints(ctx, log, so.endpoints(srv, auth, tlsConfig,
+		"node", nodeName, "metadata", source, "interval", time.Duration(so.interval).String(), "snapshot", o.Snapshot)...)
+}
+
+// endpoints are the listeners: --listen (behind auth when given) and,
+// with --local-listen, the loopback one for kubectl cgwarden.
+func (so *serveOptions) endpoints(srv *serve.Server, auth *serve.Auth, tlsConfig *tls.Config, attrs ...any) []serve.Endpoint {
 	handler := srv.Handler()
 	if auth != nil {
 		handler = auth.Wrap(handler)
 	}
-	return serve.ListenAndServe(ctx, so.listen, handler, tlsConfig, log, "node", nodeName, "metadata", source,
-		"interval", time.Duration(so.interval).String(), "snapshot", o.Snapshot)
+	eps := []serve.Endpoint{{Addr: so.listen, Handler: handler, TLS: tlsConfig, Attrs: attrs}}
+	if so.localListen != "" {
+		eps = append(eps, serve.Endpoint{Addr: so.localListen, Handler: srv.LocalHandler(), Attrs: []any{"serves", "/audit, /inspect (kubectl cgwarden, through pods/portforward)"}})
+	}
+	return eps
 }
 
 // sourceConfig is where pod names come from. A snapshot comes from

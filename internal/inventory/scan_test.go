@@ -481,3 +481,39 @@ func TestTopKubeRootWins(t *testing.T) {
 		t.Errorf("the nested root: %+v", nested)
 	}
 }
+
+// A kubepods-shaped tree under a sibling that sorts first (a test's
+// scratch cgroup /cgwarden-test-…/kubepods, beside the kubelet's own on
+// the cluster lane's shared host) does not become the node's root: the
+// kubelet's /kubepods is walked first, its pods are the node's, and the
+// scratch tree is a second root, foreign. The tree keeps its order.
+func TestKubeRootBeforeScratchLookalike(t *testing.T) {
+	const (
+		real    = "11111111-2222-3333-4444-555555555555"
+		scratch = "99afd520-5b3e-4c8d-8471-4b6c8ee26b4c"
+	)
+	m := memFS{
+		"/proc/self/mountinfo":           "35 24 0:30 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n",
+		"/sys/devices/system/cpu/online": "0-3\n",
+		"/sys/fs/cgroup/cgwarden-test-b2ec7bee/kubepods/besteffort/pod" + scratch + "/cpu.weight": "1\n",
+		"/sys/fs/cgroup/kubepods/besteffort/pod" + real + "/cpu.weight":                           "1\n",
+	}
+	n := scanMem(t, m)
+	if n.KubeRoot == nil || n.KubeRoot.Path != "/kubepods" {
+		t.Fatalf("kube root %v, want /kubepods", n.KubeRoot)
+	}
+	if n.Pod(real) == nil || n.Pod(scratch) != nil || len(n.Pods) != 1 {
+		t.Errorf("pods %v: want the kubelet's %s only", n.Pods, real)
+	}
+	var names []string
+	for _, c := range n.Root.Children {
+		names = append(names, c.Path)
+	}
+	if strings.Join(names, " ") != "/cgwarden-test-b2ec7bee /kubepods" {
+		t.Errorf("root's children %v: the walk order changed the tree's", names)
+	}
+	second := n.Root.Children[0].Children[0]
+	if second.Identity.Kind != layout.Foreign || second.Identity.Shape != "second-kubepods-root" {
+		t.Errorf("the scratch lookalike %s: %+v, want a foreign second-kubepods-root", second.Path, second.Identity)
+	}
+}

@@ -100,7 +100,8 @@ type decision struct {
 // Auth guards the data endpoints like the kubelet guards its own: a
 // bearer token, accepted only if a TokenReview says it is valid and a
 // SubjectAccessReview allows get on nodes/metrics (/metrics,
-// /metrics/resource) or nodes/stats (/stats/…) of this node. No token or a
+// /metrics/resource) or nodes/stats (/stats/…, /audit, /inspect) of this
+// node. No token or a
 // bad one: 401; a user without the permission: 403; the API server
 // unreachable: 503 (never a silent allow). /healthz and /readyz stay open
 // for the kubelet's probes.
@@ -120,7 +121,11 @@ func subresource(path string) string {
 	switch {
 	case path == "/healthz" || path == "/readyz":
 		return ""
-	case strings.HasPrefix(path, "/stats"):
+	case strings.HasPrefix(path, "/stats"), path == "/audit", path == "/inspect":
+		// The audit and the inventory show what /stats/summary shows
+		// (the node's pods, their cgroups and usage), so they ask for
+		// what a stats reader holds, not nodes/proxy (the kubelet's
+		// permission for everything else, exec included).
 		return "stats"
 	}
 	return "metrics"

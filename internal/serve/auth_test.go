@@ -86,3 +86,64 @@ func TestAuthLikeTheKubelet(t *testing.T) {
 		t.Errorf("API server down: %d, want 503", got)
 	}
 }
+
+// statsReviewer allows "stats" get on nodes/stats of node "n1" and nothing
+// else; "metrics" may get nodes/metrics only.
+type statsReviewer struct{}
+
+func (statsReviewer) Authenticate(_ context.Context, token string) (authnv1.UserInfo, bool, error) {
+	if token == "stats" || token == "metrics" {
+		return authnv1.UserInfo{Username: token}, true, nil
+	}
+	return authnv1.UserInfo{}, false, nil
+}
+
+func (statsReviewer) Authorize(_ context.Context, u authnv1.UserInfo, node, sub string) (bool, string, error) {
+	return node == "n1" && u.Username == sub, "", nil
+}
+
+// The audit and the inventory are for readers of nodes/stats (what
+// /stats/summary needs), not of nodes/metrics: 401 without a token or with
+// a bad one, 403 for a metrics reader, 200 for a stats reader.
+func TestAuthReportsNeedNodesStats(t *testing.T) {
+	s := feedExample(t, "seed-003-k3s-spin", nil)
+	h := (&Auth{Reviewer: statsReviewer{}, Node: "n1"}).Wrap(s.Handler())
+	for _, path := range []string{"/audit", "/inspect"} {
+		for _, c := range []struct {
+			token string
+			want  int
+		}{{"", 401}, {"garbage", 401}, {"metrics", 403}, {"stats", 200}} {
+			r := httptest.NewRequest("GET", path, nil)
+			if c.token != "" {
+				r.Header.Set("Authorization", "Bearer "+c.token)
+			}
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			if w.Code != c.want {
+				t.Errorf("GET %s with token %q: %d, want %d: %.200s", path, c.token, w.Code, c.want, w.Body.String())
+			}
+		}
+	}
+}
+
+// The loopback listener serves the reports and health only: the
+// kubelet-format and Prometheus endpoints, which have no token check
+// there, are not found.
+func TestLocalHandlerServesReportsOnly(t *testing.T) {
+	s := feedExample(t, "seed-003-k3s-spin", nil)
+	for path, want := range map[string]int{"/audit": 200, "/inspect": 200, "/healthz": 200, "/readyz": 200,
+		"/metrics/resource": 404, "/stats/summary": 404, "/metrics": 404} {
+		if code, body, _ := get(t, s.LocalHandler(), path); code != want {
+			t.Errorf("local GET %s: %d, want %d: %.200s", path, code, want, body)
+		}
+	}
+}
+
+func TestCheckLocalListen(t *testing.T) {
+	for addr, ok := range map[string]bool{"127.0.0.1:9531": true, "[::1]:9531": true,
+		"0.0.0.0:9531": false, ":9531": false, "localhost:9531": false, "10.0.0.1:9531": false, "127.0.0.1": false, "127.0.0.1:x": false} {
+		if err := CheckLocalListen(addr); (err == nil) != ok {
+			t.Errorf("CheckLocalListen(%q): %v, want ok=%v", addr, err, ok)
+		}
+	}
+}

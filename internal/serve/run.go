@@ -56,34 +56,70 @@ func (s *Server) Start(ctx context.Context) (stop func()) {
 // ShutdownGrace is how long in-flight requests get once serving stops.
 const ShutdownGrace = 5 * time.Second
 
+// Endpoint is one listener of the agent: an address, what is served
+// there, and TLS (nil for plain HTTP). Attrs are logged with its
+// "serving" line.
+type Endpoint struct {
+	Addr    string
+	Handler http.Handler
+	TLS     *tls.Config
+	Attrs   []any
+}
+
 // ListenAndServe serves h on addr (HTTPS when tlsConfig is not nil) until
 // ctx is done, then shuts down gracefully. attrs are logged with the
 // "serving" line.
 func ListenAndServe(ctx context.Context, addr string, h http.Handler, tlsConfig *tls.Config, log *slog.Logger, attrs ...any) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
-	}
-	hs := NewHTTPServer(h, DefaultTimeouts, tlsConfig, log)
-	log.Info("serving", append([]any{"addr", ln.Addr().String(), "tls", tlsConfig != nil}, attrs...)...)
-	errc := make(chan error, 1)
-	go func() {
-		if tlsConfig != nil {
-			errc <- hs.ServeTLS(ln, "", "")
-		} else {
-			errc <- hs.Serve(ln)
+	return ServeEndpoints(ctx, log, Endpoint{Addr: addr, Handler: h, TLS: tlsConfig, Attrs: attrs})
+}
+
+// ServeEndpoints listens on every endpoint first, so that a port in use
+// fails the start, then serves them all until ctx is done (graceful
+// shutdown) or one of them fails (the others are shut down too).
+func ServeEndpoints(ctx context.Context, log *slog.Logger, eps ...Endpoint) error {
+	lns := make([]net.Listener, 0, len(eps))
+	for _, ep := range eps {
+		ln, err := net.Listen("tcp", ep.Addr)
+		if err != nil {
+			for _, l := range lns {
+				l.Close()
+			}
+			return err
 		}
-	}()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
+		lns = append(lns, ln)
 	}
-	log.Info("shutting down")
+	errc := make(chan error, len(eps))
+	servers := make([]*http.Server, len(eps))
+	for i, ep := range eps {
+		hs := NewHTTPServer(ep.Handler, DefaultTimeouts, ep.TLS, log)
+		servers[i] = hs
+		log.Info("serving", append([]any{"addr", lns[i].Addr().String(), "tls", ep.TLS != nil}, ep.Attrs...)...)
+		go func(ln net.Listener, tlsOn bool) {
+			if tlsOn {
+				errc <- hs.ServeTLS(ln, "", "")
+			} else {
+				errc <- hs.Serve(ln)
+			}
+		}(lns[i], ep.TLS != nil)
+	}
+	var failed error
+	select {
+	case failed = <-errc:
+	case <-ctx.Done():
+		log.Info("shutting down")
+	}
+	return errors.Join(failed, shutdown(servers))
+}
+
+// shutdown gives in-flight requests ShutdownGrace on every server.
+func shutdown(servers []*http.Server) error {
 	sctx, cancel := context.WithTimeout(context.Background(), ShutdownGrace)
 	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
+	var errs []error
+	for _, hs := range servers {
+		if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errs = append(errs, err)
+		}
 	}
-	return nil
+	return errors.Join(errs...)
 }

@@ -2,6 +2,9 @@ package serve
 
 import (
 	"context"
+	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"testing"
 )
@@ -44,4 +47,30 @@ func TestStartStop(t *testing.T) {
 	if n > 1 || smp.scans.Load() != n {
 		t.Errorf("%d scans after stop", n)
 	}
+}
+
+// Every listener is opened before any serves: a --local-listen port in
+// use fails the start (and releases the --listen port already taken).
+func TestServeEndpointsPortInUse(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	freeAddr := free.Addr().String()
+	free.Close()
+	h := http.NotFoundHandler()
+	err = ServeEndpoints(context.Background(), slog.Default(), Endpoint{Addr: freeAddr, Handler: h}, Endpoint{Addr: busy.Addr().String(), Handler: h})
+	if err == nil {
+		t.Fatal("a port in use did not fail the start")
+	}
+	again, err := net.Listen("tcp", freeAddr)
+	if err != nil {
+		t.Fatalf("the first endpoint's port was not released: %v", err)
+	}
+	again.Close()
 }

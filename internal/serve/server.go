@@ -178,8 +178,10 @@ type state struct {
 	// those of the scan before (the kubelet's resource_scrape_error).
 	failed bool
 
-	resource, resourceGz lazy
-	summary, summaryGz   lazy
+	resource, resourceGz   lazy
+	summary, summaryGz     lazy
+	audit, auditGz         lazy
+	inventory, inventoryGz lazy
 }
 
 type lazy struct {
@@ -282,7 +284,27 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /metrics/resource", s.serveResource)
 	mux.HandleFunc("GET /stats/summary", s.serveSummary)
+	mux.HandleFunc("GET /audit", s.serveAudit)
+	mux.HandleFunc("GET /inspect", s.serveInspect)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.own, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelError)}))
+	s.health(mux)
+	return mux
+}
+
+// LocalHandler serves the node's audit and inventory (/audit, /inspect)
+// and health, nothing else: what `kubectl cgwarden` reads through a
+// port-forward on the loopback listener (--local-listen), where no token
+// is checked. The kubelet-format and Prometheus endpoints stay on the
+// authenticated listener.
+func (s *Server) LocalHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /audit", s.serveAudit)
+	mux.HandleFunc("GET /inspect", s.serveInspect)
+	s.health(mux)
+	return mux
+}
+
+func (s *Server) health(mux *http.ServeMux) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !s.Ready() {
@@ -291,7 +313,6 @@ func (s *Server) Handler() http.Handler {
 		}
 		fmt.Fprintln(w, "ok")
 	})
-	return mux
 }
 
 func (s *Server) latest(w http.ResponseWriter) *state {
@@ -366,6 +387,24 @@ func (s *Server) serveSummary(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.write(w, r, "application/json", &st.summary, &st.summaryGz, st.renderSummary)
+}
+
+// CheckLocalListen accepts only a loopback address for --local-listen:
+// what is served there is not authenticated, and is meant to be reached
+// through the API server's pods/portforward (which connects to the pod's
+// loopback) or from the node itself.
+func CheckLocalListen(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("--local-listen %q: %w", addr, err)
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return fmt.Errorf("--local-listen %q: bad port: %w", addr, err)
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("--local-listen %q: want a loopback IP address (127.0.0.1 or ::1): nothing is authenticated there", addr)
+	}
+	return nil
 }
 
 // CheckListen refuses a non-loopback listen address unless allowRemote:

@@ -1,0 +1,21 @@
+// Package kubectlplugin is `kubectl cgwarden`: the audit and the inventory
+// of every node, read from each node's cgwarden agent and shown as one
+// cluster-wide table (a NODE column added) or one JSON document.
+//
+// The agent is reached through the API server's pods/portforward to the
+// agent pod of each node, with the user's own credentials: the API server
+// authenticates the user and checks RBAC (create on pods/portforward in
+// the agent's namespace), then the kubelet's streaming server connects to
+// the pod's loopback, where the agent serves /audit and /inspect
+// (serve --local-listen). Why not the pod proxy: the API server strips the
+// caller's Authorization header (it proxies with no credentials, so an
+// agent that checks tokens cannot tell who asks) and refuses pod IPs that
+// are not global unicast (a host-network pod on a node whose address is
+// loopback); port-forward has neither limit. docs/kubectl-plugin.md says
+// what this means for security.
+//
+// The reports are the documents `cgwarden audit -o json` and `cgwarden
+// inspect -o json` write; this package only selects pods (by namespace)
+// and lays them out, and passes every finding and pod through as the
+// agent wrote it.
+package kubectlplugin

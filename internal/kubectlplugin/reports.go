@@ -1,0 +1,155 @@
+package kubectlplugin
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/cgwarden/cgwarden/internal/audit"
+	"github.com/cgwarden/cgwarden/internal/inspect"
+)
+
+// selection is which pods to show: those of one namespace, or all (-A).
+// With one namespace, audit findings about no pod (a QoS tier, a host
+// cgroup) are left out, as `cgwarden audit -n` leaves them out.
+type selection struct {
+	all       bool
+	namespace string
+}
+
+func (s selection) match(ns *string) bool {
+	return s.all || (ns != nil && *ns == s.namespace)
+}
+
+// finding is what the table shows of a finding; the JSON output passes
+// the agent's finding through whole.
+type finding struct {
+	Rule     string         `json:"rule"`
+	Severity audit.Severity `json:"severity"`
+	Subject  audit.Subject  `json:"subject"`
+	Evidence struct {
+		Summary string `json:"summary"`
+	} `json:"evidence"`
+}
+
+// auditDoc is a node's audit, findings kept as sent.
+type auditDoc struct {
+	Node     json.RawMessage   `json:"node"`
+	Counts   audit.Counts      `json:"counts"`
+	Findings []json.RawMessage `json:"findings"`
+	Notes    []string          `json:"notes,omitempty"`
+}
+
+// selectAudit keeps the selected findings of a node's audit (counts
+// recounted) and returns them decoded for the table.
+func selectAudit(body []byte, sel selection) ([]byte, []finding, error) {
+	var doc auditDoc
+	if err := json.Unmarshal(body, &doc); err != nil {
+		return nil, nil, fmt.Errorf("the agent's audit: %w", err)
+	}
+	kept, rows := doc.Findings[:0], []finding{}
+	doc.Counts = audit.Counts{}
+	for _, raw := range doc.Findings {
+		var f finding
+		if err := json.Unmarshal(raw, &f); err != nil {
+			return nil, nil, fmt.Errorf("the agent's audit: a finding: %w", err)
+		}
+		if !sel.all && (f.Subject.PodUID == "" && f.Subject.PodName == "" || f.Subject.Namespace != sel.namespace) {
+			continue
+		}
+		kept, rows = append(kept, raw), append(rows, f)
+		switch f.Severity {
+		case audit.Error:
+			doc.Counts.Error++
+		case audit.Warning:
+			doc.Counts.Warning++
+		case audit.Info:
+			doc.Counts.Info++
+		}
+	}
+	doc.Findings = kept
+	out, err := json.Marshal(doc)
+	return out, rows, err
+}
+
+// selectInspect keeps the selected pods (and sized pods) of a node's
+// inventory, every other field as sent, and returns the pods decoded for
+// the table.
+func selectInspect(body []byte, sel selection) ([]byte, []inspect.PodJSON, error) {
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(body, &doc); err != nil {
+		return nil, nil, fmt.Errorf("the agent's inventory: %w", err)
+	}
+	pods, rows, err := selectPods(doc, sel)
+	if err != nil {
+		return nil, nil, err
+	}
+	sized, err := selectSized(doc, sel)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := setKey(doc, "pods", pods); err != nil {
+		return nil, nil, err
+	}
+	delete(doc, "sizedPods")
+	if len(sized) > 0 {
+		if err := setKey(doc, "sizedPods", sized); err != nil {
+			return nil, nil, err
+		}
+	}
+	out, err := json.Marshal(doc)
+	return out, rows, err
+}
+
+// selectPods keeps the selected pods[] as sent, and decodes them.
+func selectPods(doc map[string]json.RawMessage, sel selection) ([]json.RawMessage, []inspect.PodJSON, error) {
+	var pods []json.RawMessage
+	if err := unmarshalKey(doc, "pods", &pods); err != nil {
+		return nil, nil, err
+	}
+	kept, rows := []json.RawMessage{}, []inspect.PodJSON{}
+	for _, raw := range pods {
+		var p inspect.PodJSON
+		if err := json.Unmarshal(raw, &p); err != nil {
+			return nil, nil, fmt.Errorf("the agent's inventory: a pod: %w", err)
+		}
+		if sel.match(p.Namespace) {
+			kept, rows = append(kept, raw), append(rows, p)
+		}
+	}
+	return kept, rows, nil
+}
+
+// selectSized keeps the selected sizedPods[] as sent.
+func selectSized(doc map[string]json.RawMessage, sel selection) ([]json.RawMessage, error) {
+	var sized, kept []json.RawMessage
+	if err := unmarshalKey(doc, "sizedPods", &sized); err != nil {
+		return nil, err
+	}
+	for _, raw := range sized {
+		var s inspect.SizedJSON
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, fmt.Errorf("the agent's inventory: a sized pod: %w", err)
+		}
+		if sel.match(&s.Namespace) {
+			kept = append(kept, raw)
+		}
+	}
+	return kept, nil
+}
+
+func unmarshalKey(doc map[string]json.RawMessage, key string, v any) error {
+	raw, ok := doc[key]
+	if !ok {
+		return nil
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return fmt.Errorf("the agent's inventory: %s: %w", key, err)
+	}
+	return nil
+}
+
+func setKey(doc map[string]json.RawMessage, key string, v any) error {
+	b, err := json.Marshal(v)
+	doc[key] = b
+	return err
+}

@@ -1,0 +1,109 @@
+package kubectlplugin
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/cgwarden/cgwarden/internal/inspect"
+)
+
+// The cluster-wide tables: one row per finding or pod, NODE first, in the
+// order of the nodes and, within a node, in the agent's order (the audit
+// sorts findings by severity; the inventory keeps the node's pod order).
+
+func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0) }
+
+// writeAuditTable writes NODE SEVERITY RULE SUBJECT EVIDENCE.
+func writeAuditTable(w io.Writer, nodes []nodeAudit) error {
+	tw := newTable(w)
+	fmt.Fprintln(tw, "NODE\tSEVERITY\tRULE\tSUBJECT\tEVIDENCE")
+	for _, n := range nodes {
+		for _, f := range n.findings {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", n.name, f.Severity, f.Rule, f.Subject.String(), oneLine(f.Evidence.Summary))
+		}
+	}
+	return tw.Flush()
+}
+
+// writeInspectTable writes NODE NAMESPACE POD QOS WEIGHT GUARANTEED USED
+// MEMORY CONTAINERS MISPLACED; "-" is unknown (no pod metadata, a file
+// that could not be read), never 0.
+func writeInspectTable(w io.Writer, nodes []nodeInspect) error {
+	tw := newTable(w)
+	fmt.Fprintln(tw, "NODE\tNAMESPACE\tPOD\tQOS\tWEIGHT\tGUARANTEED\tUSED\tMEMORY\tCONTAINERS\tMISPLACED")
+	for _, n := range nodes {
+		for _, p := range n.pods {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\n", n.name, orDash(p.Namespace), podName(p), p.QoS,
+				weightOf(p), guaranteedOf(p), usedOf(p), memoryOf(p), containers(p), misplaced(p))
+		}
+	}
+	return tw.Flush()
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+func orDash(s *string) string {
+	if s == nil || *s == "" {
+		return "-"
+	}
+	return *s
+}
+
+// podName is the pod's name, else its UID (no pod metadata).
+func podName(p inspect.PodJSON) string {
+	if p.Name != nil && *p.Name != "" {
+		return *p.Name
+	}
+	return p.UID
+}
+
+func weightOf(p inspect.PodJSON) string {
+	if p.CPU == nil || p.CPU.Weight == nil {
+		return "-"
+	}
+	return fmt.Sprint(*p.CPU.Weight)
+}
+
+func guaranteedOf(p inspect.PodJSON) string {
+	if p.CPU == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.3f", p.CPU.GuaranteedCores)
+}
+
+func usedOf(p inspect.PodJSON) string {
+	if p.CPU == nil || p.CPU.UsageCores == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.3f", *p.CPU.UsageCores)
+}
+
+func memoryOf(p inspect.PodJSON) string {
+	if p.Memory == nil || p.Memory.WorkingSetBytes == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.1fMi", float64(*p.Memory.WorkingSetBytes)/(1<<20))
+}
+
+// containers counts the pod's declared containers (not its sandbox).
+func containers(p inspect.PodJSON) int {
+	n := 0
+	for _, c := range p.Containers {
+		if !c.Sandbox {
+			n++
+		}
+	}
+	return n
+}
+
+func misplaced(p inspect.PodJSON) int {
+	n := 0
+	for _, c := range p.Containers {
+		if c.Misplaced {
+			n++
+		}
+	}
+	return n
+}

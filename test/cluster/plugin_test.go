@@ -1,0 +1,408 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	authnv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// installAgent applies a kustomization of the agent, waits for its pod to
+// be Ready (60 s) and deletes it after the test.
+func installAgent(t *testing.T, e *env, dir string) *corev1.Pod {
+	t.Helper()
+	ctx := context.Background()
+	importAgentImage(t)
+	if out, err := exec.Command(e.kubectl, "--kubeconfig", e.kubeconfig, "apply", "-k", dir).CombinedOutput(); err != nil {
+		t.Fatalf("kubectl apply -k %s: %v\n%s", dir, err, out)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			logs, _ := exec.Command(e.kubectl, "--kubeconfig", e.kubeconfig, "logs", "-n", "cgwarden-system", "-l", "app.kubernetes.io/name=cgwarden", "--tail", "60").CombinedOutput()
+			t.Logf("the agent's log:\n%s", logs)
+		}
+		out, err := exec.Command(e.kubectl, "--kubeconfig", e.kubeconfig, "delete", "-k", dir, "--wait=true", "--timeout=120s").CombinedOutput()
+		if err != nil {
+			t.Logf("kubectl delete -k %s: %v\n%s", dir, err, out)
+		}
+	})
+	var agent corev1.Pod
+	poll(t, 60*time.Second, "the agent Ready", func() (bool, string, error) {
+		pods, err := e.cs.CoreV1().Pods("cgwarden-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=cgwarden"})
+		if err != nil {
+			return false, "", err
+		}
+		if len(pods.Items) != 1 {
+			return false, fmt.Sprintf("%d agent pods", len(pods.Items)), nil
+		}
+		agent = pods.Items[0]
+		for _, c := range agent.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				return true, "", nil
+			}
+		}
+		return false, describe(&agent), nil
+	})
+	return &agent
+}
+
+// buildPlugin builds kubectl-cgwarden into a directory of its own, for PATH.
+func buildPlugin(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	build := exec.Command("go", "build", "-o", filepath.Join(dir, "kubectl-cgwarden"), "./cmd/kubectl-cgwarden")
+	build.Dir = "../.."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building kubectl-cgwarden: %v\n%s", err, out)
+	}
+	return dir
+}
+
+// plugin runs `kubectl cgwarden args...` (kubectl finds the plugin on
+// PATH) with kubeconfig in $KUBECONFIG.
+func (e *env) plugin(t *testing.T, dir, kubeconfig string, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	cmd := exec.Command(e.kubectl, append([]string{"cgwarden"}, args...)...)
+	cmd.Env = append(os.Environ(), "PATH="+dir+":"+os.Getenv("PATH"), "KUBECONFIG="+kubeconfig)
+	var o, eb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &eb
+	err = cmd.Run()
+	return o.String(), eb.String(), err
+}
+
+// pluginDoc is kubectl cgwarden -o json, as far as the test reads it.
+type pluginDoc struct {
+	Kind  string `json:"kind"`
+	Nodes []struct {
+		Name     string          `json:"name"`
+		AgentPod string          `json:"agentPod"`
+		Report   json.RawMessage `json:"report"`
+		Error    string          `json:"error"`
+	} `json:"nodes"`
+}
+
+// auditFindings is a findings list as (rule severity subject) lines,
+// sorted: what must be the same however the audit was reached.
+func auditFindings(t *testing.T, b []byte) []string {
+	t.Helper()
+	var r struct {
+		Findings []struct {
+			Rule, Severity string
+			Subject        map[string]string
+		} `json:"findings"`
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatalf("audit JSON: %v: %.300s", err, b)
+	}
+	var out []string
+	for _, f := range r.Findings {
+		s := f.Subject
+		out = append(out, strings.Join([]string{f.Rule, f.Severity, s["kind"], s["namespace"], s["podName"], s["containerName"], s["containerID"], s["cgroup"]}, " "))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// inspectPod is the part of an inspect -o json pod the test compares.
+type inspectPod struct {
+	UID, QoS, Cgroup string
+	Name, Namespace  string
+	CPU              struct {
+		Weight          uint64  `json:"weight"`
+		GuaranteedCores float64 `json:"guaranteedCores"`
+	} `json:"cpu"`
+	Memory struct {
+		WorkingSetBytes float64 `json:"workingSetBytes"`
+	} `json:"memory"`
+	Containers []struct {
+		ID, Cgroup string
+		Misplaced  bool
+	} `json:"containers"`
+}
+
+func inspectPods(t *testing.T, b []byte) map[string]inspectPod {
+	t.Helper()
+	var r struct {
+		Pods []inspectPod `json:"pods"`
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatalf("inspect JSON: %v: %.300s", err, b)
+	}
+	out := map[string]inspectPod{}
+	for _, p := range r.Pods {
+		out[p.Namespace+"/"+p.Name] = p
+	}
+	return out
+}
+
+// saKubeconfig writes a kubeconfig for ServiceAccount ns/sa (a token of
+// its own) against the lane's API server.
+func (e *env) saKubeconfig(t *testing.T, ns, sa string) string {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := e.cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := e.cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authnv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := clientcmd.LoadFromFile(e.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster := admin.Clusters[admin.Contexts[admin.CurrentContext].Cluster]
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["lane"] = cluster
+	cfg.AuthInfos[sa] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	cfg.Contexts[sa] = &clientcmdapi.Context{Cluster: "lane", AuthInfo: sa, Namespace: ns}
+	cfg.CurrentContext = sa
+	path := filepath.Join(t.TempDir(), sa+".kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// grant binds a Role in the agent's namespace with rules to ns/sa.
+func (e *env) grant(t *testing.T, ns, sa string, rules []rbacv1.PolicyRule) {
+	t.Helper()
+	ctx := context.Background()
+	name := "cgwarden-test-" + ns + "-" + sa
+	if _, err := e.cs.RbacV1().Roles("cgwarden-system").Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.cs.RbacV1().RoleBindings("cgwarden-system").Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: ns}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestKubectlPlugin: with the agent installed from the kustomize base,
+// `kubectl cgwarden inspect|audit` (the built plugin, found by kubectl on
+// PATH) reaches the node's agent through pods/portforward with the lane's
+// admin credentials and shows the node and the pods this test made; its
+// findings for them are those of `cgwarden audit` run on the host against
+// the same node, and its pods' weights, cgroups and containers those of
+// `cgwarden inspect`. With a ServiceAccount's token: without list on the
+// agent's pods, or without pods/portforward, it fails and says what RBAC
+// it needs; with both, it works.
+func TestKubectlPlugin(t *testing.T) {
+	e := cluster(t)
+	agent := installAgent(t, e, "testdata/agent")
+	dir := buildPlugin(t)
+	bin := buildCgwarden(t)
+	ns := e.namespace(t)
+	// A little CPU, in bursts (the machine is shared).
+	// A Burstable pod that asks for half a CPU and uses none: the
+	// BestEffort tier's weight (2) against the Burstable tier's (over
+	// 512) leaves each BestEffort pod far below besteffort-starvation's
+	// 0.05 cores, a finding both audits must report.
+	e.runBurstable(t, ns, "reserver", "exec sleep 3600", "500m", "", "")
+	busy := e.runPod(t, ns, "busy", `while true; do i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; sleep 0.5; done`)
+	sleeper := e.runPod(t, ns, "sleeper", "exec sleep 3600")
+
+	// The agent scans every 10 s: wait for a scan that has both pods.
+	var inv pluginDoc
+	poll(t, 60*time.Second, "both pods in kubectl cgwarden inspect", func() (bool, string, error) {
+		out, stderr, err := e.plugin(t, dir, e.kubeconfig, "inspect", "-n", ns, "-o", "json")
+		if err != nil {
+			return false, fmt.Sprintf("%v: %s", err, stderr), nil
+		}
+		inv = pluginDoc{}
+		if err := json.Unmarshal([]byte(out), &inv); err != nil {
+			return false, "", fmt.Errorf("kubectl cgwarden inspect -o json: %v: %.300s", err, out)
+		}
+		if len(inv.Nodes) != 1 || inv.Nodes[0].Error != "" {
+			return false, out, nil
+		}
+		pods := inspectPods(t, inv.Nodes[0].Report)
+		_, a := pods[ns+"/busy"]
+		_, b := pods[ns+"/sleeper"]
+		return a && b, fmt.Sprintf("%d pods", len(pods)), nil
+	})
+	n := inv.Nodes[0]
+	if n.Name != e.node || n.AgentPod != "cgwarden-system/"+agent.Name {
+		t.Errorf("node %q agent %q, want %q and cgwarden-system/%s", n.Name, n.AgentPod, e.node, agent.Name)
+	}
+	pods := inspectPods(t, n.Report)
+	for k := range pods {
+		if !strings.HasPrefix(k, ns+"/") {
+			t.Errorf("-n %s shows pod %s", ns, k)
+		}
+	}
+	for _, p := range []*corev1.Pod{busy, sleeper} {
+		if got := pods[ns+"/"+p.Name]; got.UID != string(p.UID) || got.QoS != "besteffort" {
+			t.Errorf("pod %s: uid %s qos %s, want %s besteffort", p.Name, got.UID, got.QoS, p.UID)
+		}
+	}
+	comparePluginWithHost(t, e, dir, bin, ns)
+	checkPluginTables(t, e, dir, ns, agent)
+	checkPluginRBAC(t, e, dir, ns)
+}
+
+// comparePluginWithHost compares the plugin's audit and inventory of ns
+// with cgwarden's own, run on the host against the same node.
+func comparePluginWithHost(t *testing.T, e *env, dir, bin, ns string) {
+	t.Helper()
+	podsFile := filepath.Join(t.TempDir(), "pods.json")
+	out, err := exec.Command(e.kubectl, "--kubeconfig", e.kubeconfig, "get", "pods", "-A", "-o", "json").Output()
+	if err != nil {
+		t.Fatalf("kubectl get pods: %v", err)
+	}
+	if err := os.WriteFile(podsFile, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	host := func(args ...string) []byte {
+		cmd := exec.Command(bin, append(args, "-n", ns, "-o", "json", "--pods", podsFile)...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		b, err := cmd.Output()
+		if ee, ok := err.(*exec.ExitError); err != nil && !(ok && ee.ExitCode() == 1 && args[0] == "audit") {
+			t.Fatalf("cgwarden %s: %v: %s", strings.Join(args, " "), err, stderr.String())
+		}
+		return b
+	}
+	report := func(args ...string) json.RawMessage {
+		out, stderr, err := e.plugin(t, dir, e.kubeconfig, append(args, "-n", ns, "-o", "json")...)
+		if err != nil {
+			t.Fatalf("kubectl cgwarden %s: %v: %s", strings.Join(args, " "), err, stderr)
+		}
+		var d pluginDoc
+		if err := json.Unmarshal([]byte(out), &d); err != nil || len(d.Nodes) != 1 {
+			t.Fatalf("kubectl cgwarden %s -o json: %v: %.300s", strings.Join(args, " "), err, out)
+		}
+		return d.Nodes[0].Report
+	}
+	ours, theirs := auditFindings(t, report("audit")), auditFindings(t, host("audit"))
+	t.Logf("findings (plugin): %q", ours)
+	if strings.Join(ours, "\n") != strings.Join(theirs, "\n") {
+		t.Errorf("kubectl cgwarden audit -n %s findings differ from cgwarden audit on the host:\nplugin: %q\nhost:   %q", ns, ours, theirs)
+	}
+	if len(ours) == 0 {
+		t.Errorf("no finding about %s (two BestEffort pods beside the agent's Burstable pod: besteffort-starvation expected)", ns)
+	}
+	a, h := inspectPods(t, report("inspect")), inspectPods(t, host("inspect", "--interval", "0"))
+	for k, hp := range h {
+		ap := a[k]
+		if ap.UID != hp.UID || ap.Cgroup != hp.Cgroup || ap.CPU.Weight != hp.CPU.Weight || fmt.Sprint(ap.Containers) != fmt.Sprint(hp.Containers) {
+			t.Errorf("pod %s: plugin %+v, host %+v", k, ap, hp)
+		}
+		// Guaranteed cores follow the siblings' weights (the Burstable
+		// tier's is rewritten by the kubelet every minute): same within 5%.
+		if d := math.Abs(ap.CPU.GuaranteedCores - hp.CPU.GuaranteedCores); d > 0.05*hp.CPU.GuaranteedCores+1e-4 {
+			t.Errorf("pod %s guaranteed cores: plugin %v, host %v", k, ap.CPU.GuaranteedCores, hp.CPU.GuaranteedCores)
+		}
+		t.Logf("pod %s: weight %d, guaranteed %.4f cores (host %.4f), working set %.0f (host %.0f)", k, ap.CPU.Weight, ap.CPU.GuaranteedCores, hp.CPU.GuaranteedCores, ap.Memory.WorkingSetBytes, hp.Memory.WorkingSetBytes)
+	}
+	if len(a) != len(h) {
+		t.Errorf("plugin shows %d pods of %s, host %d", len(a), ns, len(h))
+	}
+}
+
+// checkPluginTables: the tables name the node on every row; -A shows the
+// agent's own pod (namespace cgwarden-system), -n does not.
+func checkPluginTables(t *testing.T, e *env, dir, ns string, agent *corev1.Pod) {
+	t.Helper()
+	for _, c := range []struct {
+		args      []string
+		want, not []string
+	}{
+		{[]string{"inspect", "-n", ns}, []string{"busy", "sleeper"}, []string{agent.Name}},
+		{[]string{"inspect", "-A"}, []string{"busy", "sleeper", agent.Name}, nil},
+		{[]string{"audit", "-n", ns}, []string{"pod " + ns + "/busy"}, []string{agent.Name}},
+		{[]string{"inspect", "-A", "--node", e.node}, []string{"busy"}, nil},
+	} {
+		out, stderr, err := e.plugin(t, dir, e.kubeconfig, c.args...)
+		if err != nil {
+			t.Errorf("kubectl cgwarden %s: %v: %s", strings.Join(c.args, " "), err, stderr)
+			continue
+		}
+		t.Logf("kubectl cgwarden %s:\n%s", strings.Join(c.args, " "), out)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if len(lines) < 2 || !strings.HasPrefix(lines[0], "NODE ") {
+			t.Errorf("kubectl cgwarden %s: no table: %q", strings.Join(c.args, " "), out)
+			continue
+		}
+		for _, l := range lines[1:] {
+			if !strings.HasPrefix(l, e.node+" ") {
+				t.Errorf("kubectl cgwarden %s: row without the node: %q", strings.Join(c.args, " "), l)
+			}
+		}
+		for _, w := range c.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("kubectl cgwarden %s: no %q", strings.Join(c.args, " "), w)
+			}
+		}
+		for _, w := range c.not {
+			if strings.Contains(out, w) {
+				t.Errorf("kubectl cgwarden %s: shows %q", strings.Join(c.args, " "), w)
+			}
+		}
+	}
+	if _, stderr, err := e.plugin(t, dir, e.kubeconfig, "audit", "--node", "no-such-node"); err == nil || !strings.Contains(stderr, "no running cgwarden agent on node no-such-node") {
+		t.Errorf("--node no-such-node: %v: %s", err, stderr)
+	}
+}
+
+// checkPluginRBAC runs the plugin with ServiceAccount tokens.
+func checkPluginRBAC(t *testing.T, e *env, dir, ns string) {
+	t.Helper()
+	read := rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list"}}
+	// get: port-forward over WebSockets (kubectl's since v1.31, and the
+	// plugin's first try) is a GET; create: over SPDY, a POST.
+	forward := rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods/portforward"}, Verbs: []string{"get", "create"}}
+	nobody, lister, operator := e.saKubeconfig(t, ns, "nobody"), e.saKubeconfig(t, ns, "lister"), e.saKubeconfig(t, ns, "operator")
+	e.grant(t, ns, "lister", []rbacv1.PolicyRule{read})
+	e.grant(t, ns, "operator", []rbacv1.PolicyRule{read, forward})
+	for _, c := range []struct {
+		who, kubeconfig string
+		want            []string // in stderr; nil: success
+	}{
+		{"a ServiceAccount with no RBAC", nobody, []string{`cannot list resource "pods"`, "get and create on pods/portforward"}},
+		{"a ServiceAccount without pods/portforward", lister, []string{`resource "pods/portforward"`, "forbidden", "get and create on pods/portforward"}},
+		{"a ServiceAccount with both", operator, nil},
+	} {
+		var out, stderr string
+		var err error
+		// RBAC reaches the authorizer within a few seconds.
+		for i := 0; i < 10; i++ {
+			out, stderr, err = e.plugin(t, dir, c.kubeconfig, "audit", "-A")
+			if (err == nil) == (c.want == nil) {
+				break
+			}
+			time.Sleep(time.Second)
+		}
+		t.Logf("%s: %v\nstdout: %s\nstderr: %s", c.who, err, out, stderr)
+		if c.want == nil {
+			if err != nil || !strings.Contains(out, e.node+" ") {
+				t.Errorf("%s: %v: %s %s", c.who, err, out, stderr)
+			}
+			continue
+		}
+		if err == nil {
+			t.Errorf("%s: the plugin succeeded: %s", c.who, out)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(stderr, w) {
+				t.Errorf("%s: stderr lacks %q: %s", c.who, w, stderr)
+			}
+		}
+	}
+}
