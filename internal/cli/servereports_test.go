@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"reflect"
 	"testing"
@@ -13,17 +14,27 @@ import (
 // `cgwarden inspect -o json` write for the same scan: a snapshot served by
 // serve (as the agent serves its scan) and read by the commands.
 func TestServeReportsAreTheCommandsJSON(t *testing.T) {
+	// serve measures demand only with --demand, for snapshots too: inspect
+	// is asked the same.
+	for _, demand := range []bool{false, true} {
+		t.Run(fmt.Sprintf("demand=%v", demand), func(t *testing.T) { serveReportsAreTheCommandsJSON(t, demand) })
+	}
+}
+
+func serveReportsAreTheCommandsJSON(t *testing.T, demand bool) {
 	const snap = "example:seed-003-k3s-spin"
-	s := serve.New(serve.Config{NodeName: "k3s-node"})
+	s := serve.New(serve.Config{NodeName: "k3s-node", Demand: demand})
 	if err := feedSnapshot(t.Context(), s, snap, nil); err != nil {
 		t.Fatal(err)
 	}
-	// A snapshot is served with demand measured (FeedSamples), so inspect
-	// is asked for it too.
+	var inspectFlags []string
+	if demand {
+		inspectFlags = []string{"--demand"}
+	}
 	for _, c := range []struct {
 		path, cmd string
 		flags     []string
-	}{{"/audit", "audit", nil}, {"/inspect", "inspect", []string{"--demand"}}} {
+	}{{"/audit", "audit", nil}, {"/inspect", "inspect", inspectFlags}} {
 		for _, h := range []struct {
 			name string
 			get  func() *httptest.ResponseRecorder
