@@ -20,6 +20,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // nriAnnotation is what `cgwarden nri` puts on a container whose
@@ -105,13 +107,29 @@ type podStats struct {
 	} `json:"memory"`
 }
 
-// kubeletPodStats reads the kubelet's /stats/summary through the API
-// server's node proxy and returns the pod's entry (nil if absent).
+// kubeletPodStats reads the kubelet's own /stats/summary and returns the
+// pod's entry (nil if absent). The kubelet is asked directly, with the
+// admin's client certificate: the API server refuses to proxy to a node
+// whose address is loopback.
 func (e *env) kubeletPodStats(t *testing.T, uid string) *podStats {
 	t.Helper()
-	raw, err := e.cs.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", e.node, "proxy", "stats", "summary").DoRaw(context.Background())
+	cfg, err := clientcmd.BuildConfigFromFlags("", e.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Host = "https://127.0.0.1:10250"
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := hc.Get(cfg.Host + "/stats/summary")
 	if err != nil {
 		t.Fatalf("kubelet /stats/summary: %v", err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("kubelet /stats/summary: %d %v: %.200s", resp.StatusCode, err, raw)
 	}
 	var s struct{ Pods []podStats }
 	if err := json.Unmarshal(raw, &s); err != nil {
