@@ -152,6 +152,52 @@ func TestChartAndKustomizeAgree(t *testing.T) {
 		}
 	}
 	same(t, "servicemonitor", sm, kustomize(t, "servicemonitor"))
+	nri := map[string]any{"nri": map[string]any{"enabled": true, "runtimeHandlers": []any{"wasmtime-spin-v2"}}}
+	same(t, "nri", helm(t, nri), kustomize(t, "nri"))
+}
+
+// nri.enabled adds `cgwarden nri` beside the agent with the runtime's NRI
+// socket mounted, the listed handlers and the learned file; the real
+// binary accepts its arguments; nothing of it is there by default.
+func TestNRIContainer(t *testing.T) {
+	for _, o := range helm(t, nil) {
+		if y, _ := yaml.Marshal(o); strings.Contains(string(y), "/var/run/nri") {
+			t.Errorf("%s mentions /var/run/nri with nri.enabled unset", o.key())
+		}
+	}
+	vals := map[string]any{"nri": map[string]any{"enabled": true, "runtimeHandlers": []any{"spin", "slight"}, "dryRun": true}}
+	var spec map[string]any
+	for _, o := range helm(t, vals) {
+		if o["kind"] == "DaemonSet" {
+			spec = o["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+		}
+	}
+	cs := spec["containers"].([]any)
+	if len(cs) != 2 {
+		t.Fatalf("%d containers, want the agent and nri", len(cs))
+	}
+	c := cs[1].(map[string]any)
+	y, _ := yaml.Marshal(spec)
+	for _, want := range []string{"mountPath: /var/run/nri", "path: /var/run/nri", "type: DirectoryOrCreate"} {
+		if !strings.Contains(string(y), want) {
+			t.Errorf("the pod spec lacks %q", want)
+		}
+	}
+	var args []string
+	for _, a := range c["args"].([]any) {
+		args = append(args, a.(string))
+	}
+	for _, want := range []string{"nri", "--socket=/var/run/nri/nri.sock", "--runtime-handlers=spin,slight", "--learned-file=/var/lib/cgwarden/nri-handlers", "--events", "--dry-run"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("nri args %v lack %q", args, want)
+		}
+	}
+	for _, set := range [][]string{args, secondArgs(t, kustomize(t, "nri"))} {
+		out, err := exec.Command(cgwarden(t), append(set, "--help")...).CombinedOutput()
+		if err != nil {
+			t.Errorf("cgwarden %s --help: %v\n%s", strings.Join(set, " "), err, out)
+		}
+	}
 }
 
 // What the agent needs is there: host PID, the host's cgroups, /proc, CPU
@@ -196,6 +242,27 @@ func TestDaemonSetIsWhatTheAgentNeeds(t *testing.T) {
 			t.Errorf("cgwarden %s --help: %v\n%s", strings.Join(set, " "), err, out)
 		}
 	}
+}
+
+// secondArgs is the args of the DaemonSet's second container.
+func secondArgs(t *testing.T, objs []object) []string {
+	t.Helper()
+	for _, o := range objs {
+		if o["kind"] != "DaemonSet" {
+			continue
+		}
+		cs := o["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)
+		if len(cs) < 2 {
+			t.Fatal("the DaemonSet has one container")
+		}
+		var out []string
+		for _, a := range cs[1].(map[string]any)["args"].([]any) {
+			out = append(out, a.(string))
+		}
+		return out
+	}
+	t.Fatal("no DaemonSet")
+	return nil
 }
 
 func argsOf(t *testing.T, objs []object) []string {

@@ -95,7 +95,7 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 	pf.StringVar(&o.Snapshot, "snapshot", "", "read the node from a snapshot `FILE` instead of the live host (example:NAME for an embedded one: cgwarden examples lists them)")
 	pf.StringVar(&o.PodsFile, "pods", "", "pod metadata: a `FILE` holding the output of kubectl get pods -A -o json")
 	pf.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
-	root.AddCommand(newInspect(o), newSnapshot(o), newAudit(o), newServe(o), newFix(o), newRevert(o), newVersion(), newExamples(), newDemo(o), newDemoChild(), newReport(o), newSizer())
+	root.AddCommand(newInspect(o), newSnapshot(o), newAudit(o), newServe(o), newFix(o), newRevert(o), newVersion(), newExamples(), newDemo(o), newDemoChild(), newReport(o), newSizer(), newNRI())
 	addCompletions(root)
 	return root
 }

@@ -194,6 +194,13 @@ func (n *Notifier) Fixed(podUID, reason, message string) {
 	n.rec.Event(ref, corev1.EventTypeNormal, reason, clip(message))
 }
 
+// Pod reports something done to a pod known by its API identity rather
+// than by a scan (the NRI plugin sees a pod before any scan names it).
+func (n *Notifier) Pod(namespace, name, uid, reason, message string) {
+	ref := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: namespace, Name: name, UID: types.UID(uid)}
+	n.rec.Event(ref, corev1.EventTypeNormal, reason, clip(message))
+}
+
 // clip keeps a message within the API server's limit for Event messages
 // (1 KiB is what the kubelet's correlator keeps).
 func clip(s string) string {

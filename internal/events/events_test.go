@@ -9,6 +9,8 @@ import (
 
 	"github.com/cgwarden/cgwarden/internal/audit"
 	"github.com/cgwarden/cgwarden/internal/inventory"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // scan is a node of n misplaced pods and their findings.
@@ -144,5 +146,37 @@ func TestSameFindingByIdentity(t *testing.T) {
 	n.Findings(node, &audit.Report{Findings: append(finding("main", "/y").Findings, other.Findings...)})
 	if got := drain(rec); len(got) != 1 {
 		t.Fatalf("a second container's finding: %q, want one Event", got)
+	}
+}
+
+// refRecorder keeps the object each Event is about (FakeRecorder keeps
+// only its kind).
+type refRecorder struct {
+	refs    []*corev1.ObjectReference
+	reasons []string
+}
+
+func (r *refRecorder) Event(o runtime.Object, _, reason, _ string) {
+	r.refs = append(r.refs, o.(*corev1.ObjectReference))
+	r.reasons = append(r.reasons, reason)
+}
+func (r *refRecorder) Eventf(o runtime.Object, t, reason, f string, a ...any) {
+	r.Event(o, t, reason, f)
+}
+func (r *refRecorder) AnnotatedEventf(o runtime.Object, _ map[string]string, t, reason, f string, a ...any) {
+	r.Event(o, t, reason, f)
+}
+
+// Pod names a pod no scan has seen (the NRI plugin's case) at once, on the
+// pod, not on the node and not later.
+func TestPodBeforeAnyScan(t *testing.T) {
+	rec := &refRecorder{}
+	n := NewWithRecorder(rec, "node-1", nil)
+	n.Pod("apps", "web", "u-1", "CgwardenContainerPlaced", "container app created in cgroup /x")
+	if len(rec.refs) != 1 || rec.reasons[0] != "CgwardenContainerPlaced" {
+		t.Fatalf("events %v %v, want one CgwardenContainerPlaced", rec.refs, rec.reasons)
+	}
+	if r := rec.refs[0]; r.Kind != "Pod" || r.Namespace != "apps" || r.Name != "web" || r.UID != "u-1" {
+		t.Errorf("event on %+v, want pod apps/web (u-1)", r)
 	}
 }

@@ -189,11 +189,11 @@ func appendOnce(s []string, v string) []string {
 // adoptOne plans one container.
 func adoptOne(in Input, hs []Hierarchy, pod *inventory.Pod, c *inventory.Container) (ops []Op, sources, owned, notes []string, err error) {
 	n := in.Node
-	name, err := layout.ContainerName(n.Driver, c.Runtime, c.ID)
+	target, err := layout.ContainerPath(n.Driver, c.Runtime, pod.Cgroup.Path, c.ID)
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
-	target := path.Join(pod.Cgroup.Path, name)
+	name := path.Base(target)
 	short := c.ID[:12]
 	op := func(o Op) Op { o.Rule, o.Pod, o.Container = RuleMisplaced, pod.UID, c.ID; return o }
 	var pairs []Pair

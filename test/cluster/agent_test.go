@@ -28,9 +28,9 @@ const agentImage = "cgwarden.local/cgwarden:test"
 // into the cluster's containerd.
 func importAgentImage(t *testing.T) {
 	t.Helper()
-	sock := os.Getenv("CGWARDEN_CLUSTER_CONTAINERD")
-	if sock == "" {
-		t.Fatal("CGWARDEN_CLUSTER_CONTAINERD is not set (eval \"$(scripts/cluster env)\")")
+	sock, ctr := os.Getenv("CGWARDEN_CLUSTER_CONTAINERD"), os.Getenv("CGWARDEN_CLUSTER_CTR")
+	if sock == "" || ctr == "" {
+		t.Fatal("CGWARDEN_CLUSTER_CONTAINERD or CGWARDEN_CLUSTER_CTR is not set (eval \"$(scripts/cluster env)\")")
 	}
 	archive := filepath.Join(t.TempDir(), "cgwarden.oci.tar")
 	build := exec.Command("go", "run", ".", "-repo", "../..", "-name", agentImage, "-o", archive)
@@ -38,7 +38,7 @@ func importAgentImage(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building the image: %v\n%s", err, out)
 	}
-	if out, err := exec.Command("ctr", "--address", sock, "-n", "k8s.io", "images", "import", archive).CombinedOutput(); err != nil {
+	if out, err := exec.Command(ctr, "--address", sock, "-n", "k8s.io", "images", "import", archive).CombinedOutput(); err != nil {
 		t.Fatalf("ctr images import: %v\n%s", err, out)
 	}
 }

@@ -79,6 +79,17 @@ func Misplaced(p string) (string, error) {
 // app containers (containerd 1.6 and 2.x).
 const containerType = "io.kubernetes.cri.container-type"
 
+// nriPlaced is the annotation cgwarden's NRI plugin (cgwarden nri) puts on
+// a container whose cgroupsPath it set, with the path as its value. This
+// lane's node uses the cgroupfs driver, where containerd already hands the
+// runtime the kubelet's path, so the wrapper plays a systemd node: there
+// containerd would have handed slice:prefix:id, which the shim makes a
+// literal directory of — unless an NRI plugin replaced it with the absolute
+// path, which the shim then creates where it says. A path the plugin set
+// is therefore kept as it is (the lane's test of the plugin,
+// TestNRIPluginPlacesMisplacingRuntime, relies on it).
+const nriPlaced = "cgwarden.io/nri-cgroups-path"
+
 // Rewrite returns the OCI config doc with linux.cgroupsPath misplaced when
 // it is an app container's; changed is false for a sandbox, or a config
 // that is not from the CRI plugin. Every other field is kept as it was
@@ -99,6 +110,10 @@ func Rewrite(doc []byte) (out []byte, changed bool, err error) {
 		return nil, false, errors.New("config.json: an app container without a linux section")
 	}
 	p, _ := linux["cgroupsPath"].(string)
+	if placed, _ := ann[nriPlaced].(string); placed != "" && placed == p {
+		// cgwarden's NRI plugin chose this path (see nriPlaced).
+		return doc, false, nil
+	}
 	to, err := Misplaced(p)
 	if err != nil {
 		return nil, false, err

@@ -97,6 +97,21 @@ func TestRewrite(t *testing.T) {
 			t.Errorf("Rewrite(%s) = %s, %v, %v; want it unchanged", doc, out, changed, err)
 		}
 	}
+	// A path cgwarden's NRI plugin set (its annotation names it) is kept;
+	// an annotation naming another path is not enough.
+	placed := "/kubepods/besteffort/pod99afd520-5b3e-4c8d-8471-4b6c8ee26b4c/" + id
+	for ann, keep := range map[string]bool{placed: true, "/elsewhere": false} {
+		var doc map[string]any
+		if err := json.Unmarshal([]byte(spec("container", placed)), &doc); err != nil {
+			t.Fatal(err)
+		}
+		doc["annotations"].(map[string]any)[nriPlaced] = ann
+		in := mustJSON(doc)
+		out, changed, err := Rewrite([]byte(in))
+		if err != nil || changed == keep || (keep && string(out) != in) {
+			t.Errorf("annotation %q: changed %v, err %v; want kept %v", ann, changed, err, keep)
+		}
+	}
 	if _, _, err := Rewrite([]byte(spec("container", "/elsewhere"))); err == nil || !strings.Contains(err.Error(), "/elsewhere") {
 		t.Errorf("an unknown cgroupsPath: %v, want an error naming it", err)
 	}

@@ -1,0 +1,176 @@
+package nriplugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	"github.com/containerd/nri/pkg/stub"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// DefaultSocket is where containerd and CRI-O put the NRI socket unless
+// configured otherwise.
+const DefaultSocket = "/var/run/nri/nri.sock"
+
+// Options configure Run.
+type Options struct {
+	// Socket is the runtime's NRI socket.
+	Socket string
+	// Handlers are the runtime handlers whose containers are placed.
+	Handlers []string
+	// LearnedFile lists more handlers, learned by the agent ("": none).
+	LearnedFile string
+	// DryRun logs and counts what would be set, and sets nothing.
+	DryRun bool
+	// Listen serves /metrics and /healthz ("": not served).
+	Listen string
+	// Name and Index register the plugin with the runtime (NRI orders
+	// plugins by index).
+	Name, Index string
+	// Retry is the wait before connecting again after the runtime closed
+	// the connection or could not be reached.
+	Retry time.Duration
+}
+
+// Validate checks the options before anything runs.
+func (o *Options) Validate() error {
+	if o.Socket == "" || !filepath.IsAbs(o.Socket) {
+		return fmt.Errorf("--socket %q: want the absolute path of the runtime's NRI socket", o.Socket)
+	}
+	for _, h := range o.Handlers {
+		if err := ValidHandler(h); err != nil {
+			return fmt.Errorf("--runtime-handlers: %w", err)
+		}
+	}
+	if len(o.Handlers) == 0 && o.LearnedFile == "" {
+		return errors.New("no runtime handler to place: give --runtime-handlers, or --learned-file")
+	}
+	if len(o.Index) != 2 || o.Index[0] < '0' || o.Index[0] > '9' || o.Index[1] < '0' || o.Index[1] > '9' {
+		return fmt.Errorf("--plugin-index %q: want two digits", o.Index)
+	}
+	return nil
+}
+
+// Run registers the plugin with the runtime and serves its requests until
+// ctx ends, connecting again whenever the runtime goes away (a restart of
+// containerd closes the connection).
+func Run(ctx context.Context, o Options, events Notifier, log *slog.Logger) error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg)
+	handlers := NewHandlers(o.Handlers, o.LearnedFile, func(err error) {
+		m.Failures.WithLabelValues(FailLearned).Inc()
+		log.Warn("learned handlers file unreadable: keeping the last good list", "err", err)
+	})
+	p := NewPlugin(handlers.Listed, o.DryRun, m, events, log)
+	if o.Listen != "" {
+		stop, err := serveMetrics(o.Listen, reg, m, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	log.Info("placing containers of runtime handlers", "handlers", o.Handlers, "learnedFile", o.LearnedFile, "socket", o.Socket, "dryRun", o.DryRun)
+	return connectLoop(ctx, o, p, m, log)
+}
+
+// connectLoop runs one stub per connection. A failure to connect is logged
+// when it first happens and when it ends, not at every retry.
+func connectLoop(ctx context.Context, o Options, p *Plugin, m *Metrics, log *slog.Logger) error {
+	failing := false
+	for {
+		s, err := stub.New(p, stub.WithPluginName(o.Name), stub.WithPluginIdx(o.Index), stub.WithSocketPath(o.Socket),
+			stub.WithLogger(nriLogger{log.With("component", "nri-stub")}))
+		if err != nil {
+			return fmt.Errorf("NRI stub: %w", err)
+		}
+		err = s.Start(ctx)
+		if err == nil {
+			if failing {
+				log.Info("connected to the runtime again")
+			}
+			failing = false
+			m.Connected.Set(1)
+			waitClosed(ctx, s)
+			m.Connected.Set(0)
+			if ctx.Err() == nil {
+				log.Warn("the runtime closed the NRI connection: containers are created unplaced until it is back; connecting again", "retry", o.Retry)
+			}
+		} else if !failing && ctx.Err() == nil {
+			failing = true
+			log.Warn("cannot register with the runtime's NRI socket: retrying", "socket", o.Socket, "err", err, "retry", o.Retry)
+		}
+		s.Stop()
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(o.Retry):
+		}
+	}
+}
+
+// waitClosed returns when the runtime closed the connection, or ctx ended
+// (then it closes it).
+func waitClosed(ctx context.Context, s stub.Stub) {
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-ctx.Done():
+			s.Stop()
+		case <-done:
+		}
+	}()
+	s.Wait()
+}
+
+// serveMetrics serves /metrics and /healthz on addr until stop.
+func serveMetrics(addr string, reg *prometheus.Registry, m *Metrics, log *slog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--listen %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics listener stopped", "err", err)
+		}
+	}()
+	log.Info("serving /metrics and /healthz", "addr", ln.Addr().String())
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}, nil
+}
+
+// nriLogger sends the NRI stub's log lines to slog.
+type nriLogger struct{ l *slog.Logger }
+
+func (n nriLogger) Debugf(ctx context.Context, f string, a ...any) {
+	n.l.DebugContext(ctx, fmt.Sprintf(f, a...))
+}
+
+// Infof goes to debug: the stub says "Created plugin" and "Stopping
+// plugin" at every connection attempt, and Run logs what matters.
+func (n nriLogger) Infof(ctx context.Context, f string, a ...any) {
+	n.l.DebugContext(ctx, fmt.Sprintf(f, a...))
+}
+func (n nriLogger) Warnf(ctx context.Context, f string, a ...any) {
+	n.l.WarnContext(ctx, fmt.Sprintf(f, a...))
+}
+func (n nriLogger) Errorf(ctx context.Context, f string, a ...any) {
+	n.l.ErrorContext(ctx, fmt.Sprintf(f, a...))
+}

@@ -1,0 +1,143 @@
+package nriplugin
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	nri "github.com/containerd/nri/pkg/adaptation"
+)
+
+// runtimeSide is NRI's own runtime half (what containerd and CRI-O embed),
+// in this process, listening on sock.
+func runtimeSide(t *testing.T, sock string) *nri.Adaptation {
+	t.Helper()
+	sync := func(ctx context.Context, cb nri.SyncCB) error { _, err := cb(ctx, nil, nil); return err }
+	update := func(context.Context, []*nri.ContainerUpdate) ([]*nri.ContainerUpdate, error) { return nil, nil }
+	dir := t.TempDir()
+	r, err := nri.New("containerd", "v2.4.2", sync, update, nri.WithSocketPath(sock),
+		nri.WithPluginPath(filepath.Join(dir, "plugins")), nri.WithPluginConfigPath(filepath.Join(dir, "conf")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// create asks the runtime side to create a container and returns the path
+// the plugins set ("" for none).
+func create(t *testing.T, r *nri.Adaptation, handler string) string {
+	t.Helper()
+	rpl, err := r.CreateContainer(context.Background(), &nri.CreateContainerRequest{Pod: pod(handler, slice), Container: ctr(literal)})
+	if err != nil {
+		t.Fatalf("CreateContainer: %v", err)
+	}
+	return rpl.GetAdjust().GetLinux().GetCgroupsPath()
+}
+
+// waitPlaced creates spin containers until one is placed (the plugin has
+// registered), or fails after timeout.
+func waitPlaced(t *testing.T, r *nri.Adaptation, timeout time.Duration) string {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if got := create(t, r, "spin"); got != "" {
+			return got
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("no placement within %v: the plugin did not register", timeout)
+	return ""
+}
+
+// The plugin against NRI's real runtime side over its socket: started
+// before the runtime (it retries until the socket answers), it registers,
+// places a listed handler's container, leaves runc's alone, and serves its
+// counts.
+func TestRunAgainstNRIRuntime(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "nri.sock")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	o := Options{Socket: sock, Handlers: []string{"spin"}, Listen: "127.0.0.1:0", Name: "cgwarden", Index: "50", Retry: 100 * time.Millisecond}
+	addr := make(chan string, 1)
+	log := slog.New(slog.NewTextHandler(&addrSniffer{found: addr}, nil))
+	go func() { done <- Run(ctx, o, nil, log) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	time.Sleep(300 * time.Millisecond) // a few failed attempts first
+	r := runtimeSide(t, sock)
+	defer r.Stop()
+	if got := waitPlaced(t, r, 10*time.Second); got != expanded {
+		t.Fatalf("placed at %q, want %q", got, expanded)
+	}
+	if got := create(t, r, "runc"); got != "" {
+		t.Errorf("runc's container got cgroupsPath %q; want it untouched", got)
+	}
+	body := get(t, "http://"+<-addr+"/metrics")
+	for _, want := range []string{`cgwarden_nri_containers_total{handler="spin",result="placed"}`, "cgwarden_nri_connected 1", "cgwarden_nri_create_container_requests_total"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s:\n%s", want, body)
+		}
+	}
+}
+
+// addrSniffer finds the metrics address in Run's log.
+type addrSniffer struct{ found chan string }
+
+func (a *addrSniffer) Write(p []byte) (int, error) {
+	s := string(p)
+	if strings.Contains(s, "serving /metrics") {
+		if j := strings.Index(s, "addr="); j >= 0 {
+			a.found <- strings.Fields(s[j+len("addr="):])[0]
+		}
+	}
+	return len(p), nil
+}
+
+func get(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestOptionsValidate(t *testing.T) {
+	ok := Options{Socket: "/run/nri.sock", Handlers: []string{"spin"}, Index: "50"}
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("valid options: %v", err)
+	}
+	for _, c := range []struct {
+		name string
+		edit func(*Options)
+		want string
+	}{
+		{"relative socket", func(o *Options) { o.Socket = "nri.sock" }, "--socket"},
+		{"bad handler", func(o *Options) { o.Handlers = []string{"Spin!"} }, "--runtime-handlers"},
+		{"nothing to place", func(o *Options) { o.Handlers = nil }, "no runtime handler"},
+		{"index", func(o *Options) { o.Index = "5" }, "--plugin-index"},
+	} {
+		o := ok
+		c.edit(&o)
+		if err := o.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error with %q", c.name, err, c.want)
+		}
+	}
+}
