@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cgwarden/cgwarden/internal/apiconn"
 	"github.com/cgwarden/cgwarden/internal/journal"
 	"github.com/cgwarden/cgwarden/internal/nriplugin"
 	"github.com/cgwarden/cgwarden/internal/serve"
@@ -63,7 +64,10 @@ func runNRI(cmd *cobra.Command, o nriplugin.Options, f nriFlags) error {
 	log := slog.Default().With("component", "nri")
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	note, stopEvents, err := serveEvents(f.events, f.kubeconfig, serve.NodeName(f.nodeName), log)
+	// Events go through the API server: an outage is logged once, as in
+	// serve (apiconn).
+	reach := apiconn.NewReach(log, time.Now)
+	note, stopEvents, err := serveEvents(f.events, f.kubeconfig, serve.NodeName(f.nodeName), reach.Wrap, log)
 	if err != nil {
 		return err
 	}

@@ -169,7 +169,9 @@ func kubeletReader(t *testing.T, e *env, ns string) func() (int, string) {
 		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "stats-reader", Namespace: ns}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = e.cs.RbacV1().ClusterRoleBindings().Delete(context.Background(), role, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = e.cs.RbacV1().ClusterRoleBindings().Delete(context.Background(), role, metav1.DeleteOptions{})
+	})
 	tr, err := e.cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "stats-reader", &authnv1.TokenRequest{}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -267,7 +267,7 @@ func withNegotiation(cfg *rest.Config) *rest.Config {
 
 // podCPU is a pod's CPU in millicores from a metrics-server, or -1 when it
 // has none yet.
-func podCPU(mc *metricsclient.Clientset, ns, name string) (milli int64, err error) {
+func metricsPodCPU(mc *metricsclient.Clientset, ns, name string) (milli int64, err error) {
 	pm, err := mc.MetricsV1beta1().PodMetricses(ns).Get(context.Background(), name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return -1, nil
@@ -313,11 +313,11 @@ func TestMetricsServerReadsAgent(t *testing.T) {
 	ours, theirs := directMetrics(t, e, cgwardenMetricsPort), directMetrics(t, e, 4443)
 	// metrics-server has a pod's CPU after two scrapes that both saw it.
 	poll(t, 120*time.Second, "the burner's CPU from both metrics-servers", func() (bool, string, error) {
-		a, err := podCPU(ours, ns, "burner")
+		a, err := metricsPodCPU(ours, ns, "burner")
 		if err != nil {
 			return false, "cgwarden-backed: " + err.Error(), nil
 		}
-		b, err := podCPU(theirs, ns, "burner")
+		b, err := metricsPodCPU(theirs, ns, "burner")
 		if err != nil {
 			return false, "kubelet-backed: " + err.Error(), nil
 		}
@@ -362,8 +362,8 @@ func checkMisplacedPod(t *testing.T, e *env, ours, theirs *metricsclient.Clients
 		t.Fatalf("the misplace runtime did not misplace the container: %v", err)
 	}
 	poll(t, 120*time.Second, "the misplaced pod's CPU from both metrics-servers", func() (bool, string, error) {
-		a, errA := podCPU(ours, ns, "misplaced")
-		b, errB := podCPU(theirs, ns, "misplaced")
+		a, errA := metricsPodCPU(ours, ns, "misplaced")
+		b, errB := metricsPodCPU(theirs, ns, "misplaced")
 		return errA == nil && errB == nil && a >= 0 && b >= 0, fmt.Sprintf("cgwarden-backed %dm (%v), kubelet-backed %dm (%v)", a, errA, b, errB), nil
 	})
 	samples := pairedSamples(t, ours, theirs, ns, "misplaced", 3, nil)
@@ -386,11 +386,11 @@ func pairedSamples(t *testing.T, ours, theirs *metricsclient.Clientset, ns, pod 
 		if i > 0 {
 			time.Sleep(15 * time.Second)
 		}
-		a, err := podCPU(ours, ns, pod)
+		a, err := metricsPodCPU(ours, ns, pod)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := podCPU(theirs, ns, pod)
+		b, err := metricsPodCPU(theirs, ns, pod)
 		if err != nil {
 			t.Fatal(err)
 		}
