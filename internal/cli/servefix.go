@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -25,6 +26,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/journal"
 	"github.com/cgwarden/cgwarden/internal/metadata"
+	"github.com/cgwarden/cgwarden/internal/nriplugin"
 	"github.com/cgwarden/cgwarden/internal/plan"
 	"github.com/cgwarden/cgwarden/internal/podsource"
 	"github.com/cgwarden/cgwarden/internal/serve"
@@ -46,6 +48,9 @@ type fixers struct {
 	interval   time.Duration
 	collectors []prometheus.Collector
 	onApply    func(*fix.Result)
+	// onAdopt is told of adoption runs: onApply, and the runtime
+	// handlers learned for `cgwarden nri`.
+	onAdopt func(*fix.Result)
 }
 
 // newFixers checks the --fix rules and builds the weight holder (for the
@@ -82,8 +87,43 @@ func (f *serveFix) newFixers(host *cgroupfs.Host, lister hold.Lister, vmsFile st
 	if adopt {
 		fx.adopt = engine()
 		fx.adopt.Steady = true // one plan per interval: steady-state scans
+		fx.onAdopt = bothApplied(fx.onApply, learnHandlers(filepath.Join(f.journalDir, nriplugin.LearnedFile), fx.adopt, log))
 	}
 	return fx, nil
+}
+
+// learnHandlers notes in the file at path (read by `cgwarden nri`) the
+// CRI runtime handler of each pod whose misplaced container an adoption
+// moved: that handler's new containers can then be placed right before
+// they start. Pods are looked up in the engine's metadata of the run (the
+// CRI names handlers; other sources leave them unknown, and nothing is
+// learned).
+func learnHandlers(path string, e *fix.Engine, log *slog.Logger) func(*fix.Result) {
+	return func(res *fix.Result) {
+		for _, s := range res.Steps {
+			if s.Note != "" || s.Op.Rule != plan.RuleMisplaced || s.Op.Kind != plan.Move {
+				continue
+			}
+			p, ok := e.Meta.Pod(s.Op.Pod)
+			if !ok || p.RuntimeHandler == "" {
+				continue
+			}
+			if err := nriplugin.Learn(path, p.RuntimeHandler); err != nil {
+				log.Warn("noting a runtime handler that misplaces containers", "handler", p.RuntimeHandler, "err", err)
+			}
+		}
+	}
+}
+
+// bothApplied calls a then b (either may be nil).
+func bothApplied(a, b func(*fix.Result)) func(*fix.Result) {
+	return func(res *fix.Result) {
+		for _, f := range []func(*fix.Result){a, b} {
+			if f != nil {
+				f(res)
+			}
+		}
+	}
 }
 
 // parse checks --fix and --max-tier-cpu: the weight rules to hold,
@@ -124,7 +164,7 @@ func (fx *fixers) run(ctx context.Context, log *slog.Logger) (stop func()) {
 		})
 	}
 	if fx.adopt != nil {
-		wg.Go(func() { hold.RunAdoption(ctx, fx.adopt, fx.sizes, fx.interval, log, fx.onApply) })
+		wg.Go(func() { hold.RunAdoption(ctx, fx.adopt, fx.sizes, fx.interval, log, fx.onAdopt) })
 	}
 	return func() { cancel(); wg.Wait() }
 }

@@ -23,8 +23,12 @@ type Pod struct {
 	// (a NeonVM runner's -vmspec argument); nil otherwise.
 	VMSize *Size
 	// SandboxID is the CRI pod sandbox ID when known.
-	SandboxID  string
-	Containers []Container
+	SandboxID string
+	// RuntimeHandler is the CRI runtime handler the pod's sandbox runs
+	// under (its RuntimeClass's handler; "" for the runtime's default or
+	// when unknown).
+	RuntimeHandler string
+	Containers     []Container
 }
 
 // Container is what is known of one container.

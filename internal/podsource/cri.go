@@ -96,6 +96,7 @@ func fromCRI(sbs []*runtimeapi.PodSandbox, cts []*runtimeapi.Container) []metada
 			newest[md.GetUid()] = sb.GetCreatedAt()
 			p := &pods[i]
 			p.SandboxID = sb.GetId()
+			p.RuntimeHandler = sb.GetRuntimeHandler()
 			p.StartTime = nsTime(sb.GetCreatedAt())
 			p.Labels, p.Annotation = sb.GetLabels(), sb.GetAnnotations()
 		}

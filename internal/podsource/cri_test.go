@@ -59,7 +59,7 @@ func seedRuntime() *fakeRuntime {
 	return &fakeRuntime{
 		sandboxes: []*runtimeapi.PodSandbox{
 			{Id: "sb-old", CreatedAt: t0 - 1e9, Metadata: &runtimeapi.PodSandboxMetadata{Name: "spin-test-66d9dd45f5-csf5j", Namespace: "default", Uid: spinUID}},
-			{Id: "sb-new", CreatedAt: t0, Labels: map[string]string{"app": "spin-test"}, Metadata: &runtimeapi.PodSandboxMetadata{Name: "spin-test-66d9dd45f5-csf5j", Namespace: "default", Uid: spinUID, Attempt: 1}},
+			{Id: "sb-new", CreatedAt: t0, RuntimeHandler: "wasmtime-spin-v2", Labels: map[string]string{"app": "spin-test"}, Metadata: &runtimeapi.PodSandboxMetadata{Name: "spin-test-66d9dd45f5-csf5j", Namespace: "default", Uid: spinUID, Attempt: 1}},
 			{Id: "sb-other", CreatedAt: t0, Metadata: &runtimeapi.PodSandboxMetadata{Name: "coredns-1", Namespace: "kube-system", Uid: "79c5176e-2321-b374-1f55-aee0036af2a9"}},
 		},
 		containers: []*runtimeapi.Container{
@@ -84,6 +84,9 @@ func TestCRIListsPodsAndContainers(t *testing.T) {
 	p := pods[0]
 	if p.UID != spinUID || p.Name != "spin-test-66d9dd45f5-csf5j" || p.Namespace != "default" {
 		t.Errorf("pod = %+v", p)
+	}
+	if p.RuntimeHandler != "wasmtime-spin-v2" {
+		t.Errorf("runtime handler %q, want the newest sandbox's wasmtime-spin-v2", p.RuntimeHandler)
 	}
 	if p.SandboxID != "sb-new" || !p.StartTime.Equal(time.Date(2024, 8, 21, 17, 22, 33, 0, time.UTC)) || p.Labels["app"] != "spin-test" {
 		t.Errorf("newest sandbox not used: %s %s %v", p.SandboxID, p.StartTime, p.Labels)

@@ -1,0 +1,49 @@
+package cli
+
+import (
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/cgwarden/cgwarden/internal/fix"
+	"github.com/cgwarden/cgwarden/internal/metadata"
+	"github.com/cgwarden/cgwarden/internal/nriplugin"
+	"github.com/cgwarden/cgwarden/internal/plan"
+)
+
+// An adoption that moved a misplaced container teaches `cgwarden nri` its
+// pod's runtime handler (from the CRI metadata of the run); a step not
+// applied, another rule's step, and a pod of the default handler teach
+// nothing.
+func TestAdoptionLearnsHandlers(t *testing.T) {
+	path := filepath.Join(t.TempDir(), nriplugin.LearnedFile)
+	e := &fix.Engine{Meta: metadata.NewSet([]metadata.Pod{
+		{UID: "u-spin", RuntimeHandler: "wasmtime-spin-v2"},
+		{UID: "u-runc"},
+		{UID: "u-kata", RuntimeHandler: "kata"},
+	})}
+	learn := learnHandlers(path, e, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	move := func(uid string) plan.Op { return plan.Op{Kind: plan.Move, Rule: plan.RuleMisplaced, Pod: uid} }
+	learn(&fix.Result{Steps: []fix.StepResult{
+		{Op: move("u-spin")},
+		{Op: move("u-runc")},
+		{Op: move("u-kata"), Note: "not applied: the pod is gone"},
+		{Op: plan.Op{Kind: plan.Write, Rule: plan.RuleMisplaced, Pod: "u-kata"}},
+	}})
+	learn(&fix.Result{Steps: []fix.StepResult{{Op: move("u-spin")}}})
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	got, err := nriplugin.ParseHandlers(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, []string{"wasmtime-spin-v2"}) {
+		t.Fatalf("learned %q, want only the misplacing pod's handler", got)
+	}
+}
