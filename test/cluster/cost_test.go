@@ -17,9 +17,7 @@ import (
 	"testing"
 	"time"
 
-	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -154,32 +152,11 @@ func TestCostBesideTheKubelet(t *testing.T) {
 // ServiceAccount token allowed nodes/stats (the kubelet is asked
 // directly: the API server refuses to proxy to a loopback node address).
 func kubeletReader(t *testing.T, e *env, ns string) func() (int, string) {
-	ctx := context.Background()
-	if _, err := e.cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "stats-reader"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	role := "cgwarden-test-stats-" + ns
-	if _, err := e.cs.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: role},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes/stats"}, Verbs: []string{"get"}}}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.cs.RbacV1().ClusterRoles().Delete(context.Background(), role, metav1.DeleteOptions{}) })
-	if _, err := e.cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role},
-		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "stats-reader", Namespace: ns}}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = e.cs.RbacV1().ClusterRoleBindings().Delete(context.Background(), role, metav1.DeleteOptions{})
-	})
-	tr, err := e.cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "stats-reader", &authnv1.TokenRequest{}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tok := e.nodeReaderToken(t, ns, "stats-reader", "nodes/stats")
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	get := func() (int, string) {
 		req, _ := http.NewRequest("GET", "https://127.0.0.1:10250/stats/summary?only_cpu_and_memory=true", nil)
-		req.Header.Set("Authorization", "Bearer "+tr.Status.Token)
+		req.Header.Set("Authorization", "Bearer "+tok)
 		resp, err := client.Do(req)
 		if err != nil {
 			t.Fatal(err)
