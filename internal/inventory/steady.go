@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"io/fs"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 
@@ -109,7 +110,7 @@ func NewSteady(sc *Scanner, h *cgroupfs.Host, o SteadyOptions) (*Steady, error) 
 	st := &Steady{kept: h.NewKept(o.MaxOpen), every: o.Every, known: map[string]*known{}}
 	st.mounts = watchedMounts(sc.Places)
 	for _, m := range []string{sc.Places.Unified, sc.Places.CPU, sc.Places.CPUAcct, sc.Places.Memory, sc.Places.Pids} {
-		if m != "" && !containsString(st.allMounts, m) {
+		if m != "" && !slices.Contains(st.allMounts, m) {
 			st.allMounts = append(st.allMounts, m)
 		}
 	}
@@ -133,20 +134,11 @@ func watchedMounts(p mounts.Places) []string {
 	}
 	out := []string{p.CPU}
 	for _, m := range []string{p.Memory, p.Pids} {
-		if m != "" && !containsString(out, m) {
+		if m != "" && !slices.Contains(out, m) {
 			out = append(out, m)
 		}
 	}
 	return out
-}
-
-func containsString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // Close closes the kept descriptors and the watches.

@@ -254,12 +254,17 @@ func (x *reading) settingsV1(s *Stats) {
 
 func (x *reading) countersV1(s *Stats, withThreads, frozen bool) {
 	p := x.r.Places
-	if frozen {
-		// Taken from the settings (Settings.Frozen); not read.
-	} else if t, ok := x.file(p.CPU, "cpu.stat"); ok {
-		if err := parseThrottling(t, &s.CPU); err != nil {
-			x.fail(p.CPU, "cpu.stat", err)
+	if !frozen {
+		// Without a quota the counters will be frozen with the settings
+		// (Settings.Frozen) and not read again: not worth a kept
+		// descriptor.
+		x.counting = !unlimited(s.CPU.QuotaUs)
+		if t, ok := x.file(p.CPU, "cpu.stat"); ok {
+			if err := parseThrottling(t, &s.CPU); err != nil {
+				x.fail(p.CPU, "cpu.stat", err)
+			}
 		}
+		x.counting = true
 	}
 	// cpuacct.stat (the user/system split) is not read: nothing cgwarden
 	// serves uses it, and it would be one more file per cgroup per scan.
