@@ -42,12 +42,14 @@ type serveFix struct {
 
 // fixers are what `serve --fix` runs beside the scan loop.
 type fixers struct {
-	holder     *hold.Holder
-	adopt      *fix.Engine
-	sizes      hold.Sizes
-	interval   time.Duration
-	collectors []prometheus.Collector
-	onApply    func(*fix.Result)
+	holder *hold.Holder
+	adopt  *fix.Engine
+	// adoptMetrics count the adoption loop's runs (with adopt).
+	adoptMetrics *hold.AdoptionMetrics
+	sizes        hold.Sizes
+	interval     time.Duration
+	collectors   []prometheus.Collector
+	onApply      func(*fix.Result)
 	// onAdopt is told of adoption runs: onApply, and the runtime
 	// handlers learned for `cgwarden nri`.
 	onAdopt func(*fix.Result)
@@ -86,6 +88,8 @@ func (f *serveFix) newFixers(host *cgroupfs.Host, lister hold.Lister, vmsFile st
 	}
 	if adopt {
 		fx.adopt = engine()
+		fx.adoptMetrics = hold.NewAdoptionMetrics()
+		fx.collectors = append(fx.collectors, fx.adoptMetrics)
 		fx.adopt.Steady = true // one plan per interval: steady-state scans
 		fx.onAdopt = bothApplied(fx.onApply, learnHandlers(filepath.Join(f.journalDir, nriplugin.LearnedFile), fx.adopt, log))
 	}
@@ -164,7 +168,7 @@ func (fx *fixers) run(ctx context.Context, log *slog.Logger) (stop func()) {
 		})
 	}
 	if fx.adopt != nil {
-		wg.Go(func() { hold.RunAdoption(ctx, fx.adopt, fx.sizes, fx.interval, log, fx.onAdopt) })
+		wg.Go(func() { hold.RunAdoption(ctx, fx.adopt, fx.sizes, fx.interval, log, fx.adoptMetrics, fx.onAdopt) })
 	}
 	return func() { cancel(); wg.Wait() }
 }

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/cgwarden/cgwarden/internal/fix"
 	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/realtest"
@@ -37,9 +39,10 @@ func TestAdoptionFollowsAMisplacingRuntime(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	runs := 0
+	m := NewAdoptionMetrics()
 	go func() {
 		defer close(done)
-		RunAdoption(ctx, e, func(context.Context) (*metadata.Set, error) { return nil, nil }, 100*time.Millisecond, nil, func(*fix.Result) { runs++ })
+		RunAdoption(ctx, e, func(context.Context) (*metadata.Set, error) { return nil, nil }, 100*time.Millisecond, nil, m, func(*fix.Result) { runs++ })
 	}()
 	defer func() { cancel(); <-done }()
 
@@ -67,6 +70,20 @@ func TestAdoptionFollowsAMisplacingRuntime(t *testing.T) {
 	<-done
 	if runs < 4 {
 		t.Fatalf("%d adoption runs reported, want one per container (4)", runs)
+	}
+	// /metrics counts the same runs and the processes moved (one sleep per
+	// container); the runs between containers were clean. (A run can fail
+	// here: a child the test forks holds a copy of the journal's lock
+	// until it execs, which on a loaded machine outlasts the next run.
+	// TestAdoptionCountsFailedRuns counts failures.)
+	if got := testutil.ToFloat64(m.runs.WithLabelValues(AdoptAdopted)); got != float64(runs) {
+		t.Errorf("cgwarden_adoption_runs_total{result=adopted} = %v, want %d (the runs reported)", got, runs)
+	}
+	if got := testutil.ToFloat64(m.moved); got < 4 {
+		t.Errorf("cgwarden_adoption_processes_moved_total = %v, want at least 4", got)
+	}
+	if got := testutil.ToFloat64(m.runs.WithLabelValues(AdoptClean)); got == 0 {
+		t.Error("cgwarden_adoption_runs_total{result=clean} = 0: no run found nothing to do between containers")
 	}
 	entries, err := os.ReadDir(journal)
 	if err != nil || len(entries) == 0 {

@@ -10,7 +10,7 @@ import (
 // overwrites it undid, the time they stood, and the weight the cgroup
 // actually had on average since the Holder took it on.
 var (
-	heldLabels   = []string{"cgroup", "role", "pod"}
+	heldLabels   = []string{"cgroup", "role", "uid"} // uid: the pod's UID, empty for the tier
 	descTarget   = prometheus.NewDesc("cgwarden_weight_target", "CPU weight cgwarden holds the cgroup at (cgroup v1 cpu.shares or v2 cpu.weight): what the kubelet would write if the sized pods requested their sizes.", heldLabels, nil)
 	descResets   = prometheus.NewDesc("cgwarden_weight_resets_total", "Times the cgroup's weight was overwritten by someone else (the kubelet resets the BestEffort tier) and cgwarden wrote the target back.", heldLabels, nil)
 	descOff      = prometheus.NewDesc("cgwarden_weight_off_target_seconds_total", "Seconds between noticing an overwrite of the cgroup's weight and restoring the target, summed.", heldLabels, nil)

@@ -22,6 +22,7 @@ var (
 	ownPodWeight    = prometheus.NewDesc("cgwarden_pod_cpu_weight", "Raw CPU weight of the pod cgroup (cgroup v1 cpu.shares or v2 cpu.weight).", podLabels, nil)
 	ownPodGuar      = prometheus.NewDesc("cgwarden_pod_cpu_guaranteed_cores", "CPU the pod cgroup is guaranteed when every cgroup on the node is busy, in cores.", podLabels, nil)
 	ownPodFair      = prometheus.NewDesc("cgwarden_pod_cpu_fair_cores", "Demand-aware fair share of CPU of the pod cgroup, in cores.", podLabels, nil)
+	ownPodDeclared  = prometheus.NewDesc("cgwarden_pod_cpu_declared_cores", "CPU size the pod declares beyond its requests, in cores: its VM's size (a NeonVM runner's -vmspec) or the cgwarden.io/cpu annotation, what the size-blind-weights fix weighs it by; only for pods that declare one.", podLabels, nil)
 	ownPodMisplaced = prometheus.NewDesc("cgwarden_pod_misplaced", "1 if at least one of the pod's container or sandbox cgroups lives outside the pod cgroup, else 0.", podLabels, nil)
 )
 
@@ -31,7 +32,7 @@ type podCollector struct{ s *Server }
 var _ prometheus.Collector = podCollector{}
 
 func (c podCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{ownPodCPU, ownPodCgroupCPU, ownPodCores, ownPodWS, ownPodRSS, ownPodWeight, ownPodGuar, ownPodMisplaced} {
+	for _, d := range []*prometheus.Desc{ownPodCPU, ownPodCgroupCPU, ownPodCores, ownPodWS, ownPodRSS, ownPodWeight, ownPodGuar, ownPodDeclared, ownPodMisplaced} {
 		ch <- d
 	}
 	if c.s.cfg.Demand {
@@ -54,6 +55,11 @@ func (c podCollector) Collect(ch chan<- prometheus.Metric) {
 				ch <- constMetric(ownPodCgroupCPU, prometheus.CounterValue, seconds(*v), pl...)
 			}
 			cgroupCPU(ch, ownPodWeight, ownPodGuar, ownPodFair, p.Cgroup, pl)
+		}
+		// A size the metadata declares but refuses (not a quantity, 0,
+		// beyond any node) is left out, as the fix leaves the pod alone.
+		if sz, ok, _ := st.meta.DeclaredSize(p.UID); ok {
+			ch <- constMetric(ownPodDeclared, prometheus.GaugeValue, float64(sz.MilliCPU)/1000, pl...)
 		}
 		ch <- constMetric(ownPodMisplaced, prometheus.GaugeValue, b2f(p.Outside), pl...)
 	})
