@@ -96,18 +96,19 @@ func seedPods() []*seedPod {
 	// Guaranteed pods: the six UIDs listed in the seed's `ls
 	// kubepods.slice`. cb6dc9c2 is the seed's overprovisioning pod with 2
 	// CPUs (2048 shares); the other five are reconstructed (names, sizes).
-	pod("overprovisioning-6f7d78c958-2228t", "overprovisioning", "guaranteed",
-		[]seedContainer{{"pause", 2000, 2000, 0.0}}, "cb6dc9c2-eda7-4e8a-8e4a-948169e57cdc")
-	pod("overprovisioning-6f7d78c958-7gq4t", "overprovisioning", "guaranteed",
-		[]seedContainer{{"pause", 2000, 2000, 0.0}}, "22bf9367-60ee-4481-a762-addb5f83a056")
-	pod("compute-steep-cloud-73028561-7b9d6c5f4-j4m2x", "default", "guaranteed",
-		[]seedContainer{{"compute-node", 4000, 4000, 0.9}}, "7bbd817f-b4d6-4e6f-8ac1-50bc6e270a2d")
-	pod("prometheus-agent-0", "monitoring", "guaranteed",
-		[]seedContainer{{"prometheus", 1000, 1000, 0.45}}, "1035a83e-09cb-46e0-b56b-0ba59af9465c")
-	pod("compute-hidden-sea-61837204-85f7c9d6b-w7kq2", "default", "guaranteed",
-		[]seedContainer{{"compute-node", 500, 500, 0.3}}, "17f65edb-b99c-4530-8d93-3ff62c64f50f")
-	pod("node-problem-detector-x9z4c", "kube-system", "guaranteed",
-		[]seedContainer{{"node-problem-detector", 250, 250, 0.05}}, "7daf1144-d3b5-4531-9a59-221f96a36a2b")
+	for _, g := range []struct {
+		name, ns, uid string
+		c             seedContainer
+	}{
+		{"overprovisioning-6f7d78c958-2228t", "overprovisioning", "cb6dc9c2-eda7-4e8a-8e4a-948169e57cdc", seedContainer{"pause", 2000, 2000, 0.0}},
+		{"overprovisioning-6f7d78c958-7gq4t", "overprovisioning", "22bf9367-60ee-4481-a762-addb5f83a056", seedContainer{"pause", 2000, 2000, 0.0}},
+		{"compute-steep-cloud-73028561-7b9d6c5f4-j4m2x", "default", "7bbd817f-b4d6-4e6f-8ac1-50bc6e270a2d", seedContainer{"compute-node", 4000, 4000, 0.9}},
+		{"prometheus-agent-0", "monitoring", "1035a83e-09cb-46e0-b56b-0ba59af9465c", seedContainer{"prometheus", 1000, 1000, 0.45}},
+		{"compute-hidden-sea-61837204-85f7c9d6b-w7kq2", "default", "17f65edb-b99c-4530-8d93-3ff62c64f50f", seedContainer{"compute-node", 500, 500, 0.3}},
+		{"node-problem-detector-x9z4c", "kube-system", "7daf1144-d3b5-4531-9a59-221f96a36a2b", seedContainer{"node-problem-detector", 250, 250, 0.05}},
+	} {
+		pod(g.name, g.ns, "guaranteed", []seedContainer{g.c}, g.uid)
+	}
 
 	// Burstable: daemon pods and compute pods whose requests sum to 31325m,
 	// so that the tier is MilliCPUToShares(31325) = 32076 and the pods' own

@@ -11,6 +11,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/fairness"
 	"github.com/cgwarden/cgwarden/internal/layout"
 	"github.com/cgwarden/cgwarden/internal/metadata"
+	"github.com/cgwarden/cgwarden/internal/weights"
 )
 
 // Cgroups is where a tree is built: a scratch cgroup that makes
@@ -107,12 +108,7 @@ type Tree struct {
 }
 
 // WeightFile is cpu.shares on v1, cpu.weight on v2.
-func (t Tree) WeightFile() string {
-	if t.V2 {
-		return "cpu.weight"
-	}
-	return "cpu.shares"
-}
+func (t Tree) WeightFile() string { return weights.WeightFile(t.V2) }
 
 // MaxWeight is the largest weight of the hierarchy.
 func (t Tree) MaxWeight() uint64 {
