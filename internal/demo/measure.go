@@ -7,13 +7,8 @@ import (
 	"path"
 	"time"
 
-	"github.com/cgwarden/cgwarden/internal/fairness"
 	"github.com/cgwarden/cgwarden/internal/inventory"
 )
-
-const minShares = fairness.MinShares
-
-func fairnessShares(milli int64) uint64 { return fairness.MilliCPUToShares(milli) }
 
 // reading is the CPU counters of the cgroups a phase compares, at one
 // instant.
@@ -203,10 +198,10 @@ func (d *run) figures(ph Phase, a, b reading, ctrRel string) Phase {
 func (d *run) weights(ph *Phase) error {
 	var err error
 	if sp := ph.Seed000; sp != nil {
-		if sp.TierWeight, err = d.s.weight(d.names.bestEffort); err != nil {
+		if sp.TierWeight, err = d.weight(d.tree.BestEffort); err != nil {
 			return err
 		}
-		if sp.BurstableTierWeight, err = d.s.weight(d.names.burstable); err != nil {
+		if sp.BurstableTierWeight, err = d.weight(d.tree.Burstable); err != nil {
 			return err
 		}
 		sp.PromisedVMShare = float64(sp.TierWeight) / float64(sp.TierWeight+sp.BurstableTierWeight)
@@ -214,7 +209,7 @@ func (d *run) weights(ph *Phase) error {
 			sp.PromisedVMShare = 1
 		}
 		for i, p := range d.vms {
-			if sp.VMs[i].PodWeight, err = d.s.weight(p.rel); err != nil {
+			if sp.VMs[i].PodWeight, err = d.weight(p.rel); err != nil {
 				return err
 			}
 		}

@@ -13,8 +13,11 @@ import (
 	"time"
 
 	"github.com/cgwarden/cgwarden/internal/audit"
+	"github.com/cgwarden/cgwarden/internal/fairness"
 	"github.com/cgwarden/cgwarden/internal/fix"
 	"github.com/cgwarden/cgwarden/internal/inventory"
+	"github.com/cgwarden/cgwarden/internal/kubelettree"
+	"github.com/cgwarden/cgwarden/internal/layout"
 	"github.com/cgwarden/cgwarden/internal/metadata"
 )
 
@@ -66,7 +69,7 @@ type run struct {
 	self     string
 	children []*child
 	res      *Result
-	names    names
+	tree     kubelettree.Tree
 	vms      []Pod
 	burst    Pod
 	burstPID *child
@@ -82,9 +85,9 @@ type run struct {
 // signal) ends it early, still cleaning up. The result holds what was
 // measured up to the end or the failure.
 func Run(ctx context.Context, o Options) (res *Result, err error) {
-	nm, err := namesFor(o.Driver)
+	nm, err := kubelettree.NamesFor(layout.Driver(o.Driver))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("--driver: %w", err)
 	}
 	if os.Geteuid() != 0 {
 		return nil, ErrNotRoot
@@ -104,7 +107,8 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating the scratch cgroup: %w", err)
 	}
-	d := &run{o: o, s: s, self: o.Self, names: nm, res: &Result{Scratch: s.name, CgroupVersion: s.version(), CPUs: runtime.NumCPU(), Driver: nm.driver,
+	tree := kubelettree.Tree{Names: nm, V2: s.v2, C: treeCgroups{s}}
+	d := &run{o: o, s: s, self: o.Self, tree: tree, res: &Result{Scratch: s.name, CgroupVersion: s.version(), CPUs: runtime.NumCPU(), Driver: string(nm.Driver),
 		Seeds: o.Seeds, PhaseSeconds: o.Duration.Seconds()}}
 	d.cpuVM, d.cpuMis = 0, 0
 	if runtime.NumCPU() > 1 {
@@ -155,7 +159,7 @@ func (d *run) check(ctx context.Context, step string) error {
 }
 
 func (d *run) steps(ctx context.Context, eng *fix.Engine) error {
-	d.say("building the layouts in the scratch cgroup %s (cgroup %s, %s driver's names)", d.s.name, d.s.version(), d.names.driver)
+	d.say("building the layouts in the scratch cgroup %s (cgroup %s, %s driver's names)", d.s.name, d.s.version(), d.tree.Driver)
 	if err := d.build(); err != nil {
 		return fmt.Errorf("building the layouts: %w", err)
 	}
@@ -238,31 +242,40 @@ func (d *run) maxTier() int64 {
 }
 
 func (d *run) build() error {
-	if err := d.s.buildKube(d.names); err != nil {
+	if err := d.tree.BuildKube(burstMilli); err != nil {
 		return err
 	}
 	var others []Pod
 	if d.has(Seed000) {
-		d.burst = d.names.newPod("app", "burstable", burstMilli)
-		if err := d.s.buildPod(d.burst, fairnessShares(burstMilli)); err != nil {
+		var err error
+		if d.burst, err = newPod(d.tree.Names, "app", layout.Burstable, burstMilli); err != nil {
+			return err
+		}
+		if err := d.tree.BuildPod(d.burst.treePod(), fairness.MilliCPUToShares(burstMilli)); err != nil {
 			return err
 		}
 		others = append(others, d.burst)
 		for _, m := range vmSizes {
-			p := d.names.newPod(fmt.Sprintf("vm-%d-cpu", m/1000), "besteffort", m)
-			if err := d.s.buildPod(p, minShares); err != nil {
+			p, err := newPod(d.tree.Names, fmt.Sprintf("vm-%d-cpu", m/1000), layout.BestEffort, m)
+			if err != nil {
+				return err
+			}
+			if err := d.tree.BuildPod(p.treePod(), fairness.MinShares); err != nil {
 				return err
 			}
 			d.vms = append(d.vms, p)
 		}
 	}
 	if d.has(Seed003) {
-		d.mis = d.names.newPod("spin-app", "guaranteed", misplacedMilli)
+		var err error
+		if d.mis, err = newPod(d.tree.Names, "spin-app", layout.Guaranteed, misplacedMilli); err != nil {
+			return err
+		}
 		d.mis.ctrRel = misplacedRel(d.mis)
 		if err := d.s.mkdir(d.mis.rel); err != nil {
 			return err
 		}
-		if err := d.s.setWeight(d.mis.rel, d.s.podWeight(fairnessShares(misplacedMilli))); err != nil {
+		if err := d.tree.SetWeight(d.mis.rel, d.tree.PodWeight(fairness.MilliCPUToShares(misplacedMilli))); err != nil {
 			return err
 		}
 		if err := d.s.mkdir(d.mis.ctrRel); err != nil {

@@ -11,11 +11,11 @@ import (
 	"github.com/cgwarden/cgwarden/internal/snapshot"
 )
 
-var update = flag.Bool("update", false, "reseal the embedded snapshots (after editing one by hand)")
+var update = flag.Bool("update", false, "reseal the embedded snapshots (after editing one by hand) and rewrite the seed-000 example from its generator (TestSeed000Generated)")
 
 // Every embedded snapshot is sealed, so replaying one prints no "not
 // sealed" warning. An example edited by hand fails here; rerun with
-// -update to reseal it (seed-000's generator seals its own output).
+// -update to reseal it (seed-000 is made, sealed, by TestSeed000Generated).
 func TestEmbeddedSealed(t *testing.T) {
 	for _, name := range examples.Names() {
 		raw, _ := examples.Open(name)

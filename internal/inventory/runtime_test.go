@@ -30,9 +30,4 @@ func TestNodeRuntime(t *testing.T) {
 			t.Errorf("%s: %q, want %q", c.name, got, c.want)
 		}
 	}
-	for id, want := range map[string]string{"containerd://abc": "containerd", "cri-o://abc": "crio", "docker://abc": "docker", "abc": ""} {
-		if got := metadata.RuntimeOf(id); got != want {
-			t.Errorf("RuntimeOf(%q) = %q, want %q", id, got, want)
-		}
-	}
 }

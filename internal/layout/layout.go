@@ -99,17 +99,19 @@ var (
 	// cgroupfs: pod<uid>; systemd: [<prefix>-]kubepods[-<qos>]-pod<uid_>.slice
 	podCgroupfsRe = regexp.MustCompile(`^pod(` + uidDash + `|` + uidHash + `)$`)
 	podSystemdRe  = regexp.MustCompile(`^(?:[A-Za-z0-9_.]+-)?kubepods(?:-(burstable|besteffort))?-pod(` + uidUnder + `|` + uidHash + `)\.slice$`)
-	// Containers inside a pod cgroup.
-	containerRe = regexp.MustCompile(`^(?:(cri-containerd|crio|docker|crio-conmon|cri-o)-)?(` + hexID + `)(\.scope)?$`)
+	// Containers inside a pod cgroup, named by any prefix of the runtime
+	// table.
+	containerRe = regexp.MustCompile(`^(?:(` + prefixPattern(true) + `)-)?(` + hexID + `)(\.scope)?$`)
 	kataRe      = regexp.MustCompile(`^kata_([0-9a-f]{64}|[A-Za-z0-9-]+)$`)
 	// The literal systemd cgroupsPath a non-systemd runtime made a
 	// directory of: <slice>:<prefix>:<id>.
 	literalRe = regexp.MustCompile(`^([^:/]+\.slice):([^:/]+):(` + hexID + `)$`)
 	// Any name that carries a pod UID.
-	anyPodRe      = regexp.MustCompile(`pod(` + uidDash + `|` + uidUnder + `)`)
-	vmRunnerRe    = regexp.MustCompile(`^([a-z0-9]([-a-z0-9.]*[a-z0-9])?)-vm-runner$`)
-	neonQEMURe    = regexp.MustCompile(`^neonvm-qemu-([a-z0-9]([-a-z0-9.]*[a-z0-9])?)$`)
-	containerOnly = regexp.MustCompile(`^(?:(cri-containerd|crio|docker)-)(` + hexID + `)\.scope$`)
+	anyPodRe   = regexp.MustCompile(`pod(` + uidDash + `|` + uidUnder + `)`)
+	vmRunnerRe = regexp.MustCompile(`^([a-z0-9]([-a-z0-9.]*[a-z0-9])?)-vm-runner$`)
+	neonQEMURe = regexp.MustCompile(`^neonvm-qemu-([a-z0-9]([-a-z0-9.]*[a-z0-9])?)$`)
+	// A container runtime's own scope, outside the kubelet's tree.
+	containerOnly = regexp.MustCompile(`^(?:(` + prefixPattern(false) + `)-)(` + hexID + `)\.scope$`)
 )
 
 // NormalizeUID turns a cgroup-name UID (underscores) into the API form.
@@ -145,13 +147,13 @@ func Child(parent Identity, name string) Identity {
 		id := Identity{Driver: parent.Driver, QoS: parent.QoS, PodUID: parent.PodUID}
 		if m := containerRe.FindStringSubmatch(name); m != nil {
 			id.Kind, id.ContainerID, id.Runtime = Container, m[2], runtimeOf(m[1])
-			if m[1] == "crio-conmon" {
+			if id.Runtime == RuntimeConmon {
 				id.Kind, id.Shape = Sandbox, ShapeConmon
 			}
 			return id
 		}
 		if m := kataRe.FindStringSubmatch(name); m != nil {
-			id.Kind, id.Runtime, id.Shape, id.ContainerID = Sandbox, "kata", ShapeKata, m[1]
+			id.Kind, id.Runtime, id.Shape, id.ContainerID = Sandbox, RuntimeKata, ShapeKata, m[1]
 			return id
 		}
 		id.Kind, id.Shape = Foreign, ShapeUnknown
@@ -190,7 +192,7 @@ func besidePod(name string) (Identity, bool) {
 		return id, true
 	}
 	if m := kataRe.FindStringSubmatch(name); m != nil {
-		return Identity{Kind: Sandbox, Runtime: "kata", Shape: ShapeKata, ContainerID: m[1]}, true
+		return Identity{Kind: Sandbox, Runtime: RuntimeKata, Shape: ShapeKata, ContainerID: m[1]}, true
 	}
 	return Identity{}, false
 }
@@ -208,7 +210,7 @@ func outside(name string) Identity {
 		return id
 	}
 	if name == "kata_overhead" {
-		return Identity{Kind: Sandbox, Runtime: "kata", Shape: ShapeKataOver}
+		return Identity{Kind: Sandbox, Runtime: RuntimeKata, Shape: ShapeKataOver}
 	}
 	if id, ok := besidePod(name); ok {
 		return id

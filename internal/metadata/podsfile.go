@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/cgwarden/cgwarden/internal/layout"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
@@ -96,7 +97,7 @@ func FromAPI(k *corev1.Pod) Pod {
 	p.LimitMilliCPU = &lim
 	p.VMSize = runnerVMSize(k)
 	for _, st := range append(append([]corev1.ContainerStatus{}, k.Status.InitContainerStatuses...), k.Status.ContainerStatuses...) {
-		c := Container{Name: st.Name, ID: StripScheme(st.ContainerID), Runtime: RuntimeOf(st.ContainerID), RequestMilliCPU: specRequest(k, st.Name)}
+		c := Container{Name: st.Name, ID: StripScheme(st.ContainerID), Runtime: layout.RuntimeOfContainerID(st.ContainerID), RequestMilliCPU: specRequest(k, st.Name)}
 		if st.State.Running != nil {
 			c.StartTime = st.State.Running.StartedAt.Time
 		}
@@ -149,20 +150,6 @@ func specRequest(k *corev1.Pod, name string) *int64 {
 		}
 	}
 	return nil
-}
-
-// RuntimeOf names the runtime of a status containerID by its scheme
-// ("containerd://…" → containerd, "cri-o://…" → crio, "docker://…" →
-// docker); "" without a scheme.
-func RuntimeOf(id string) string {
-	scheme, _, ok := strings.Cut(id, "://")
-	if !ok {
-		return ""
-	}
-	if scheme == "cri-o" {
-		return "crio"
-	}
-	return scheme
 }
 
 // StripScheme turns "containerd://<id>" into "<id>".

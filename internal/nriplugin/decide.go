@@ -64,16 +64,3 @@ func (d Decision) Adjustment() *api.ContainerAdjustment {
 	adj.AddAnnotation(Annotation, d.To)
 	return adj
 }
-
-// RuntimeName maps the runtime name NRI reports at Configure to layout's
-// ("" when unknown: layout then names containers as containerd does under
-// cgroupfs, and refuses the systemd form).
-func RuntimeName(nri string) string {
-	switch nri {
-	case "containerd":
-		return "containerd"
-	case "cri-o", "crio":
-		return "crio"
-	}
-	return ""
-}

@@ -86,11 +86,3 @@ func TestAdjustmentSetsPathAndAnnotation(t *testing.T) {
 		t.Errorf("the adjustment sets more than the path: %+v", adj)
 	}
 }
-
-func TestRuntimeName(t *testing.T) {
-	for in, want := range map[string]string{"containerd": "containerd", "cri-o": "crio", "crio": "crio", "other": ""} {
-		if got := RuntimeName(in); got != want {
-			t.Errorf("RuntimeName(%q) = %q, want %q", in, got, want)
-		}
-	}
-}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/cgwarden/cgwarden/internal/layout"
 	"github.com/containerd/nri/pkg/api"
 )
 
@@ -40,9 +41,9 @@ func NewPlugin(listed func(handler string) bool, dryRun bool, m *Metrics, events
 // the stub subscribe to the requests the plugin handles: CreateContainer.
 func (p *Plugin) Configure(_ context.Context, _, runtime, version string) (api.EventMask, error) {
 	p.mu.Lock()
-	p.runtime = RuntimeName(runtime)
+	p.runtime = layout.RuntimeOfNRI(runtime)
 	p.mu.Unlock()
-	if RuntimeName(runtime) == "" {
+	if layout.RuntimeOfNRI(runtime) == "" {
 		p.log.Warn("unknown runtime: container cgroups named as containerd names them under cgroupfs", "runtime", runtime, "version", version)
 	}
 	p.log.Info("registered with the runtime", "runtime", runtime, "version", version, "dryRun", p.dryRun)

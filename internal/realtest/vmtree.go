@@ -1,60 +1,62 @@
 package realtest
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"math"
 	"os/exec"
-	"path"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/cgwarden/cgwarden/internal/fairness"
+	"github.com/cgwarden/cgwarden/internal/kubelettree"
+	"github.com/cgwarden/cgwarden/internal/layout"
 	"github.com/cgwarden/cgwarden/internal/metadata"
 )
 
 // VMPod is one pod of a VMTree.
-type VMPod struct {
-	UID, Name, ContainerID string
-	// MilliCPU is the declared size of a VM pod, or the request of the
-	// Burstable pod.
-	MilliCPU int64
-	// Rel and CtrRel are the pod's and its container's cgroups, relative
-	// to the scratch.
-	Rel, CtrRel string
-}
+type VMPod = kubelettree.Pod
 
 // VMTree is a kubelet-shaped tree (cgroupfs driver) in a scratch cgroup,
 // weighted as the kubelet weighs it: BestEffort VM pods of declared sizes
 // (the cgwarden.io/cpu annotation) at the minimum weight in a BestEffort
 // tier at the minimum, and one Burstable pod in a tier weighed by its
-// request — seed 000's layout (docs/findings.md).
+// request — seed 000's layout (docs/findings.md). The tree is
+// kubelettree's, as `cgwarden demo` builds it.
 type VMTree struct {
 	S         *Scratch
 	VMs       []VMPod
 	Burstable VMPod
+	tree      kubelettree.Tree
 }
 
 // Kube is the kubelet root of a VMTree, relative to the scratch.
 const Kube = "kubepods"
+
+// treeCgroups builds a kubelettree in a Scratch (whose own methods fail
+// the test on an error).
+type treeCgroups struct{ s *Scratch }
+
+func (c treeCgroups) Mkdir(rel string) error { c.s.Mkdir(rel); return nil }
+func (c treeCgroups) Write(rel, file, value string) error {
+	c.s.Write(rel, file, value)
+	return nil
+}
 
 // NewVMTree builds the tree with one VM pod per size and a Burstable pod
 // requesting burstMilli. The scratch itself is weighed at the maximum so
 // that the machine's other work takes little from the test's CPU.
 func NewVMTree(s *Scratch, burstMilli int64, sizes ...int64) *VMTree {
 	s.t.Helper()
-	t := &VMTree{S: s}
-	s.Write("", t.WeightFile(), strconv.FormatUint(t.maxWeight(), 10))
-	s.Mkdir(Kube)
-	s.Mkdir(Kube + "/burstable")
-	s.Mkdir(Kube + "/besteffort")
-	t.SetWeight(Kube+"/burstable", t.PodWeight(fairness.MilliCPUToShares(burstMilli)))
-	t.SetWeight(Kube+"/besteffort", t.PodWeight(fairness.MinShares))
-	t.Burstable = t.addPod("burstable", "app", burstMilli)
-	t.SetWeight(t.Burstable.Rel, t.PodWeight(fairness.MilliCPUToShares(burstMilli)))
-	t.SetWeight(t.Burstable.CtrRel, t.ContainerWeight(fairness.MilliCPUToShares(burstMilli)))
+	names, err := kubelettree.NamesFor(layout.Cgroupfs)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	t := &VMTree{S: s, tree: kubelettree.Tree{Names: names, V2: s.V2(), C: treeCgroups{s}}}
+	if err := t.tree.BuildKube(burstMilli); err != nil {
+		s.t.Fatal(err)
+	}
+	t.Burstable = t.addPod(layout.Burstable, "app", burstMilli, fairness.MilliCPUToShares(burstMilli))
 	for _, m := range sizes {
 		t.AddVM(m)
 	}
@@ -64,54 +66,41 @@ func NewVMTree(s *Scratch, burstMilli int64, sizes ...int64) *VMTree {
 // AddVM adds a BestEffort pod declaring a size of milli at the kubelet's
 // weights.
 func (t *VMTree) AddVM(milli int64) VMPod {
-	p := t.addPod("besteffort", fmt.Sprintf("vm-%d", len(t.VMs)+1), milli)
-	t.SetWeight(p.Rel, t.PodWeight(fairness.MinShares))
-	t.SetWeight(p.CtrRel, t.ContainerWeight(fairness.MinShares))
+	p := t.addPod(layout.BestEffort, fmt.Sprintf("vm-%d", len(t.VMs)+1), milli, fairness.MinShares)
 	t.VMs = append(t.VMs, p)
 	return p
 }
 
-func (t *VMTree) addPod(tier, name string, milli int64) VMPod {
-	p := VMPod{UID: randUID(), Name: name, ContainerID: randHex(32), MilliCPU: milli}
-	p.Rel = path.Join(Kube, tier, "pod"+p.UID)
-	p.CtrRel = path.Join(p.Rel, p.ContainerID)
-	t.S.Mkdir(p.Rel)
-	t.S.Mkdir(p.CtrRel)
+func (t *VMTree) addPod(qos, name string, milli int64, shares uint64) VMPod {
+	t.S.t.Helper()
+	p, err := t.tree.NewPod(name, qos, milli)
+	if err != nil {
+		t.S.t.Fatal(err)
+	}
+	if err := t.tree.BuildPod(p, shares); err != nil {
+		t.S.t.Fatal(err)
+	}
 	return p
 }
 
 // WeightFile is cpu.shares on v1, cpu.weight on v2.
-func (t *VMTree) WeightFile() string {
-	if t.S.V2() {
-		return "cpu.weight"
-	}
-	return "cpu.shares"
-}
-
-func (t *VMTree) maxWeight() uint64 {
-	if t.S.V2() {
-		return fairness.MaxWeight
-	}
-	return fairness.MaxShares
-}
+func (t *VMTree) WeightFile() string { return t.tree.WeightFile() }
 
 // PodWeight is what the kubelet writes for a pod or tier of these shares:
 // the shares on v1, the linear conversion on v2.
-func (t *VMTree) PodWeight(shares uint64) uint64 {
-	if t.S.V2() {
-		return fairness.SharesToWeightLinear(shares)
-	}
-	return shares
-}
+func (t *VMTree) PodWeight(shares uint64) uint64 { return t.tree.PodWeight(shares) }
 
 // ContainerWeight is what the runtime writes for a container of these
 // shares: the linear conversion on v2 too, as runtimes before runc 1.3.2
 // do (the weight plan reads the node's conversion off its containers).
-func (t *VMTree) ContainerWeight(shares uint64) uint64 { return t.PodWeight(shares) }
+func (t *VMTree) ContainerWeight(shares uint64) uint64 { return t.tree.PodWeight(shares) }
 
 // SetWeight writes rel's weight file.
 func (t *VMTree) SetWeight(rel string, w uint64) {
-	t.S.Write(rel, t.WeightFile(), strconv.FormatUint(w, 10))
+	t.S.t.Helper()
+	if err := t.tree.SetWeight(rel, w); err != nil {
+		t.S.t.Fatal(err)
+	}
 }
 
 // Weight reads rel's weight file.
@@ -128,31 +117,7 @@ func (t *VMTree) Weight(rel string) uint64 {
 // Pods is the pod metadata of the tree, as a pods file would give it: the
 // VM pods BestEffort with their size in the cgwarden.io/cpu annotation.
 func (t *VMTree) Pods() []metadata.Pod {
-	zero := int64(0)
-	var out []metadata.Pod
-	for _, p := range t.VMs {
-		out = append(out, metadata.Pod{UID: p.UID, Name: p.Name, Namespace: "default", QoS: "besteffort",
-			Annotation:      map[string]string{metadata.AnnotationCPU: strconv.FormatInt(p.MilliCPU, 10) + "m"},
-			RequestMilliCPU: &zero, LimitMilliCPU: &zero,
-			Containers: []metadata.Container{{Name: "vm", ID: p.ContainerID, RequestMilliCPU: &zero}}})
-	}
-	b := t.Burstable
-	req := b.MilliCPU
-	out = append(out, metadata.Pod{UID: b.UID, Name: b.Name, Namespace: "default", QoS: "burstable",
-		RequestMilliCPU: &req, LimitMilliCPU: &zero,
-		Containers: []metadata.Container{{Name: "app", ID: b.ContainerID, RequestMilliCPU: &req}}})
-	return out
-}
-
-func randUID() string {
-	h := randHex(16)
-	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
-}
-
-func randHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
+	return kubelettree.Metadata("default", t.VMs, t.Burstable)
 }
 
 // CPUSeconds is the CPU time charged to rel (cgroup accounting, ns

@@ -3,20 +3,11 @@ package sizer
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
-	"errors"
 	"fmt"
-	"math/big"
-	"net"
 	"time"
 
+	"github.com/cgwarden/cgwarden/internal/certs"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,84 +36,27 @@ type Certs struct {
 }
 
 // GenerateCerts makes a self-signed CA and a serving certificate for hosts
-// (DNS names or IP addresses), valid from now.
+// (DNS names or IP addresses, the first its subject), valid from now.
 func GenerateCerts(hosts []string, now time.Time) (Certs, error) {
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := certs.NewCA("cgwarden-sizer-ca", now, certLifetime)
 	if err != nil {
-		return Certs{}, fmt.Errorf("CA key: %w", err)
+		return Certs{}, err
 	}
-	serial := func() *big.Int {
-		n, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
-		return n
-	}
-	caTmpl := &x509.Certificate{
-		SerialNumber: serial(), Subject: pkix.Name{CommonName: "cgwarden-sizer-ca"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(certLifetime),
-		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature, BasicConstraintsValid: true, IsCA: true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return Certs{}, fmt.Errorf("CA certificate: %w", err)
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return Certs{}, fmt.Errorf("CA certificate: %w", err)
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return Certs{}, fmt.Errorf("serving key: %w", err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial(), Subject: pkix.Name{CommonName: "cgwarden-sizer"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(certLifetime),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	for _, h := range hosts {
-		if ip := net.ParseIP(h); ip != nil {
-			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
-		} else {
-			tmpl.DNSNames = append(tmpl.DNSNames, h)
-		}
-	}
+	name := "cgwarden-sizer"
 	if len(hosts) > 0 {
-		tmpl.Subject.CommonName = hosts[0]
+		name = hosts[0]
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	p, err := ca.Sign(name, hosts, now, certLifetime)
 	if err != nil {
-		return Certs{}, fmt.Errorf("serving certificate: %w", err)
+		return Certs{}, err
 	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return Certs{}, fmt.Errorf("serving key: %w", err)
-	}
-	return Certs{
-		CA:   pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
-		Cert: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		Key:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
-	}, nil
+	return Certs{CA: ca.PEM, Cert: p.Cert, Key: p.Key}, nil
 }
 
 // Check reports why certs cannot serve hosts at now (expired or expiring
 // within certRenewBefore, a host missing, not signed by the CA), or nil.
 func (c Certs) Check(hosts []string, now time.Time) error {
-	pair, err := tls.X509KeyPair(c.Cert, c.Key)
-	if err != nil {
-		return fmt.Errorf("key pair: %w", err)
-	}
-	leaf, err := x509.ParseCertificate(pair.Certificate[0])
-	if err != nil {
-		return fmt.Errorf("certificate: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(c.CA) {
-		return errors.New("no CA certificate")
-	}
-	for _, h := range hosts {
-		if _, err := leaf.Verify(x509.VerifyOptions{DNSName: h, Roots: pool, CurrentTime: now.Add(certRenewBefore)}); err != nil {
-			return fmt.Errorf("for %s: %w", h, err)
-		}
-	}
-	return nil
+	return certs.Pair{Cert: c.Cert, Key: c.Key}.Verify(c.CA, hosts, now.Add(certRenewBefore))
 }
 
 // EnsureSecretCerts returns the certificates kept in Secret namespace/name,
