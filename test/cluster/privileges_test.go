@@ -172,7 +172,6 @@ func (e *env) staysReady(ns, selector string, d time.Duration) error {
 // the host, while it reads what the agent reads.
 func TestObserveOnlyAgentPrivileges(t *testing.T) {
 	e := cluster(t)
-	ctx := context.Background()
 	if s := os.Getenv("CGWARDEN_CLUSTER_NRI"); s != "/var/lib/cgwarden-cluster/nri/nri.sock" {
 		t.Fatalf("CGWARDEN_CLUSTER_NRI %q: testdata/agent-nri mounts /var/lib/cgwarden-cluster/nri", s)
 	}
