@@ -59,6 +59,16 @@ func split(t *testing.T, stream string) []object {
 // helm renders the chart with values (over its defaults).
 func helm(t *testing.T, values map[string]any) []object {
 	t.Helper()
+	objs, err := helmRender(t, values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+// helmRender renders the chart with values, or says why it refused.
+func helmRender(t *testing.T, values map[string]any) ([]object, error) {
+	t.Helper()
 	ch, err := loader.Load(chartDir)
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +79,7 @@ func helm(t *testing.T, values map[string]any) []object {
 	}
 	files, err := engine.Render(ch, vals)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	names := make([]string, 0, len(files))
 	for n := range files {
@@ -82,7 +92,7 @@ func helm(t *testing.T, values map[string]any) []object {
 	for _, n := range names {
 		b.WriteString("\n---\n" + files[n])
 	}
-	return split(t, b.String())
+	return split(t, b.String()), nil
 }
 
 // kustomize builds a kustomization directory.
@@ -146,7 +156,8 @@ func TestChartAndKustomizeAgree(t *testing.T) {
 	rules := []any{"misplaced-container", "size-blind-weights", "besteffort-starvation"}
 	same(t, "fix", helm(t, map[string]any{"fix": map[string]any{"rules": rules}}), kustomize(t, "fix"))
 	var sm []object
-	for _, o := range helm(t, map[string]any{"serviceMonitor": map[string]any{"enabled": true}}) {
+	verified := map[string]any{"enabled": true, "tls": map[string]any{"caSecret": map[string]any{"name": "cgwarden-serving-ca"}, "serverName": "cgwarden.cgwarden-system.svc"}}
+	for _, o := range helm(t, map[string]any{"serviceMonitor": verified}) {
 		if o["kind"] == "ServiceMonitor" {
 			sm = append(sm, o)
 		}
@@ -200,13 +211,14 @@ func TestNRIContainer(t *testing.T) {
 	}
 }
 
-// What the agent needs is there: host PID, the host's cgroups, /proc, CPU
-// list and CRI socket under /host, the journal on the host, tolerations
+// What the agent needs is there: host PID, the host's cgroups, /proc and
+// CPU list under /host, the journal on the host (fix mode), tolerations
 // for every node, system-node-critical, probes on /readyz and /healthz;
 // and cgwarden itself accepts the arguments (the real binary parses them).
 func TestDaemonSetIsWhatTheAgentNeeds(t *testing.T) {
 	var ds object
-	for _, o := range helm(t, map[string]any{"fix": map[string]any{"rules": []any{"size-blind-weights"}}, "auth": map[string]any{"enabled": false}}) {
+	for _, o := range helm(t, map[string]any{"fix": map[string]any{"rules": []any{"size-blind-weights"}}, "auth": map[string]any{"enabled": false},
+		"listen": map[string]any{"address": "127.0.0.1"}}) {
 		if o["kind"] == "DaemonSet" {
 			ds = o
 		}
@@ -219,7 +231,7 @@ func TestDaemonSetIsWhatTheAgentNeeds(t *testing.T) {
 	for _, want := range []string{
 		"hostPID: true", "priorityClassName: system-node-critical", "operator: Exists",
 		"mountPath: /host/sys/fs/cgroup", "mountPath: /host/proc", "mountPath: /host/sys/devices/system/cpu",
-		"mountPath: /host/run/containerd", "path: /var/lib/cgwarden", "path: /readyz", "path: /healthz", "scheme: HTTP\n",
+		"path: /var/lib/cgwarden", "path: /readyz", "path: /healthz", "scheme: HTTP\n", "host: 127.0.0.1",
 		"--fix=size-blind-weights", "--local-listen=127.0.0.1:9531",
 	} {
 		if !strings.Contains(text, want) {
@@ -228,6 +240,9 @@ func TestDaemonSetIsWhatTheAgentNeeds(t *testing.T) {
 	}
 	if strings.Contains(text, "--authenticate") {
 		t.Error("auth.enabled=false still passes --authenticate")
+	}
+	if strings.Contains(text, "--allow-remote") {
+		t.Error("auth.enabled=false still passes --allow-remote")
 	}
 	spec := ds["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
 	c := spec["containers"].([]any)[0].(map[string]any)
@@ -345,10 +360,11 @@ func TestChartAndKustomizeAgreeOnSizer(t *testing.T) {
 
 // What the sizer's manifests promise: the webhook never blocks pod
 // creation (failurePolicy Ignore, 5 s), never sees kube-system or
-// cgwarden's namespace, calls /mutate on the Service; RBAC holds pods/resize
-// and nothing to write beyond pods, events, its Secret, its Lease and its
-// webhook configuration; and cgwarden sizer accepts the Deployment's
-// arguments.
+// cgwarden's namespaces, is called only for pods it may size (match
+// conditions), calls /mutate on the Service; RBAC holds pods/resize and
+// nothing to write beyond pods/resize, events, its Secret, its Lease and
+// its webhook configuration (rbacRules pins every rule); and cgwarden
+// sizer accepts the Deployment's arguments.
 func TestSizerManifests(t *testing.T) {
 	objs := kustomize(t, "sizer")
 	byKind := map[string]object{}
@@ -357,7 +373,8 @@ func TestSizerManifests(t *testing.T) {
 	}
 	y, _ := yaml.Marshal(byKind["MutatingWebhookConfiguration"])
 	for _, want := range []string{"failurePolicy: Ignore", "timeoutSeconds: 5", "path: /mutate", "sideEffects: None",
-		"operator: NotIn", "- kube-system", "- cgwarden-system", "- CREATE", "- pods"} {
+		"operator: NotIn", "- kube-system", "- cgwarden-system", "- cgwarden-sizer", "- CREATE", "- pods",
+		"matchConditions:", "'vm.neon.tech/name' in object.metadata.labels", "'cgwarden.io/cpu' in object.metadata.annotations", "o.kind == 'VirtualMachine'"} {
 		if !strings.Contains(string(y), want) {
 			t.Errorf("webhook configuration lacks %q:\n%s", want, y)
 		}

@@ -107,8 +107,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", o.Listen, err)
 	}
-	srv := &http.Server{Handler: mux, TLSConfig: tlsConfig, ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	srv := newHTTPServer(mux, tlsConfig, log)
 	errc := make(chan error, 2)
 	go func() { errc <- srv.ServeTLS(ln, "", "") }()
 	log.Info("webhook serving", "listen", ln.Addr().String())
@@ -205,4 +204,26 @@ func (o Options) runController(ctx context.Context, cs kubernetes.Interface, ctr
 		runErr = errors.New("leader election lost")
 	}
 	return runErr
+}
+
+// Timeouts of the sizer's server: the API server waits at most 30 s for
+// an admission (timeoutSeconds, 5 here) and sends one AdmissionReview of
+// a pod (well under a MB), so a request that takes longer to arrive or to
+// be answered is a client holding a goroutine and a descriptor, not the
+// API server; idle keep-alive connections are released after a while
+// (the API server's client reconnects).
+const (
+	readHeaderTimeout = 10 * time.Second
+	readTimeout       = 15 * time.Second
+	writeTimeout      = 15 * time.Second
+	idleTimeout       = 90 * time.Second
+	maxHeaderBytes    = 64 << 10
+)
+
+// newHTTPServer is the webhook's server for h, with every timeout set.
+func newHTTPServer(h http.Handler, tlsConfig *tls.Config, log *slog.Logger) *http.Server {
+	return &http.Server{Handler: h, TLSConfig: tlsConfig,
+		ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout, WriteTimeout: writeTimeout, IdleTimeout: idleTimeout,
+		MaxHeaderBytes: maxHeaderBytes,
+		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 }

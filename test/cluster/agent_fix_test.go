@@ -90,6 +90,8 @@ func TestAgentHoldsVMWeights(t *testing.T) {
 		return ok, got, nil
 	})
 	t.Logf("weights by size %v after kubectl apply", time.Since(start).Round(time.Second))
+	// It wrote them as root without any capability (components/fix).
+	checkFixModeAgent(t, e)
 
 	// The kubelet re-applies the tier's weight once a minute: watch a
 	// little longer than that; the tier must be back at its target within

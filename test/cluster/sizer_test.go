@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -660,7 +661,9 @@ func TestSizerDeployedWithItsManifests(t *testing.T) {
 	if err != nil {
 		t.Fatalf("kubectl kustomize: %v", err)
 	}
-	text := strings.ReplaceAll(string(out), "cgwarden-system", sys)
+	// Its namespace (cgwarden-sizer) becomes the test's; the webhook's
+	// exclusion of cgwarden-system stays.
+	text := strings.ReplaceAll(string(out), "namespace: cgwarden-sizer\n", "namespace: "+sys+"\n")
 	text = strings.ReplaceAll(text, "--webhook-config=cgwarden-sizer", "--webhook-config=cgwarden-sizer"+suffix)
 	text = strings.ReplaceAll(text, "--listen=:9443", fmt.Sprintf("--listen=127.0.0.1:%d", port))
 	text = strings.ReplaceAll(text, "port: 9443", fmt.Sprintf("port: %d", port))
@@ -674,7 +677,10 @@ func TestSizerDeployedWithItsManifests(t *testing.T) {
 		"RoleBinding":                  {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"},
 		"Deployment":                   {Group: "apps", Version: "v1", Resource: "deployments"},
 		"MutatingWebhookConfiguration": {Group: "admissionregistration.k8s.io", Version: "v1", Resource: "mutatingwebhookconfigurations"},
+		"PodDisruptionBudget":          {Group: "policy", Version: "v1", Resource: "poddisruptionbudgets"},
 	}
+	var nsLabels map[string]string
+	var template map[string]any
 	url := fmt.Sprintf("https://127.0.0.1:%d/mutate", port)
 	var objs []*unstructured.Unstructured
 	for _, doc := range strings.Split(text, "\n---\n") {
@@ -686,6 +692,12 @@ func TestSizerDeployedWithItsManifests(t *testing.T) {
 			continue
 		}
 		switch u.GetKind() {
+		case "Namespace":
+			// The test's namespace stands in for it (the lane's pods need
+			// the host network, which restricted refuses); its Pod
+			// Security labels are checked below on the pod as shipped.
+			nsLabels = u.GetLabels()
+			continue
 		case "ClusterRole":
 			u.SetName(u.GetName() + suffix)
 			rules, _, _ := unstructured.NestedSlice(u.Object, "rules")
@@ -707,6 +719,7 @@ func TestSizerDeployedWithItsManifests(t *testing.T) {
 			h["namespaceSelector"] = map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": ns}}
 			_ = unstructured.SetNestedSlice(u.Object, hooks, "webhooks")
 		case "Deployment":
+			template = runtime.DeepCopyJSON(u.Object)["spec"].(map[string]any)["template"].(map[string]any)
 			_ = unstructured.SetNestedField(u.Object, int64(1), "spec", "replicas")
 			_ = unstructured.SetNestedField(u.Object, true, "spec", "template", "spec", "hostNetwork")
 			cs, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
@@ -734,9 +747,10 @@ func TestSizerDeployedWithItsManifests(t *testing.T) {
 		}
 		objs = append(objs, u)
 	}
-	if len(objs) != 8 {
-		t.Fatalf("%d objects from deploy/kustomize/sizer, want 8", len(objs))
+	if len(objs) != 9 || nsLabels == nil || template == nil {
+		t.Fatalf("%d objects from deploy/kustomize/sizer besides its Namespace, want 9 and a Namespace and a Deployment", len(objs))
 	}
+	checkRestricted(t, e, nsLabels, template)
 	for _, u := range objs {
 		r, ok := gvr[u.GetKind()]
 		if !ok {
@@ -780,6 +794,14 @@ func TestSizerDeployedWithItsManifests(t *testing.T) {
 		return false, "no pod", nil
 	})
 	t.Logf("sizer Ready %v after create", time.Since(start).Round(time.Second))
+	// Every container Ready for 60 s from here, while the test goes on.
+	ready := make(chan error, 1)
+	go func() { ready <- e.staysReady(sys, "app.kubernetes.io/name=cgwarden-sizer", 60*time.Second) }()
+	defer func() {
+		if err := <-ready; err != nil {
+			t.Errorf("the sizer after Ready: %v", err)
+		}
+	}()
 	poll(t, 30*time.Second, "the leader Lease", func() (bool, string, error) {
 		l, err := e.cs.CoordinationV1().Leases(sys).Get(ctx, "cgwarden-sizer", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
