@@ -375,7 +375,7 @@ func TestRBACRulesArePinned(t *testing.T) {
 			{"", "pods", "", "list,watch"},
 			{"", "pods/resize", "", "patch"},
 			{"vm.neon.tech", "virtualmachines", "", "get,list,watch"},
-			{"", "nodes", "", "get"},
+			{"", "nodes", "", "list,watch"},
 			{"", "events", "", "create,patch"},
 			{"admissionregistration.k8s.io", "mutatingwebhookconfigurations", "cgwarden-sizer", "get,patch"},
 		},

@@ -17,8 +17,9 @@ func newSizer() *cobra.Command {
 	o := sizer.Options{
 		Listen: ":9443", CertSecret: "cgwarden-sizer-tls", WebhookConfig: "cgwarden-sizer",
 		Controller: true, LeaderElect: true, LeaderElectionID: "cgwarden-sizer",
+		Workers: 4, QPS: 50, Burst: 100,
 	}
-	coalesce, recheck := Duration(2*time.Second), Duration(time.Minute)
+	coalesce, recheck := Duration(time.Second), Duration(time.Minute)
 	cmd := &cobra.Command{
 		Use:   "sizer",
 		Short: "Give VM pods CPU requests equal to their VM's size at admission, and keep them equal to its live size by in-place resize",
@@ -33,7 +34,10 @@ pod that cannot be sized is admitted unchanged with a warning. See docs/sizing.m
 
 The resize controller (one replica, by leader election) watches vm.neon.tech/v1 virtualmachines and
 patches each running runner pod's resize subresource when the VM's use changes, bounded by its node's
-allocatable CPU; without the CRD it idles and looks again every --crd-recheck.
+allocatable CPU; without the CRD it idles and looks again every --crd-recheck. A VM is resized
+--coalesce after its last change (a trailing debounce, at most --max-delay after the first change of a
+burst), to its size then, with one PATCH; --workers VMs at a time within --kube-api-qps. At most one
+Event per pod and reason per --event-window; the rest are counted on /metrics.
 
 Without --tls-cert-file it keeps its own CA and serving certificate in Secret --cert-secret and
 sets the caBundle of MutatingWebhookConfiguration --webhook-config.`,
@@ -63,6 +67,9 @@ func runSizer(cmd *cobra.Command, o *sizer.Options, coalesce, recheck Duration) 
 	if coalesce <= 0 || recheck <= 0 {
 		return fmt.Errorf("--coalesce and --crd-recheck must be above 0")
 	}
+	if o.Workers < 1 || o.QPS <= 0 || o.Burst < 1 || o.MinStep < 0 || o.MaxDelay < 0 || o.EventWindow < 0 {
+		return fmt.Errorf("--workers, --kube-api-qps and --kube-api-burst must be above 0; --min-step, --max-delay and --event-window not below 0")
+	}
 	o.Coalesce, o.CRDRecheck = time.Duration(coalesce), time.Duration(recheck)
 	o.Log = slog.Default()
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
@@ -84,6 +91,12 @@ func sizerFlags(cmd *cobra.Command, o *sizer.Options, coalesce, recheck *Duratio
 	f.BoolVar(&o.Controller, "resize", o.Controller, "run the resize controller")
 	f.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "run the resize controller only in the replica holding the Lease")
 	f.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "the leader election Lease `NAME`")
-	f.Var(coalesce, "coalesce", "how long a VM size change waits for the next before the pod is resized")
+	f.Var(coalesce, "coalesce", "a trailing debounce: a VM's pods are resized this long after its last size change")
+	f.DurationVar(&o.MaxDelay, "max-delay", 0, "a VM changing without pause is resized at most this long after the first change of a burst (0: 5×--coalesce)")
+	f.Int64Var(&o.MinStep, "min-step", 0, "resizes smaller than this many `MILLICPU` are not made (0: every change; a resize to the node's cap always is)")
+	f.IntVar(&o.Workers, "workers", o.Workers, "VMs resized at once")
+	f.Float32Var(&o.QPS, "kube-api-qps", o.QPS, "API requests per second the sizer may make (client-go's default is 5)")
+	f.IntVar(&o.Burst, "kube-api-burst", o.Burst, "API requests the sizer may make in a burst")
+	f.DurationVar(&o.EventWindow, "event-window", 0, "at most one Event per pod and reason in this window (0: 10 minutes)")
 	f.Var(recheck, "crd-recheck", "how often to look for the VirtualMachine CRD while it is absent")
 }

@@ -49,15 +49,32 @@ type Controller struct {
 	Events  record.EventRecorder
 	Log     *slog.Logger
 	Metrics *Metrics
-	// Coalesce is how long a change waits for the next: NeonVM's
-	// autoscaler moves use often, and only the last value is applied.
-	Coalesce time.Duration
+	// Coalesce is a trailing debounce per VM: a VM is resized Coalesce
+	// after its last change, to its size then (NeonVM's autoscaler moves
+	// use often, and only the last value is applied), but no later than
+	// MaxDelay after the first change of a burst (default 5×Coalesce).
+	Coalesce, MaxDelay time.Duration
+	// MinStep: a resize smaller than this many milli-CPU is not made (0:
+	// every change). A pod below its node's cap is still raised to it.
+	MinStep int64
+	// Workers sync that many VMs at once (default 4): each sync is one
+	// PATCH, so throughput is bounded by the client's QPS, not by one
+	// round trip at a time.
+	Workers int
+	// EventWindow: at most one Event per pod and reason per window
+	// (default 10 minutes); the rest are counted on /metrics.
+	EventWindow time.Duration
 	// Recheck is how often an absent VirtualMachine CRD is looked for.
 	Recheck time.Duration
 
 	vms   cache.GenericLister
 	pods  corelisters.PodLister
+	nodes corelisters.NodeLister
 	queue workqueue.TypedDelayingInterface[string]
+	deb   debounce
+	evs   eventLimit
+	// now is the clock (tests replace it).
+	now func() time.Time
 	// crdCheck, if set, replaces the discovery call (tests).
 	crdCheck func() (bool, error)
 
@@ -77,6 +94,20 @@ func (c *Controller) Run(ctx context.Context) error {
 	if c.Recheck <= 0 {
 		c.Recheck = time.Minute
 	}
+	if c.MaxDelay <= 0 {
+		c.MaxDelay = 5 * c.Coalesce
+	}
+	if c.Workers <= 0 {
+		c.Workers = 4
+	}
+	if c.EventWindow <= 0 {
+		c.EventWindow = 10 * time.Minute
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	c.deb = debounce{Window: c.Coalesce, MaxDelay: c.MaxDelay}
+	c.evs = eventLimit{Window: c.EventWindow}
 	c.reported = map[types.UID]string{}
 	log := c.Log
 	for said := false; ; said = true {
@@ -96,7 +127,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		case <-time.After(c.Recheck):
 		}
 	}
-	log.Info("resize controller watching vm.neon.tech/v1 virtualmachines", "coalesce", c.Coalesce)
+	log.Info("resize controller watching vm.neon.tech/v1 virtualmachines", "coalesce", c.Coalesce, "maxDelay", c.MaxDelay, "workers", c.Workers, "minStep", c.MinStep)
 
 	c.queue = workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[string]{Name: "cgwarden-sizer"})
 	defer c.queue.ShutDown()
@@ -105,11 +136,17 @@ func (c *Controller) Run(ctx context.Context) error {
 	c.vms = vmInf.Lister()
 	enqueue := func(obj any) {
 		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+			c.deb.changed(key, c.now())
 			c.queue.AddAfter(key, c.Coalesce)
 		}
 	}
 	if _, err := vmInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: enqueue, UpdateFunc: func(_, o any) { enqueue(o) },
+		DeleteFunc: func(o any) {
+			if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(o); err == nil {
+				c.deb.forget(key)
+			}
+		},
 	}); err != nil {
 		return fmt.Errorf("VM informer: %w", err)
 	}
@@ -118,6 +155,11 @@ func (c *Controller) Run(ctx context.Context) error {
 	}))
 	podInf := kf.Core().V1().Pods()
 	c.pods = podInf.Lister()
+	// Nodes' allocatable CPU from an informer that keeps nothing else of a
+	// Node (no GET per resize; a few hundred bytes per node).
+	nf := informers.NewSharedInformerFactoryWithOptions(c.Client, 0, informers.WithTransform(nodeAllocatableOnly))
+	nodeInf := nf.Core().V1().Nodes()
+	c.nodes = nodeInf.Lister()
 	podEnqueue := func(obj any) {
 		if p, ok := obj.(*corev1.Pod); ok && p.Labels[metadata.LabelNeonVM] != "" {
 			// A pod that starts running, or whose resize status
@@ -139,25 +181,56 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	dyn.Start(ctx.Done())
 	kf.Start(ctx.Done())
+	nf.Start(ctx.Done())
 	defer dyn.Shutdown()
 	defer kf.Shutdown()
-	if !cache.WaitForCacheSync(ctx.Done(), vmInf.Informer().HasSynced, podInf.Informer().HasSynced) {
+	defer nf.Shutdown()
+	if !cache.WaitForCacheSync(ctx.Done(), vmInf.Informer().HasSynced, podInf.Informer().HasSynced, nodeInf.Informer().HasSynced) {
 		return ctx.Err()
 	}
 	go func() {
 		<-ctx.Done()
 		c.queue.ShutDown()
 	}()
+	var wg sync.WaitGroup
+	for range c.Workers {
+		wg.Go(func() { c.work(ctx) })
+	}
+	wg.Wait()
+	return nil
+}
+
+// work takes VMs off the queue until it shuts down. The queue never hands
+// one key to two workers at once.
+func (c *Controller) work(ctx context.Context) {
 	for {
 		key, quit := c.queue.Get()
 		if quit {
-			return nil
+			return
 		}
-		if err := c.sync(ctx, key); err != nil {
-			log.Warn("resize", "vm", key, "err", err)
+		c.Metrics.depth(c.queue.Len(), c.deb.pending())
+		if wait, last := c.deb.due(key, c.now()); wait > 0 {
+			// Changed again inside the window: look again when it ends.
+			c.queue.AddAfter(key, wait)
+		} else if err := c.sync(ctx, key, last); err != nil {
+			c.Log.Warn("resize", "vm", key, "err", err)
 		}
 		c.queue.Done(key)
 	}
+}
+
+// nodeAllocatableOnly is the node informer's transform: a Node's name and
+// allocatable CPU, nothing else.
+func nodeAllocatableOnly(obj any) (any, error) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return obj, nil // a DeletedFinalStateUnknown tombstone
+	}
+	slim := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, ResourceVersion: n.ResourceVersion, UID: n.UID}}
+	if q, ok := n.Status.Allocatable[corev1.ResourceCPU]; ok {
+		slim.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: q}
+	}
+	return slim, nil
 }
 
 func (c *Controller) crdPresent() (bool, error) {
@@ -197,7 +270,9 @@ func (c *Controller) once(uid types.UID, what string) bool {
 }
 
 // sync brings the runner pods of one VM (key namespace/name) to its size.
-func (c *Controller) sync(ctx context.Context, key string) error {
+// changed is when the VM last changed (zero: a pod's own update), for the
+// change→patch latency.
+func (c *Controller) sync(ctx context.Context, key string, changed time.Time) error {
 	ns, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
 		return fmt.Errorf("key %q: %w", key, err)
@@ -230,10 +305,10 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	for _, p := range pods {
 		a, ok := alloc[p.Spec.NodeName]
 		if !ok && p.Spec.NodeName != "" {
-			a = c.allocatable(ctx, p.Spec.NodeName)
+			a = c.allocatable(p.Spec.NodeName)
 			alloc[p.Spec.NodeName] = a
 		}
-		if err := c.syncPod(ctx, p, size, a); err != nil {
+		if err := c.syncPod(ctx, p, size, a, changed); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -241,8 +316,8 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 }
 
 // allocatable is a node's allocatable CPU in milli-CPU, 0 if unknown.
-func (c *Controller) allocatable(ctx context.Context, node string) int64 {
-	n, err := c.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+func (c *Controller) allocatable(node string) int64 {
+	n, err := c.nodes.Get(node)
 	if err != nil {
 		c.Log.Warn("node allocatable unknown: resizing unbounded", "node", node, "err", err)
 		return 0
@@ -254,8 +329,8 @@ func (c *Controller) allocatable(ctx context.Context, node string) int64 {
 	return q.MilliValue()
 }
 
-func (c *Controller) syncPod(ctx context.Context, p *corev1.Pod, size, alloc int64) error {
-	d := DecideResize(p, size, alloc)
+func (c *Controller) syncPod(ctx context.Context, p *corev1.Pod, size, alloc int64, changed time.Time) error {
+	d := WithMinStep(DecideResize(p, size, alloc), c.MinStep, alloc)
 	log := c.Log.With("namespace", p.Namespace, "pod", p.Name)
 	switch d.Action {
 	case ActNone, ActSkip:
@@ -296,6 +371,9 @@ func (c *Controller) syncPod(ctx context.Context, p *corev1.Pod, size, alloc int
 	}
 	c.forget(p.UID) // done: a later pending status is reported afresh
 	c.Metrics.resize("resized")
+	if !changed.IsZero() {
+		c.Metrics.latency(c.now().Sub(changed))
+	}
 	msg := fmt.Sprintf("CPU request %s → %s on %s (VM size %s)", FormatMilli(d.From), FormatMilli(d.To), d.Container, FormatMilli(size))
 	if d.Reason != "" {
 		msg += ": " + d.Reason
@@ -305,16 +383,28 @@ func (c *Controller) syncPod(ctx context.Context, p *corev1.Pod, size, alloc int
 	return nil
 }
 
+// event records an Event on p, at most one per pod and reason per
+// EventWindow; the rest are only counted.
 func (c *Controller) event(p *corev1.Pod, typ, reason, format string, a ...any) {
-	if c.Events != nil {
-		c.Events.Eventf(p, typ, reason, format, a...)
+	if c.Events == nil {
+		return
 	}
+	if !c.evs.allow(string(p.UID)+"/"+reason, c.now()) {
+		c.Metrics.event(reason, "suppressed")
+		return
+	}
+	c.Metrics.event(reason, "sent")
+	c.Events.Eventf(p, typ, reason, format, a...)
 }
 
 // Metrics counts the sizer's decisions.
 type Metrics struct {
 	admissions *prometheus.CounterVec
 	resizes    *prometheus.CounterVec
+	events     *prometheus.CounterVec
+	latencies  prometheus.Histogram
+	queue      prometheus.Gauge
+	debouncing prometheus.Gauge
 }
 
 // NewMetrics registers the sizer's metrics on reg.
@@ -332,11 +422,47 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, r := range []string{"sized", "skipped", "unsized"} {
 		m.admissions.WithLabelValues(r)
 	}
+	m.events = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cgwarden_sizer_events_total",
+		Help: "Events the resize controller meant to record, by reason and result: sent, or suppressed (one per pod and reason per --event-window).",
+	}, []string{"reason", "result"})
+	m.latencies = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "cgwarden_sizer_resize_latency_seconds",
+		Help:    "From a VirtualMachine's last size change to the resize PATCH of its runner pod (includes the --coalesce debounce).",
+		Buckets: []float64{0.25, 0.5, 1, 1.5, 2, 3, 5, 10, 30, 60, 120, 300},
+	})
+	m.queue = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "cgwarden_sizer_queue_depth",
+		Help: "VirtualMachines waiting in the resize controller's queue, as a worker last saw it.",
+	})
+	m.debouncing = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "cgwarden_sizer_debouncing_vms",
+		Help: "VirtualMachines whose size changed and whose resize waits for the --coalesce window to end.",
+	})
 	for _, r := range []string{"resized", "failed", "pending", "not_sized", "unsizable"} {
 		m.resizes.WithLabelValues(r)
 	}
-	reg.MustRegister(m.admissions, m.resizes)
+	reg.MustRegister(m.admissions, m.resizes, m.events, m.latencies, m.queue, m.debouncing)
 	return m
+}
+
+func (m *Metrics) event(reason, result string) {
+	if m != nil {
+		m.events.WithLabelValues(reason, result).Inc()
+	}
+}
+
+func (m *Metrics) latency(d time.Duration) {
+	if m != nil {
+		m.latencies.Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) depth(queued, debouncing int) {
+	if m != nil {
+		m.queue.Set(float64(queued))
+		m.debouncing.Set(float64(debouncing))
+	}
 }
 
 // Admission counts one admission result.

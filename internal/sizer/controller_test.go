@@ -22,7 +22,8 @@ import (
 )
 
 // The controller against fake clients: it idles without the CRD; with it,
-// a burst of VM changes becomes one resize patch to the last size, on the
+// a burst of VM changes becomes one resize patch to the last size (a
+// trailing debounce), on the
 // pod's resize subresource, cut to the node's allocatable; a BestEffort
 // runner pod gets one CPUNotSized Event.
 func TestControllerResizesThroughSubresource(t *testing.T) {
@@ -64,8 +65,10 @@ func TestControllerResizesThroughSubresource(t *testing.T) {
 	crd.Store(true)
 	time.Sleep(900 * time.Millisecond) // found, informers synced, the initial sync done
 
-	// A burst: 3, 8 (above the node's 4), 6: one patch, to 4.
-	for _, use := range []float64{3, 8, 6} {
+	// A burst of ten changes 100 ms apart, longer than the 500 ms window
+	// (a leading window would patch an intermediate size in the middle):
+	// one patch, to the last size, 6, cut to the node's 4.
+	for _, use := range []float64{2, 3, 2.5, 3.5, 1.5, 3, 2, 3.25, 8, 6} {
 		u, err := dyn.Resource(VirtualMachines).Namespace("ns").Get(ctx, "vm1", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -74,7 +77,7 @@ func TestControllerResizesThroughSubresource(t *testing.T) {
 		if _, err := dyn.Resource(VirtualMachines).Namespace("ns").Update(ctx, u, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond)
 	}
 	time.Sleep(1500 * time.Millisecond)
 	mu.Lock()

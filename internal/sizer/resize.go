@@ -92,3 +92,18 @@ func DecideResize(pod *corev1.Pod, vmMilli, allocMilli int64) ResizeDecision {
 func resizePatch(container string, milli int64) []byte {
 	return fmt.Appendf(nil, `{"spec":{"containers":[{"name":%q,"resources":{"requests":{"cpu":%q}}}]}}`, container, FormatMilli(milli))
 }
+
+// WithMinStep turns a resize smaller than step milli-CPU into no action, so
+// that an autoscaler's small moves do not each cost a PATCH, an Event and a
+// kubelet resize. A resize to the node's cap (alloc) is always made: a
+// VM larger than its node must not stay below the cap by less than a step.
+func WithMinStep(d ResizeDecision, step, alloc int64) ResizeDecision {
+	if d.Action != ActResize || step <= 0 || (alloc > 0 && d.To == alloc) {
+		return d
+	}
+	if diff := d.To - d.From; diff < step && -diff < step {
+		d.Action = ActNone
+		d.Reason = fmt.Sprintf("%s → %s is below the minimum step %s", FormatMilli(d.From), FormatMilli(d.To), FormatMilli(step))
+	}
+	return d
+}

@@ -53,9 +53,16 @@ type Options struct {
 	Controller       bool
 	LeaderElect      bool
 	LeaderElectionID string
-	// Coalesce and CRDRecheck: see Controller.
-	Coalesce, CRDRecheck time.Duration
-	Log                  *slog.Logger
+	// Coalesce, MaxDelay, MinStep, Workers, EventWindow and CRDRecheck:
+	// see Controller.
+	Coalesce, MaxDelay, EventWindow, CRDRecheck time.Duration
+	MinStep                                     int64
+	Workers                                     int
+	// QPS and Burst bound the sizer's API client (client-go's defaults
+	// are 5 and 10: about 5 resizes a second).
+	QPS   float32
+	Burst int
+	Log   *slog.Logger
 }
 
 // dynamicVMs reads VirtualMachines through the dynamic client.
@@ -82,6 +89,7 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("API server (--kubeconfig, or in-cluster): %w", err)
 	}
 	rc.UserAgent = "cgwarden-sizer"
+	rc.QPS, rc.Burst = o.QPS, o.Burst
 	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return fmt.Errorf("client: %w", err)
@@ -119,7 +127,8 @@ func Run(ctx context.Context, o Options) error {
 		ctrl := &Controller{
 			Client: cs, Dynamic: dyn, Log: base.With("component", "sizer-controller"), Metrics: metrics,
 			Events:   bc.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "cgwarden-sizer"}),
-			Coalesce: o.Coalesce, Recheck: o.CRDRecheck,
+			Coalesce: o.Coalesce, MaxDelay: o.MaxDelay, MinStep: o.MinStep, Workers: o.Workers,
+			EventWindow: o.EventWindow, Recheck: o.CRDRecheck,
 		}
 		go func() { errc <- o.runController(ctx, cs, ctrl, log) }()
 	}
