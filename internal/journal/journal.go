@@ -105,6 +105,9 @@ type Journal struct {
 	// compacted is the file's size right after this Journal last
 	// compacted it (0: not yet).
 	compacted int64
+	// read counts the bytes parsed (tests check that a Lock reads only
+	// the tail).
+	read int64
 	// crash, when set, is called at the points of a compaction named in
 	// compactStages; tests stop there.
 	crash func(stage string)
@@ -274,6 +277,7 @@ func (j *Journal) refresh(write bool) error {
 	}
 	j.entries = append(j.entries, more...)
 	j.size += good
+	j.read += good
 	return j.settle(write, st)
 }
 
@@ -285,6 +289,7 @@ func (j *Journal) reread(write bool) error {
 		return err
 	}
 	j.entries, j.size = entries, good
+	j.read += good
 	st, err := j.f.Stat()
 	if err != nil {
 		return fmt.Errorf("journal: %w", err)
