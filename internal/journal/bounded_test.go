@@ -38,13 +38,14 @@ type churn struct {
 	n     node
 	slots int
 	pods  []string // the live pod of each slot
+	srcs  []string // the runtime's cgroup of its container
 	count int
 	// maxSize is the largest the journal file has been.
 	maxSize int64
 }
 
 func newChurn(t testing.TB, dir string, slots int) *churn {
-	c := &churn{j: New(dir), n: node{files: map[string]string{tier: kubeletSet}, dirs: map[string][]int{}}, slots: slots, pods: make([]string, slots)}
+	c := &churn{j: New(dir), n: node{files: map[string]string{tier: kubeletSet}, dirs: map[string][]int{}}, slots: slots, pods: make([]string, slots), srcs: make([]string, slots)}
 	t.Cleanup(func() { c.j.Close() })
 	return c
 }
@@ -137,20 +138,16 @@ func (c *churn) reset(t testing.TB, i int) {
 func (c *churn) adopt(t testing.TB, i int) {
 	slot := i % c.slots
 	if old := c.pods[slot]; old != "" {
-		for p := range c.n.dirs {
-			if strings.HasPrefix(p, old) {
-				delete(c.n.dirs, p)
-			}
-		}
-		for p := range c.n.files {
-			if strings.HasPrefix(p, old) {
-				delete(c.n.files, p)
-			}
-		}
+		// The pod was deleted: the kubelet removed its cgroup with the
+		// one cgwarden made in it, the runtime the emptied source.
+		delete(c.n.dirs, old)
+		delete(c.n.dirs, old+"/ctr")
+		delete(c.n.files, old+"/ctr/cpu.shares")
+		delete(c.n.dirs, c.srcs[slot])
 	}
 	pod := fmt.Sprintf("/cpu/kubepods/besteffort/pod-%d", i)
 	src := fmt.Sprintf("/cpu/system.slice/misplaced-%d", i)
-	c.pods[slot] = pod
+	c.pods[slot], c.srcs[slot] = pod, src
 	c.n.dirs[pod] = nil
 	c.n.dirs[src] = []int{1000 + i, 2000 + i}
 	tgt := pod + "/ctr"
