@@ -252,7 +252,7 @@ func TestJournalStaysSmall(t *testing.T) {
 	}
 	size := c.j.Size()
 	c.j.Unlock()
-	const oneRun = 2 << 10 // an adoption's run is about 1.3 KiB
+	const oneRun = 2 << 10 // an adoption's run is about 1.2 KiB
 	bound := max(MinCompactSize, 2*liveSize) + oneRun
 	t.Logf("%d resets and adoptions: journal %d bytes now, %d at most; live state %d bytes in %d entries; bound %d",
 		n, size, c.maxSize, liveSize, len(live), bound)
