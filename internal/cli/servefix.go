@@ -74,8 +74,11 @@ func (f *serveFix) newFixers(host *cgroupfs.Host, lister hold.Lister, vmsFile st
 		src.Live = live
 	}
 	fx := &fixers{sizes: src.Sizes, interval: interval, onApply: appliedEvents(note)}
+	// One journal for both: its lock makes the holder and the adopter
+	// wait for each other, not fail each other's runs.
+	jn := journal.New(f.journalDir)
 	engine := func() *fix.Engine {
-		return &fix.Engine{FS: host, JournalDir: f.journalDir, Log: log.With("component", "fix")}
+		return &fix.Engine{FS: host, JournalDir: f.journalDir, Journal: jn, Log: log.With("component", "fix")}
 	}
 	if len(weights) > 0 {
 		h, err := hold.New(hold.Config{Host: host, Rules: weights, MaxTierMilliCPU: maxTier, Sizes: src.Sizes,

@@ -68,6 +68,12 @@ type Engine struct {
 	Base string
 	// JournalDir holds the journal and its lock.
 	JournalDir string
+	// Journal, when set, is the journal of JournalDir shared with the
+	// process's other engines (serve's adopter and weight holder): its
+	// Lock makes them wait for each other instead of failing. Nil: the
+	// engine keeps its own, made on first use and closed by Close.
+	Journal *journal.Journal
+	own     *journal.Journal
 	// Meta names pods for --pod NAME; may be nil.
 	Meta *metadata.Set
 	Log  *slog.Logger
@@ -80,12 +86,85 @@ type Engine struct {
 	steady *inventory.Scanner
 }
 
-// Close releases what Steady keeps open.
+// Close releases what Steady keeps open, and the engine's own journal.
 func (e *Engine) Close() error {
-	if e.steady != nil && e.steady.Steady != nil {
-		return e.steady.Steady.Close()
+	var err error
+	if e.own != nil {
+		err = e.own.Close()
+		e.own = nil
 	}
-	return nil
+	if e.steady != nil && e.steady.Steady != nil {
+		if serr := e.steady.Steady.Close(); err == nil {
+			err = serr
+		}
+	}
+	return err
+}
+
+// journal is the shared journal, or the engine's own. Kept between calls,
+// it reads only what was appended since its last read.
+func (e *Engine) journal() *journal.Journal {
+	if e.Journal != nil {
+		return e.Journal
+	}
+	if e.own == nil {
+		e.own = journal.New(e.JournalDir)
+	}
+	return e.own
+}
+
+// locked runs f with the journal locked, then compacts the journal if it
+// has grown past its bound (journal.Journal.Oversized), dropping the steps
+// whose cgroups are gone. A compaction that fails leaves the journal as it
+// was and only warns: the run it follows is recorded whole.
+func (e *Engine) locked(f func(j *journal.Journal) error) error {
+	j := e.journal()
+	if err := j.Lock(); err != nil {
+		return err
+	}
+	defer j.Unlock()
+	err := f(j)
+	if cerr := j.CompactIfLarge(e.gone); cerr != nil {
+		e.log().Warn("compacting the journal", "err", cerr)
+	}
+	return err
+}
+
+// JournalEntries returns the journal's entries as they are now, without
+// its file lock (see journal.Journal.Snapshot).
+func (e *Engine) JournalEntries() ([]journal.Entry, error) {
+	return e.journal().Snapshot()
+}
+
+// gone reports whether a revert could do nothing about s any more, because
+// the cgroup it changed was removed (its pod deleted; the kubelet removes a
+// pod's cgroup with the children cgwarden made in it): a write whose file
+// is gone, a mkdir whose directory is gone, a move whose targets are all
+// gone (a cgroup with processes cannot be removed), an rmdir whose parent
+// is gone. Paths are never reused: pod cgroups are named by UID, container
+// cgroups by ID.
+func (e *Engine) gone(s *journal.Step) bool {
+	missing := func(dir string) bool {
+		_, err := e.FS.ReadDirs(dir)
+		return errors.Is(err, fs.ErrNotExist)
+	}
+	switch s.Op.Kind {
+	case plan.Write:
+		_, err := e.FS.ReadFile(s.Op.Path)
+		return errors.Is(err, fs.ErrNotExist)
+	case plan.Mkdir:
+		return missing(s.Op.Path)
+	case plan.Move:
+		for _, pr := range s.Op.Pairs {
+			if !missing(pr.Target) {
+				return false
+			}
+		}
+		return len(s.Op.Pairs) > 0
+	case plan.Rmdir:
+		return missing(path.Dir(s.Op.Path))
+	}
+	return false
 }
 
 // scanner is the scanner a plan scans with: a new one, or with Steady the
@@ -140,7 +219,7 @@ func (e *Engine) hook(s Stage, op, pid int) {
 // Plan scans the node and plans, without changing anything (the journal
 // is read, not locked).
 func (e *Engine) Plan(o Options) (*plan.Plan, plan.Policy, error) {
-	entries, err := journal.Read(e.JournalDir)
+	entries, err := e.JournalEntries()
 	if err != nil {
 		return nil, plan.Policy{}, err
 	}
@@ -211,29 +290,27 @@ type Result struct {
 
 // Apply locks the journal, plans and applies. On error the result holds
 // what was applied before it.
-func (e *Engine) Apply(o Options) (*Result, error) {
-	j, err := journal.Open(e.JournalDir)
-	if err != nil {
-		return nil, err
-	}
-	defer j.Close()
-	runs := journal.Applies(j.Entries())
-	p, pol, err := e.plan(o, journal.Owned(runs))
-	if err != nil {
-		return nil, err
-	}
-	return e.applyPlan(j, runs, p, pol)
+func (e *Engine) Apply(o Options) (res *Result, err error) {
+	err = e.locked(func(j *journal.Journal) error {
+		runs := journal.Applies(j.Entries())
+		p, pol, err := e.plan(o, journal.Owned(runs))
+		if err != nil {
+			return err
+		}
+		res, err = e.applyPlan(j, runs, p, pol)
+		return err
+	})
+	return res, err
 }
 
 // ApplyPlan locks the journal and applies a plan made elsewhere (the
 // weight holder's), under its policy, exactly as Apply applies its own.
-func (e *Engine) ApplyPlan(p *plan.Plan, pol plan.Policy) (*Result, error) {
-	j, err := journal.Open(e.JournalDir)
-	if err != nil {
-		return nil, err
-	}
-	defer j.Close()
-	return e.applyPlan(j, journal.Applies(j.Entries()), p, pol)
+func (e *Engine) ApplyPlan(p *plan.Plan, pol plan.Policy) (res *Result, err error) {
+	err = e.locked(func(j *journal.Journal) error {
+		res, err = e.applyPlan(j, journal.Applies(j.Entries()), p, pol)
+		return err
+	})
+	return res, err
 }
 
 func (e *Engine) applyPlan(j *journal.Journal, runs []*journal.Run, p *plan.Plan, pol plan.Policy) (*Result, error) {

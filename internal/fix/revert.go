@@ -63,31 +63,30 @@ func (r *RevertReport) Failed() []Undo {
 // such run (all), newest operation first. A plain revert skips runs whose
 // remaining steps an earlier revert already tried and could not undo;
 // all retries them too.
-func (e *Engine) Revert(all bool) (*RevertReport, error) {
-	j, err := journal.Open(e.JournalDir)
-	if err != nil {
-		return nil, err
-	}
-	defer j.Close()
-	runs := journal.Applies(j.Entries())
-	rep := &RevertReport{Runs: []string{}, Undos: []Undo{}}
-	for i := len(runs) - 1; i >= 0; i-- {
-		r := runs[i]
-		pending := r.Pending()
-		if len(pending) == 0 || !all && r.Settled() {
-			// A run whose every pending step a revert already tried and
-			// could not undo does not pin a plain revert to it forever.
-			continue
+func (e *Engine) Revert(all bool) (rep *RevertReport, err error) {
+	err = e.locked(func(j *journal.Journal) error {
+		runs := journal.Applies(j.Entries())
+		rep = &RevertReport{Runs: []string{}, Undos: []Undo{}}
+		for i := len(runs) - 1; i >= 0; i-- {
+			r := runs[i]
+			pending := r.Pending()
+			if len(pending) == 0 || !all && r.Settled() {
+				// A run whose every pending step a revert already tried
+				// and could not undo does not pin a plain revert to it
+				// forever.
+				continue
+			}
+			rep.Runs = append(rep.Runs, r.ID)
+			if err := e.revertRun(j, r, pending, rep); err != nil {
+				return err
+			}
+			if !all {
+				break
+			}
 		}
-		rep.Runs = append(rep.Runs, r.ID)
-		if err := e.revertRun(j, r, pending, rep); err != nil {
-			return rep, err
-		}
-		if !all {
-			break
-		}
-	}
-	return rep, nil
+		return nil
+	})
+	return rep, err
 }
 
 func (e *Engine) revertRun(j *journal.Journal, r *journal.Run, pending []*journal.Step, rep *RevertReport) error {

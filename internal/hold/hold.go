@@ -385,7 +385,7 @@ func (h *Holder) replanOnce(ctx context.Context) (again bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	entries, err := journal.Read(h.cfg.Engine.JournalDir)
+	entries, err := h.cfg.Engine.JournalEntries()
 	if err != nil {
 		return false, err
 	}

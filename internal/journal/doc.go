@@ -1,5 +1,6 @@
-// Package journal is cgwarden's append-only record of every cgroup change
-// it makes, and what it needs to undo them.
+// Package journal is cgwarden's record of every cgroup change it makes,
+// and what it needs to undo them: appended to, and compacted when it has
+// grown.
 //
 // The journal is one file of JSON lines (journal.jsonl) in a directory
 // that only root may read (default /var/lib/cgwarden). Before an operation
@@ -12,6 +13,16 @@
 // is cut off when the journal is next opened for writing.
 //
 // A lock file (flock) in the same directory keeps two cgwarden processes
-// from applying or reverting at once. Applies groups the entries into
-// runs, Owned tells which cgroups cgwarden created and still owns.
+// from applying or reverting at once; inside one process the writers
+// share one Journal, whose Lock makes them wait for each other. A Journal
+// kept between locks reads only what was appended since its last read.
+// Applies groups the entries into runs, Owned tells which cgroups
+// cgwarden created and still owns.
+//
+// Compact keeps what a revert still needs (the first value of each file
+// written, the cgroups created, the moves that can be undone) and drops
+// what is settled or superseded; Journal.Compact replaces the file with
+// that, crash-safely (new file, fsync, rename, fsync of the directory).
+// Compacting whenever the file doubles bounds it by the live state, not
+// the history.
 package journal

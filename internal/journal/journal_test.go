@@ -175,7 +175,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("\n\n"))
 	f.Add([]byte(`{"seq":1,"type":"progress","apply":"r","ref":1,"pids":[1,2,3],"exited":[4]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		entries, good, err := parse(bytes.NewReader(b), "fuzz")
+		entries, good, err := parse(bytes.NewReader(b), "fuzz", 0)
 		if err != nil {
 			return
 		}
