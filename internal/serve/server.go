@@ -299,9 +299,10 @@ func (s *Server) Handler() http.Handler {
 
 // LocalHandler serves the node's audit and inventory (/audit, /inspect)
 // and health, nothing else: what `kubectl cgwarden` reads through a
-// port-forward on the loopback listener (--local-listen), where no token
-// is checked. The kubelet-format and Prometheus endpoints stay on the
-// authenticated listener.
+// port-forward on the loopback listener (--local-listen). serve puts it
+// behind the same Auth as Handler (with --authenticate): the plugin sends
+// the user's token. The kubelet-format and Prometheus endpoints are only
+// on the main listener.
 func (s *Server) LocalHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /audit", s.serveAudit)
@@ -385,7 +386,7 @@ func (s *Server) serveSummary(w http.ResponseWriter, r *http.Request) {
 }
 
 // CheckLocalListen accepts only a loopback address for --local-listen:
-// what is served there is not authenticated, and is meant to be reached
+// what is served there is plain HTTP, and is meant to be reached
 // through the API server's pods/portforward (which connects to the pod's
 // loopback) or from the node itself.
 func CheckLocalListen(addr string) error {
@@ -397,7 +398,7 @@ func CheckLocalListen(addr string) error {
 		return fmt.Errorf("--local-listen %q: bad port: %w", addr, err)
 	}
 	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
-		return fmt.Errorf("--local-listen %q: want a loopback IP address (127.0.0.1 or ::1): nothing is authenticated there", addr)
+		return fmt.Errorf("--local-listen %q: want a loopback IP address (127.0.0.1 or ::1): it serves plain HTTP", addr)
 	}
 	return nil
 }
