@@ -60,7 +60,7 @@ func newServe(o *Options) *cobra.Command {
   /stats/summary     the kubelet's Summary API (CPU and memory)
   /metrics           cgwarden's own metrics
   /audit, /inspect   the node's audit and inventory, as audit and inspect -o json write them
-                     (also on --local-listen, unauthenticated, for kubectl cgwarden)
+                     (also on --local-listen, for kubectl cgwarden; with --authenticate, a token there too)
   /healthz, /readyz  health; ready once the first scan completed
 Pod figures include containers a runtime put outside the pod's cgroup. With --snapshot it serves the snapshot's scan.
 
@@ -81,7 +81,7 @@ pods and size changes. Every first change is journaled: stop serve, then 'cgward
 
 func (so *serveOptions) addFlags(f *pflag.FlagSet, o *Options) {
 	f.StringVar(&so.listen, "listen", serve.DefaultListen, "address to serve on; beyond loopback needs --allow-remote")
-	f.StringVar(&so.localListen, "local-listen", "", "also serve the node's audit and inventory (/audit, /inspect, as audit and inspect -o json write them) and health, unauthenticated and in plain HTTP, on this loopback `ADDR`: what kubectl cgwarden reaches through the API server's pods/portforward (off when empty)")
+	f.StringVar(&so.localListen, "local-listen", "", "also serve the node's audit and inventory (/audit, /inspect, as audit and inspect -o json write them) and health, in plain HTTP, on this loopback `ADDR`: what kubectl cgwarden reaches through the API server's pods/portforward (off when empty); with --authenticate a bearer token is checked there as on --listen (nodes/stats), kubectl cgwarden sends the user's")
 	f.BoolVar(&so.allowRemote, "allow-remote", false, "allow a --listen address reachable from other hosts (use --authenticate there, or a network policy)")
 	f.Var(&so.interval, "interval", "time between two scans; every request reads the latest scan")
 	f.StringVar(&so.metaMode, "metadata", podsource.Auto, "where pod and container names come from: "+strings.Join(podsource.Modes, ", ")+" (auto: --pods if given, else the CRI socket, else the Kubernetes API)")
@@ -133,6 +133,9 @@ func runServe(ctx context.Context, o *Options, so *serveOptions) error {
 	if err != nil {
 		return err
 	}
+	if auth == nil && so.localListen != "" {
+		log.Warn("--local-listen without --authenticate: any process on the node reads the node's audit and inventory on " + so.localListen)
+	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	lister, source, err := podsource.Open(ctx, so.sourceConfig(o, nodeName), log)
@@ -144,7 +147,7 @@ func runServe(ctx context.Context, o *Options, so *serveOptions) error {
 		return err
 	}
 	defer stopEvents()
-	srv, cleanup, err := so.server(ctx, o, nodeName, lister, log, note)
+	srv, cleanup, err := so.server(ctx, o, nodeName, lister, log, note, auth)
 	if err != nil {
 		return err
 	}
@@ -153,16 +156,17 @@ func runServe(ctx context.Context, o *Options, so *serveOptions) error {
 		"node", nodeName, "metadata", source, "interval", time.Duration(so.interval).String(), "snapshot", o.Snapshot)...)
 }
 
-// endpoints are the listeners: --listen (behind auth when given) and,
-// with --local-listen, the loopback one for kubectl cgwarden.
+// endpoints are the listeners: --listen and, with --local-listen, the
+// loopback one for kubectl cgwarden; both behind auth when given (one
+// authenticator: one cache, one cap on reviews).
 func (so *serveOptions) endpoints(srv *serve.Server, auth *serve.Auth, tlsConfig *tls.Config, attrs ...any) []serve.Endpoint {
-	handler := srv.Handler()
+	handler, local := srv.Handler(), srv.LocalHandler()
 	if auth != nil {
-		handler = auth.Wrap(handler)
+		handler, local = auth.Wrap(handler), auth.Wrap(local)
 	}
 	eps := []serve.Endpoint{{Addr: so.listen, Handler: handler, TLS: tlsConfig, Attrs: attrs}}
 	if so.localListen != "" {
-		eps = append(eps, serve.Endpoint{Addr: so.localListen, Handler: srv.LocalHandler(), Attrs: []any{"serves", "/audit, /inspect (kubectl cgwarden, through pods/portforward)"}})
+		eps = append(eps, serve.Endpoint{Addr: so.localListen, Handler: local, Attrs: []any{"serves", "/audit, /inspect (kubectl cgwarden, through pods/portforward)", "authenticated", auth != nil}})
 	}
 	return eps
 }
@@ -194,8 +198,11 @@ func (so *serveOptions) watchAPI(log *slog.Logger) {
 
 // server builds the server: fed from the snapshot, or scanning the live
 // host (and keeping it fixed with --fix) until cleanup is called.
-func (so *serveOptions) server(ctx context.Context, o *Options, nodeName string, lister podsource.Lister, log *slog.Logger, note *events.Notifier) (*serve.Server, func(), error) {
+func (so *serveOptions) server(ctx context.Context, o *Options, nodeName string, lister podsource.Lister, log *slog.Logger, note *events.Notifier, auth *serve.Auth) (*serve.Server, func(), error) {
 	cfg := serve.Config{NodeName: nodeName, Interval: time.Duration(so.interval), Logger: log, Findings: findingsWithEvents(note), Demand: so.demand}
+	if auth != nil {
+		cfg.Collectors = append(cfg.Collectors, auth) // cgwarden_auth_*
+	}
 	if lister != nil {
 		cfg.Lister = lister
 	}

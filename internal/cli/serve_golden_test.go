@@ -26,7 +26,7 @@ func TestServeDefaultsMatchGolden(t *testing.T) {
 	o := &Options{Snapshot: "example:seed-003-k3s-spin"}
 	so := newServeOptions()
 	so.addFlags(pflag.NewFlagSet("serve", pflag.ContinueOnError), o)
-	srv, cleanup, err := so.server(context.Background(), o, "k3s-node", nil, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	srv, cleanup, err := so.server(context.Background(), o, "k3s-node", nil, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -140,7 +140,11 @@ func (o *Options) run(ctx context.Context, out, errOut io.Writer, k kind) error 
 	if err != nil {
 		return err
 	}
-	results := fetchAll(ctx, cfg, core, agents, o.AgentPort, k.path, o.Timeout)
+	token, err := bearerToken(cfg)
+	if err != nil {
+		return err
+	}
+	results := fetchAll(ctx, cfg, core, agents, o.AgentPort, k.path, token, o.Timeout)
 	doc, failed := o.render(results, sel, k)
 	for _, n := range doc.Nodes {
 		if n.Error != "" {

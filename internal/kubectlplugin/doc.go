@@ -7,7 +7,8 @@
 // authenticates the user and checks RBAC (create on pods/portforward in
 // the agent's namespace), then the kubelet's streaming server connects to
 // the pod's loopback, where the agent serves /audit and /inspect
-// (serve --local-listen). Why not the pod proxy: the API server strips the
+// (serve --local-listen) and, with --authenticate, checks the user's
+// bearer token, which the plugin sends (token.go). Why not the pod proxy: the API server strips the
 // caller's Authorization header (it proxies with no credentials, so an
 // agent that checks tokens cannot tell who asks) and refuses pod IPs that
 // are not global unicast (a host-network pod on a node whose address is

@@ -29,7 +29,7 @@ type nodeResult struct {
 
 // fetchAll asks every agent for path, parallel at a time, and returns the
 // results in the agents' order.
-func fetchAll(ctx context.Context, cfg *rest.Config, core v1.CoreV1Interface, agents []agent, port int, path string, timeout time.Duration) []nodeResult {
+func fetchAll(ctx context.Context, cfg *rest.Config, core v1.CoreV1Interface, agents []agent, port int, path, token string, timeout time.Duration) []nodeResult {
 	out := make([]nodeResult, len(agents))
 	sem := make(chan struct{}, parallel)
 	var wg sync.WaitGroup
@@ -41,7 +41,7 @@ func fetchAll(ctx context.Context, cfg *rest.Config, core v1.CoreV1Interface, ag
 			defer func() { <-sem }()
 			ctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			body, err := fetch(ctx, cfg, core, a, port, path)
+			body, err := fetch(ctx, cfg, core, a, port, path, token)
 			out[i] = nodeResult{agent: a, body: body, err: err}
 		}()
 	}
@@ -49,8 +49,9 @@ func fetchAll(ctx context.Context, cfg *rest.Config, core v1.CoreV1Interface, ag
 	return out
 }
 
-// fetch GETs path from one agent's loopback port through a port-forward.
-func fetch(ctx context.Context, cfg *rest.Config, core v1.CoreV1Interface, a agent, port int, path string) ([]byte, error) {
+// fetch GETs path from one agent's loopback port through a port-forward,
+// with the user's bearer token (none when "").
+func fetch(ctx context.Context, cfg *rest.Config, core v1.CoreV1Interface, a agent, port int, path, token string) ([]byte, error) {
 	u := core.RESTClient().Post().Resource("pods").Namespace(a.namespace).Name(a.pod).SubResource("portforward").URL()
 	t, err := openTunnel(cfg, u, port)
 	if err != nil {
@@ -66,6 +67,9 @@ func fetch(ctx context.Context, cfg *rest.Config, core v1.CoreV1Interface, a age
 	if err != nil {
 		return nil, err
 	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	resp, err := client.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("GET %s from pod %s/%s port %d (is the agent serving --local-listen on 127.0.0.1:%d?): %w", path, a.namespace, a.pod, port, port, err)
@@ -76,7 +80,14 @@ func fetch(ctx context.Context, cfg *rest.Config, core v1.CoreV1Interface, a age
 		return nil, fmt.Errorf("GET %s from pod %s/%s: %w", path, a.namespace, a.pod, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s from pod %s/%s: %s: %s", path, a.namespace, a.pod, resp.Status, strings.TrimSpace(string(body)))
+		err := fmt.Errorf("GET %s from pod %s/%s: %s: %s", path, a.namespace, a.pod, resp.Status, strings.TrimSpace(string(body)))
+		switch {
+		case resp.StatusCode == http.StatusUnauthorized && token == "":
+			err = fmt.Errorf("%w\n%s", err, noTokenHint)
+		case resp.StatusCode == http.StatusForbidden:
+			err = fmt.Errorf("%w\nthe agent needs your user to be allowed get on nodes/stats of node %s (what /stats/summary needs; see docs/kubectl-plugin.md)", err, a.node)
+		}
+		return nil, err
 	}
 	if len(body) > maxReport {
 		return nil, fmt.Errorf("GET %s from pod %s/%s: the report is over %d MiB", path, a.namespace, a.pod, maxReport>>20)

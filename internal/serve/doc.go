@@ -13,7 +13,9 @@
 //     v1alpha1), CPU and memory of the node, pods and containers.
 //   - /metrics: cgwarden's own metrics (cgwarden_*): corrected usage,
 //     weights, guaranteed and fair CPU, misplaced flags, scan health.
-//   - /healthz (always ok) and /readyz (ok once a scan has completed).
+//   - /healthz (fails when the scan loop has completed no scan for 3
+//     intervals) and /readyz (ok once a scan has completed, and fails
+//     when the last good scan is over 2 intervals old).
 //
 // Cost does not depend on the number of scrapers: one scan per interval
 // feeds an immutable state that requests read through an atomic pointer;

@@ -138,8 +138,9 @@ type Server struct {
 	meta    *metadata.Set
 	metaBad bool
 
-	own  *prometheus.Registry
-	loop *loopMetrics
+	own    *prometheus.Registry
+	loop   *loopMetrics
+	probes health
 }
 
 // New builds a Server; call Run (live) or Feed (snapshot) to give it data.
@@ -229,6 +230,7 @@ func (s *Server) ScanOnce(ctx context.Context) error {
 		return err
 	}
 	s.Feed(smp)
+	s.probes.good.Store(stamp(s.cfg.Clock.Now()))
 	return nil
 }
 
@@ -253,17 +255,21 @@ func (s *Server) refreshMeta(ctx context.Context) {
 	s.meta = metadata.NewSet(pods)
 }
 
-// Run scans every interval until ctx is done. Scans start on a fixed
+// Run scans every interval until ctx is done. While it runs, /healthz
+// fails when it has completed no scan for 3 intervals and /readyz when
+// the last good scan is over 2 intervals old (health.go). Scans start on a fixed
 // schedule (not interval after the previous one ended); a scan that
 // overruns makes the next one start at once rather than pile up.
 func (s *Server) Run(ctx context.Context) {
 	next := s.cfg.Clock.Now()
+	s.probes.loop.Store(stamp(next))
 	for {
 		if err := s.ScanOnce(ctx); err != nil {
 			s.log.Error("scan failed; serving the previous scan", "err", err)
 		}
 		next = next.Add(s.cfg.Interval)
 		now := s.cfg.Clock.Now()
+		s.probes.loop.Store(stamp(now))
 		if wait := next.Sub(now); wait > 0 {
 			select {
 			case <-ctx.Done():
@@ -293,26 +299,16 @@ func (s *Server) Handler() http.Handler {
 
 // LocalHandler serves the node's audit and inventory (/audit, /inspect)
 // and health, nothing else: what `kubectl cgwarden` reads through a
-// port-forward on the loopback listener (--local-listen), where no token
-// is checked. The kubelet-format and Prometheus endpoints stay on the
-// authenticated listener.
+// port-forward on the loopback listener (--local-listen). serve puts it
+// behind the same Auth as Handler (with --authenticate): the plugin sends
+// the user's token. The kubelet-format and Prometheus endpoints are only
+// on the main listener.
 func (s *Server) LocalHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /audit", s.serveAudit)
 	mux.HandleFunc("GET /inspect", s.serveInspect)
 	s.health(mux)
 	return mux
-}
-
-func (s *Server) health(mux *http.ServeMux) {
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !s.Ready() {
-			http.Error(w, "no scan completed yet", http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ok")
-	})
 }
 
 func (s *Server) latest(w http.ResponseWriter) *state {
@@ -390,7 +386,7 @@ func (s *Server) serveSummary(w http.ResponseWriter, r *http.Request) {
 }
 
 // CheckLocalListen accepts only a loopback address for --local-listen:
-// what is served there is not authenticated, and is meant to be reached
+// what is served there is plain HTTP, and is meant to be reached
 // through the API server's pods/portforward (which connects to the pod's
 // loopback) or from the node itself.
 func CheckLocalListen(addr string) error {
@@ -402,7 +398,7 @@ func CheckLocalListen(addr string) error {
 		return fmt.Errorf("--local-listen %q: bad port: %w", addr, err)
 	}
 	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
-		return fmt.Errorf("--local-listen %q: want a loopback IP address (127.0.0.1 or ::1): nothing is authenticated there", addr)
+		return fmt.Errorf("--local-listen %q: want a loopback IP address (127.0.0.1 or ::1): it serves plain HTTP", addr)
 	}
 	return nil
 }

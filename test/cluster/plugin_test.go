@@ -194,21 +194,57 @@ func (e *env) grant(t *testing.T, ns, sa string, rules []rbacv1.PolicyRule) {
 	}
 }
 
+// grantNodes lets ns/sa get the node subresources given (nodes/stats:
+// what the agent asks of a reader of /audit and /inspect), by a
+// ClusterRole and binding removed at cleanup.
+func (e *env) grantNodes(t *testing.T, ns, sa string, resources ...string) {
+	t.Helper()
+	ctx := context.Background()
+	role := "cgwarden-test-nodes-" + sa + "-" + ns
+	if _, err := e.cs.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: role},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: resources, Verbs: []string{"get"}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.cs.RbacV1().ClusterRoles().Delete(context.Background(), role, metav1.DeleteOptions{}) })
+	if _, err := e.cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: ns}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = e.cs.RbacV1().ClusterRoleBindings().Delete(context.Background(), role, metav1.DeleteOptions{})
+	})
+}
+
+// pluginRules are what kubectl cgwarden needs in the agent's namespace:
+// get: port-forward over WebSockets (kubectl's since v1.31, and the
+// plugin's first try) is a GET; create: over SPDY, a POST.
+var (
+	pluginRead    = rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list"}}
+	pluginForward = rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods/portforward"}, Verbs: []string{"get", "create"}}
+)
+
 // TestKubectlPlugin: with the agent installed from the kustomize base,
 // `kubectl cgwarden inspect|audit` (the built plugin, found by kubectl on
-// PATH) reaches the node's agent through pods/portforward with the lane's
-// admin credentials and shows the node and the pods this test made; its
+// PATH) reaches the node's agent through pods/portforward with a
+// ServiceAccount token allowed the port-forward and nodes/stats (the
+// agent checks the token on its loopback listener too; the lane's admin
+// signs in with a client certificate, has no token to send, and is told
+// so), and shows the node and the pods this test made; its
 // findings for them are those of `cgwarden audit` run on the host against
 // the same node, and its pods' weights, cgroups and containers those of
 // `cgwarden inspect`. With a ServiceAccount's token: without list on the
 // agent's pods, or without pods/portforward, it fails and says what RBAC
-// it needs; with both, it works.
+// it needs (pods, pods/portforward, nodes/stats); with all three, it works.
 func TestKubectlPlugin(t *testing.T) {
 	e := cluster(t)
 	agent := installAgent(t, e, "testdata/agent")
 	dir := buildPlugin(t)
 	bin := buildCgwarden(t)
 	ns := e.namespace(t)
+	kc := e.saKubeconfig(t, ns, "plugin-user")
+	e.grant(t, ns, "plugin-user", []rbacv1.PolicyRule{pluginRead, pluginForward})
+	e.grantNodes(t, ns, "plugin-user", "nodes/stats")
 	// A little CPU, in bursts (the machine is shared).
 	// A Burstable pod that asks for half a CPU and uses none: the
 	// BestEffort tier's weight (2) against the Burstable tier's (over
@@ -221,7 +257,7 @@ func TestKubectlPlugin(t *testing.T) {
 	// The agent scans every 10 s: wait for a scan that has both pods.
 	var inv pluginDoc
 	poll(t, 60*time.Second, "both pods in kubectl cgwarden inspect", func() (bool, string, error) {
-		out, stderr, err := e.plugin(t, dir, e.kubeconfig, "inspect", "-n", ns, "-o", "json")
+		out, stderr, err := e.plugin(t, dir, kc, "inspect", "-n", ns, "-o", "json")
 		if err != nil {
 			return false, fmt.Sprintf("%v: %s", err, stderr), nil
 		}
@@ -252,14 +288,19 @@ func TestKubectlPlugin(t *testing.T) {
 			t.Errorf("pod %s: uid %s qos %s, want %s besteffort", p.Name, got.UID, got.QoS, p.UID)
 		}
 	}
-	comparePluginWithHost(t, e, dir, bin, ns)
-	checkPluginTables(t, e, dir, ns, agent)
+	comparePluginWithHost(t, e, dir, kc, bin, ns)
+	checkPluginTables(t, e, dir, kc, ns, agent)
 	checkPluginRBAC(t, e, dir, ns)
+	// The lane's admin signs in with a client certificate: no token for
+	// the agent, which answers 401, and the plugin says what to do.
+	if _, stderr, err := e.plugin(t, dir, e.kubeconfig, "audit", "-A"); err == nil || !strings.Contains(stderr, "401") || !strings.Contains(stderr, "without a bearer token") {
+		t.Errorf("a client-certificate user: %v: %s", err, stderr)
+	}
 }
 
 // comparePluginWithHost compares the plugin's audit and inventory of ns
 // with cgwarden's own, run on the host against the same node.
-func comparePluginWithHost(t *testing.T, e *env, dir, bin, ns string) {
+func comparePluginWithHost(t *testing.T, e *env, dir, kc, bin, ns string) {
 	t.Helper()
 	podsFile := filepath.Join(t.TempDir(), "pods.json")
 	out, err := exec.Command(e.kubectl, "--kubeconfig", e.kubeconfig, "get", "pods", "-A", "-o", "json").Output()
@@ -280,7 +321,7 @@ func comparePluginWithHost(t *testing.T, e *env, dir, bin, ns string) {
 		return b
 	}
 	report := func(args ...string) json.RawMessage {
-		out, stderr, err := e.plugin(t, dir, e.kubeconfig, append(args, "-n", ns, "-o", "json")...)
+		out, stderr, err := e.plugin(t, dir, kc, append(args, "-n", ns, "-o", "json")...)
 		if err != nil {
 			t.Fatalf("kubectl cgwarden %s: %v: %s", strings.Join(args, " "), err, stderr)
 		}
@@ -318,7 +359,7 @@ func comparePluginWithHost(t *testing.T, e *env, dir, bin, ns string) {
 
 // checkPluginTables: the tables name the node on every row; -A shows the
 // agent's own pod (namespace cgwarden-system), -n does not.
-func checkPluginTables(t *testing.T, e *env, dir, ns string, agent *corev1.Pod) {
+func checkPluginTables(t *testing.T, e *env, dir, kc, ns string, agent *corev1.Pod) {
 	t.Helper()
 	for _, c := range []struct {
 		args      []string
@@ -329,7 +370,7 @@ func checkPluginTables(t *testing.T, e *env, dir, ns string, agent *corev1.Pod) 
 		{[]string{"audit", "-n", ns}, []string{"pod " + ns + "/busy"}, []string{agent.Name}},
 		{[]string{"inspect", "-A", "--node", e.node}, []string{"busy"}, nil},
 	} {
-		out, stderr, err := e.plugin(t, dir, e.kubeconfig, c.args...)
+		out, stderr, err := e.plugin(t, dir, kc, c.args...)
 		if err != nil {
 			t.Errorf("kubectl cgwarden %s: %v: %s", strings.Join(c.args, " "), err, stderr)
 			continue
@@ -356,7 +397,7 @@ func checkPluginTables(t *testing.T, e *env, dir, ns string, agent *corev1.Pod) 
 			}
 		}
 	}
-	if _, stderr, err := e.plugin(t, dir, e.kubeconfig, "audit", "--node", "no-such-node"); err == nil || !strings.Contains(stderr, "no running cgwarden agent on node no-such-node") {
+	if _, stderr, err := e.plugin(t, dir, kc, "audit", "--node", "no-such-node"); err == nil || !strings.Contains(stderr, "no running cgwarden agent on node no-such-node") {
 		t.Errorf("--node no-such-node: %v: %s", err, stderr)
 	}
 }
@@ -364,20 +405,19 @@ func checkPluginTables(t *testing.T, e *env, dir, ns string, agent *corev1.Pod) 
 // checkPluginRBAC runs the plugin with ServiceAccount tokens.
 func checkPluginRBAC(t *testing.T, e *env, dir, ns string) {
 	t.Helper()
-	read := rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list"}}
-	// get: port-forward over WebSockets (kubectl's since v1.31, and the
-	// plugin's first try) is a GET; create: over SPDY, a POST.
-	forward := rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods/portforward"}, Verbs: []string{"get", "create"}}
-	nobody, lister, operator := e.saKubeconfig(t, ns, "nobody"), e.saKubeconfig(t, ns, "lister"), e.saKubeconfig(t, ns, "operator")
-	e.grant(t, ns, "lister", []rbacv1.PolicyRule{read})
-	e.grant(t, ns, "operator", []rbacv1.PolicyRule{read, forward})
+	nobody, lister, operator, reader := e.saKubeconfig(t, ns, "nobody"), e.saKubeconfig(t, ns, "lister"), e.saKubeconfig(t, ns, "operator"), e.saKubeconfig(t, ns, "reader")
+	e.grant(t, ns, "lister", []rbacv1.PolicyRule{pluginRead})
+	e.grant(t, ns, "operator", []rbacv1.PolicyRule{pluginRead, pluginForward})
+	e.grant(t, ns, "reader", []rbacv1.PolicyRule{pluginRead, pluginForward})
+	e.grantNodes(t, ns, "reader", "nodes/stats")
 	for _, c := range []struct {
 		who, kubeconfig string
 		want            []string // in stderr; nil: success
 	}{
 		{"a ServiceAccount with no RBAC", nobody, []string{`cannot list resource "pods"`, "get and create on pods/portforward"}},
 		{"a ServiceAccount without pods/portforward", lister, []string{`resource "pods/portforward"`, "forbidden", "get and create on pods/portforward"}},
-		{"a ServiceAccount with both", operator, nil},
+		{"a ServiceAccount with both but not nodes/stats", operator, []string{"403", "get on nodes/stats"}},
+		{"a ServiceAccount with all three", reader, nil},
 	} {
 		var out, stderr string
 		var err error
