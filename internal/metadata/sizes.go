@@ -68,8 +68,12 @@ func (s *Set) Origin(uid string) (o Origin, ok bool) {
 	if p.VMSize != nil {
 		runner = Origin{Source: p.VMSize.Source, Via: "the runner's -vmspec", DeclaredMilliCPU: p.VMSize.MilliCPU}
 		why := s.runnerDistrust(p)
-		if why == "" {
+		switch {
+		case why == "":
 			runner.Via += fmt.Sprintf(" (owned by NeonVM VirtualMachine %s/%s, which exists)", p.Namespace, p.neonVMOwner().Name)
+			return s.trust.take(runner), true
+		case s.trust.RunnerArgs:
+			runner.Trusted = s.trust.TrustedBy
 			return s.trust.take(runner), true
 		}
 		runner.Ignored = "not believed: " + why
@@ -112,13 +116,10 @@ func (t Trust) take(o Origin) Origin {
 		return o
 	}
 	o.MilliCPU = m
-	switch {
-	case t.AllocatableMilliCPU > 0 && m > t.AllocatableMilliCPU:
+	if t.AllocatableMilliCPU > 0 && m > t.AllocatableMilliCPU {
 		o.MilliCPU = t.AllocatableMilliCPU
 		o.Capped = fmt.Sprintf("capped at the node's allocatable CPU (%sm, declared %sm)",
 			strconv.FormatInt(t.AllocatableMilliCPU, 10), strconv.FormatInt(m, 10))
-	case t.AllocatableMilliCPU <= 0 && t.AllocatableUnknown != "":
-		o.Capped = "not capped: " + t.AllocatableUnknown
 	}
 	return o
 }

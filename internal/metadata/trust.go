@@ -29,6 +29,10 @@ type Trust struct {
 	TrustedBy string
 	// Untrusted says why the other annotations are not believed.
 	Untrusted string
+	// RunnerArgs believes a NeonVM runner's -vmspec without an existing
+	// VirtualMachine owner: for the operator's own pods file only (an
+	// offline audit or plan of a node whose VMs are not at hand).
+	RunnerArgs bool
 	// AllocatableMilliCPU caps every size: the node's allocatable CPU
 	// (Node status.allocatable.cpu). 0 when unknown; AllocatableUnknown
 	// then says why, and sizes are not capped (only MaxSizeMilliCPU holds).
@@ -41,10 +45,11 @@ const AllNamespaces = "*"
 
 // OperatorTrust is the trust of pod metadata the operator hands a command
 // (a pods file for a dry-run plan or an audit of a snapshot): the
-// operator vouches for the file, so every annotation is believed. The
-// node's allocatable CPU is not in a pods file: sizes are not capped.
+// operator vouches for the file, so every annotation and every runner's
+// -vmspec is believed. The node's allocatable CPU is not in a pods file:
+// sizes are not capped.
 func OperatorTrust(what string) Trust {
-	return Trust{Annotations: AllNamespaces, TrustedBy: what,
+	return Trust{Annotations: AllNamespaces, TrustedBy: what, RunnerArgs: true,
 		AllocatableUnknown: "the node's allocatable CPU is not in " + what}
 }
 

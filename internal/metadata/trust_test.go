@@ -37,7 +37,7 @@ func TestOrigin(t *testing.T) {
 		{name: "zero annotation", trust: all, pod: Pod{Namespace: "n", Annotation: ann("0")}, says: "must be above 0"},
 		{name: "garbage annotation", trust: all, pod: Pod{Namespace: "n", Annotation: ann("lots")}, says: "lots"},
 		{name: "allocatable unknown: said, not invented", trust: Trust{Annotations: "*", AllocatableUnknown: "the Node object is not readable"},
-			pod: Pod{Namespace: "n", Annotation: ann("64")}, want: 64000, says: "not capped: the Node object is not readable"},
+			pod: Pod{Namespace: "n", Annotation: ann("64")}, want: 64000},
 		{name: "-vmspec without an owner", trust: all, pod: Pod{Namespace: "team-a", VMSize: runner},
 			says: "not owned (ownerReferences) by a NeonVM VirtualMachine"},
 		{name: "-vmspec, owner does not exist", trust: all, pod: Pod{Namespace: "team-a", VMSize: runner, Owners: vmOwner},
@@ -59,8 +59,10 @@ func TestOrigin(t *testing.T) {
 			Annotation: ann("64")}, vms: existing, want: 1000, says: "VM object NeonVM VirtualMachine team-a/db"},
 		{name: "VM object above allocatable", trust: Trust{AllocatableMilliCPU: 500}, pod: Pod{Namespace: "team-a",
 			Labels: map[string]string{LabelNeonVM: "db"}}, vms: existing, want: 500, says: "capped"},
-		{name: "operator's file", trust: OperatorTrust("--pods pods.json"), pod: Pod{Namespace: "n", Annotation: ann("3")}, want: 3000,
-			says: "not capped: the node's allocatable CPU is not in --pods pods.json"},
+		{name: "operator's file: -vmspec without an owner", trust: OperatorTrust("the pods file"), pod: Pod{Namespace: "n", VMSize: runner},
+			want: 4000, says: "the pods file"},
+		{name: "operator's file", trust: OperatorTrust("the pods file"), pod: Pod{Namespace: "n", Annotation: ann("3")}, want: 3000,
+			says: "the pods file"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -91,20 +91,21 @@ func (c *Checker) Trust() metadata.Trust {
 	return c.trust
 }
 
-// Run checks now and then every period until ctx is done.
+// Run checks every period until ctx is done (Refresh first, for a verdict
+// before the first scan).
 func (c *Checker) Run(ctx context.Context) {
 	every := c.Every
 	if every <= 0 {
 		every = DefaultEvery
 	}
 	for {
-		c.Refresh(ctx)
 		wait := every + time.Duration(rand.Int64N(int64(every)/5+1))
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(wait):
 		}
+		c.Refresh(ctx)
 	}
 }
 
