@@ -110,7 +110,7 @@ type Config struct {
 	// Trust says which of the Lister's declared pod sizes the audit
 	// believes (sizetrust.Checker's Trust); nil keeps metadata.NewSet's
 	// default, for pods the operator handed in.
-	Trust func() metadata.Trust
+	Trust  func() metadata.Trust
 	Clock  Clock
 	Logger *slog.Logger
 	// Findings counts audit findings per rule and severity for a scan
