@@ -217,6 +217,8 @@ type Report struct {
 	Findings []Finding `json:"findings"`
 	// Notes say which checks could not be made and what they miss.
 	Notes []string `json:"notes,omitempty"`
+	// Sizes is where each declared pod size came from (nil: none).
+	Sizes *Sizes `json:"sizes,omitempty"`
 }
 
 func (r *Report) add(f Finding) { r.Findings = append(r.Findings, f) }
@@ -237,6 +239,7 @@ func Run(in *Input) *Report {
 	if in.Node == nil {
 		return r
 	}
+	r.Sizes = sizesOf(in.Meta)
 	for _, rule := range Rules {
 		rule.Check(in, r)
 	}

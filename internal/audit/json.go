@@ -15,6 +15,7 @@ type JSONReport struct {
 	Counts   Counts           `json:"counts"`
 	Findings []Finding        `json:"findings"`
 	Notes    []string         `json:"notes,omitempty"`
+	Sizes    *Sizes           `json:"sizes,omitempty"`
 }
 
 // Counts are the findings per severity.
@@ -26,7 +27,7 @@ type Counts struct {
 
 // JSON is the report of findings on n, for tools.
 func JSON(n *inventory.Node, r *Report) JSONReport {
-	j := JSONReport{Node: inspect.NodeOf(n), Findings: r.Findings, Notes: r.Notes}
+	j := JSONReport{Node: inspect.NodeOf(n), Findings: r.Findings, Notes: r.Notes, Sizes: r.Sizes}
 	if j.Findings == nil {
 		j.Findings = []Finding{}
 	}

@@ -84,6 +84,7 @@ func WriteText(w io.Writer, n *inventory.Node, r *Report) error {
 	if len(r.Findings) == 0 {
 		b.WriteString("\nNo findings.\n")
 	}
+	writeSizes(&b, r.Sizes)
 	if len(r.Notes) > 0 {
 		b.WriteString("\nNot checked:\n")
 		for _, note := range r.Notes {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/podsource"
+	"github.com/cgwarden/cgwarden/internal/sizetrust"
 )
 
 // MetaFlags choose where inspect and audit take pod names from: the
@@ -23,6 +24,8 @@ type MetaFlags struct {
 	CRISocket  string
 	Kubeconfig string
 	NodeName   string
+	// TrustSizes is --trust-size-annotations.
+	TrustSizes string
 }
 
 // metaSyncTimeout bounds the wait for the API server's first list of
@@ -37,6 +40,7 @@ func addMeta(cmd *cobra.Command, o *Options) {
 	f.StringVar(&o.Meta.CRISocket, "cri-socket", "", "the CRI runtime's `SOCKET` (default: the first of "+strings.Join(podsource.DefaultCRISockets, ", ")+" that exists)")
 	f.StringVar(&o.Meta.Kubeconfig, "kubeconfig", "", "the kubeconfig `FILE` of the Kubernetes metadata source (default: $KUBECONFIG, else ~/.kube/config if it exists, else in-cluster config)")
 	f.StringVar(&o.Meta.NodeName, "node-name", "", "this node's `NAME`, for the Kubernetes source (default: $NODE_NAME, else the hostname)")
+	f.StringVar(&o.Meta.TrustSizes, "trust-size-annotations", "", "with pods from a live source (CRI, Kubernetes API), believe the "+metadata.AnnotationCPU+" annotation in these `NAMESPACES` (comma-separated, or *); beyond them it counts only when the size policy is installed (checked through the API server). A --pods file is the operator's input: its annotations are believed")
 }
 
 // LoadMeta gathers the pod metadata (see podMetadata) and, when given,
@@ -120,7 +124,32 @@ func (o *Options) listPods(mode string) (*metadata.Set, error) {
 		return nil, fmt.Errorf("--metadata %s: %w", mode, err)
 	}
 	o.metaSource = "the " + sourceName(source)
-	return metadata.NewSet(pods), nil
+	set := metadata.NewSet(pods)
+	trust, err := o.liveTrust(ctx, o.sourceConfig(mode))
+	if err != nil {
+		return nil, err
+	}
+	set.SetTrust(trust)
+	return set, nil
+}
+
+// liveTrust is what a command believes of pods read from the node's
+// runtime or the API server: what serve believes (sizetrust), checked once.
+func (o *Options) liveTrust(ctx context.Context, cfg podsource.Config) (metadata.Trust, error) {
+	ns, err := metadata.ParseNamespaces(o.Meta.TrustSizes)
+	if err != nil {
+		return metadata.Trust{}, fmt.Errorf("--trust-size-annotations: %w", err)
+	}
+	ch := &sizetrust.Checker{Node: cfg.NodeName, Namespaces: ns}
+	if cfg.Kubeconfig != "" || os.Getenv("KUBERNETES_SERVICE_HOST") != "" {
+		if rc, err := restConfig(cfg.Kubeconfig, nil); err == nil {
+			if g, err := sizetrust.NewGetter(rc); err == nil {
+				ch.API = g
+			}
+		}
+	}
+	ch.Refresh(ctx)
+	return ch.Trust(), nil
 }
 
 // sourceConfig fills the source's configuration with the defaults a

@@ -22,6 +22,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/podsource"
 	"github.com/cgwarden/cgwarden/internal/serve"
+	"github.com/cgwarden/cgwarden/internal/sizetrust"
 )
 
 // serveOptions are serve's flags.
@@ -41,6 +42,8 @@ type serveOptions struct {
 	events      bool
 	demand      bool
 	fullScans   bool
+	// trustSizes is --trust-size-annotations.
+	trustSizes string
 	// wrap wraps every API client's transport (watchAPI).
 	wrap func(http.RoundTripper) http.RoundTripper
 }
@@ -94,6 +97,7 @@ func (so *serveOptions) addFlags(f *pflag.FlagSet, o *Options) {
 	f.BoolVar(&so.events, "events", false, "report each new finding and each applied fix as a Kubernetes Event on its pod (needs --kubeconfig or in-cluster; aggregated and rate-limited, at most 20 finding Events per scan)")
 	f.BoolVar(&so.fullScans, "full-scans", false, "read every cgroup file at every scan, as one-shot commands do, instead of steady-state scans (counter files kept open, listings and settings read again only when inotify says they changed, and at least every 60 scans); for comparison and debugging")
 	f.BoolVar(&so.demand, "demand", false, "also measure every cgroup's CPU demand and serve its fair share (cgwarden_*_cpu_fair_cores); reads every thread's schedstat at each scan, the largest cost of a scan on a busy node")
+	f.StringVar(&so.trustSizes, "trust-size-annotations", "", "believe the "+metadata.AnnotationCPU+" annotation of pods in these `NAMESPACES` (comma-separated, or * for all); without it, or beyond it, the annotation counts only while the size policy (ValidatingAdmissionPolicy and binding "+sizetrust.PolicyName+", deploy/kustomize/size-policy) is installed, checked every 10 minutes. VM objects count always; every size is capped at the Node's allocatable CPU")
 	so.keep.flags(f)
 	addVMs(f, o)
 }
@@ -112,6 +116,9 @@ func (so *serveOptions) validate(o *Options) error {
 	}
 	if len(so.keep.rules) > 0 && o.Snapshot != "" {
 		return fmt.Errorf("--fix changes the live node; it cannot be used with --snapshot")
+	}
+	if _, err := metadata.ParseNamespaces(so.trustSizes); err != nil {
+		return fmt.Errorf("--trust-size-annotations: %w", err)
 	}
 	return nil
 }
@@ -220,6 +227,8 @@ func (so *serveOptions) server(ctx context.Context, o *Options, nodeName string,
 		return nil, nil, err
 	}
 	cfg.Sampler = &serve.ScannerSampler{Scanner: sc, Demand: so.demand}
+	trust := so.sizeTrust(ctx, nodeName, log)
+	cfg.Trust = trust
 	if steady != nil {
 		cfg.Collectors = append(cfg.Collectors, serve.SteadyCollector(steady))
 	}
@@ -228,7 +237,7 @@ func (so *serveOptions) server(ctx context.Context, o *Options, nodeName string,
 		ls = lister
 	}
 	live := liveVMs(ctx, len(so.keep.rules) > 0, so.metaMode, so.kubeconfig, so.wrap, log)
-	fx, err := so.keep.newFixers(host, ls, o.VMsFile, live, time.Duration(so.interval), log, note)
+	fx, err := so.keep.newFixers(host, ls, o.VMsFile, live, trust, time.Duration(so.interval), log, note)
 	if err != nil {
 		closeSteady(steady)
 		host.Close()
@@ -244,6 +253,24 @@ func (so *serveOptions) server(ctx context.Context, o *Options, nodeName string,
 	stopLoop := srv.Start(runCtx)
 	stopFix := fx.run(runCtx, log)
 	return srv, func() { stopRun(); stopLoop(); stopFix(); closeSteady(steady); host.Close() }, nil
+}
+
+// sizeTrust starts the live agent's check of which pod sizes it may
+// believe (sizetrust): the flag's namespaces, the size policy and the
+// Node's allocatable CPU, read from the API server when there is one. A
+// pods file given to a live serve is trusted no more than the API: the
+// agent acts on it.
+func (so *serveOptions) sizeTrust(ctx context.Context, nodeName string, log *slog.Logger) func() metadata.Trust {
+	ns, _ := metadata.ParseNamespaces(so.trustSizes) // checked by validate
+	ch := &sizetrust.Checker{Node: nodeName, Namespaces: ns, Log: log.With("component", "sizetrust")}
+	if rc, err := restConfig(so.kubeconfig, so.wrap); err == nil {
+		if g, err := sizetrust.NewGetter(rc); err == nil {
+			ch.API = g
+		}
+	}
+	ch.Refresh(ctx)
+	go ch.Run(ctx)
+	return ch.Trust
 }
 
 // steadyScanner is the scanner of serve's loop: with steady, steady-state

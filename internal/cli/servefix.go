@@ -58,7 +58,7 @@ type fixers struct {
 // newFixers checks the --fix rules and builds the weight holder (for the
 // weight rules) and the adoption engine (for misplaced-container). nil
 // when --fix is not given: serve only observes.
-func (f *serveFix) newFixers(host *cgroupfs.Host, lister hold.Lister, vmsFile string, live *podsource.VMSource, interval time.Duration, log *slog.Logger, note *events.Notifier) (*fixers, error) {
+func (f *serveFix) newFixers(host *cgroupfs.Host, lister hold.Lister, vmsFile string, live *podsource.VMSource, trust func() metadata.Trust, interval time.Duration, log *slog.Logger, note *events.Notifier) (*fixers, error) {
 	if len(f.rules) == 0 {
 		return nil, nil
 	}
@@ -69,7 +69,7 @@ func (f *serveFix) newFixers(host *cgroupfs.Host, lister hold.Lister, vmsFile st
 	if lister == nil {
 		lister = noPods{}
 	}
-	src := &hold.MetaSource{Lister: lister, VMsFile: vmsFile}
+	src := &hold.MetaSource{Lister: lister, VMsFile: vmsFile, Trust: trust}
 	if live != nil {
 		src.Live = live
 	}

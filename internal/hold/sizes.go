@@ -29,8 +29,13 @@ type MetaSource struct {
 		VMs() []metadata.VM
 		Refresh()
 	}
+	// Trust says which declared sizes to believe (sizetrust.Checker's
+	// Trust); nil keeps the Set's default, for pods the operator handed
+	// in (a pods file).
+	Trust func() metadata.Trust
 	// refreshed is when Live last looked for VM kinds that appeared.
 	refreshed time.Time
+	trust     metadata.Trust
 	live      []metadata.VM
 
 	mu      sync.Mutex
@@ -61,10 +66,19 @@ func (m *MetaSource) Sizes(ctx context.Context) (*metadata.Set, error) {
 			m.live, vmsChanged = live, true
 		}
 	}
-	if m.set != nil && !vmsChanged && samePods(pods, m.pods) {
+	trustChanged := false
+	if m.Trust != nil {
+		if t := m.Trust(); t != m.trust {
+			m.trust, trustChanged = t, true
+		}
+	}
+	if m.set != nil && !vmsChanged && !trustChanged && samePods(pods, m.pods) {
 		return m.set, nil
 	}
 	set := metadata.NewSet(pods)
+	if m.Trust != nil {
+		set.SetTrust(m.trust)
+	}
 	set.ApplyVMs(m.vms)
 	set.ApplyVMs(m.live)
 	m.pods, m.set = pods, set

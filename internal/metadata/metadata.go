@@ -22,6 +22,9 @@ type Pod struct {
 	// VMSize is the size of the VM the pod runs, when the pod itself says
 	// (a NeonVM runner's -vmspec argument); nil otherwise.
 	VMSize *Size
+	// Owners are the pod's ownerReferences (from the API server; a CRI
+	// sandbox has none).
+	Owners []Owner
 	// SandboxID is the CRI pod sandbox ID when known.
 	SandboxID string
 	// RuntimeHandler is the CRI runtime handler the pod's sandbox runs
@@ -29,6 +32,11 @@ type Pod struct {
 	// when unknown).
 	RuntimeHandler string
 	Containers     []Container
+}
+
+// Owner is one of a pod's ownerReferences.
+type Owner struct {
+	APIVersion, Kind, Name, UID string
 }
 
 // Container is what is known of one container.
@@ -49,13 +57,19 @@ type Container struct {
 type Set struct {
 	byUID       map[string]*Pod
 	byContainer map[string]*Pod
-	byName      map[string]*Pod // "namespace/name" and bare name when unique
-	sizes       map[string]Size // by pod UID
+	byName      map[string]*Pod   // "namespace/name" and bare name when unique
+	sizes       map[string]Size   // by pod UID
+	via         map[string]string // the VM object of each size, by pod UID
+	vms         map[string]string // every VM object known: its UID by vmKey
+	trust       Trust
 }
 
-// NewSet indexes pods.
+// NewSet indexes pods. Its Trust is OperatorTrust: pods handed in by
+// whoever runs the command. A live source (the agent, a command reading
+// the node's runtime or API server) sets its own with SetTrust.
 func NewSet(pods []Pod) *Set {
-	s := &Set{byUID: map[string]*Pod{}, byContainer: map[string]*Pod{}, byName: map[string]*Pod{}, sizes: map[string]Size{}}
+	s := &Set{byUID: map[string]*Pod{}, byContainer: map[string]*Pod{}, byName: map[string]*Pod{}, sizes: map[string]Size{},
+		via: map[string]string{}, vms: map[string]string{}, trust: OperatorTrust("the pod metadata given")}
 	seen := map[string]int{}
 	for i := range pods {
 		p := &pods[i]

@@ -96,6 +96,9 @@ func FromAPI(k *corev1.Pod) Pod {
 	}
 	p.LimitMilliCPU = &lim
 	p.VMSize = runnerVMSize(k)
+	for _, o := range k.OwnerReferences {
+		p.Owners = append(p.Owners, Owner{APIVersion: o.APIVersion, Kind: o.Kind, Name: o.Name, UID: string(o.UID)})
+	}
 	for _, st := range append(append([]corev1.ContainerStatus{}, k.Status.InitContainerStatuses...), k.Status.ContainerStatuses...) {
 		c := Container{Name: st.Name, ID: StripScheme(st.ContainerID), Runtime: layout.RuntimeOfContainerID(st.ContainerID), RequestMilliCPU: specRequest(k, st.Name)}
 		if st.State.Running != nil {

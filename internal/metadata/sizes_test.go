@@ -28,10 +28,12 @@ func FuzzDeclaredSize(f *testing.F) {
 func TestDeclaredSizeSources(t *testing.T) {
 	set := NewSet([]Pod{
 		{UID: "a", Annotation: map[string]string{AnnotationCPU: "2"}},
-		{UID: "b", VMSize: &Size{MilliCPU: 4000, Source: "neonvm"}, Annotation: map[string]string{AnnotationCPU: "1"}},
+		{UID: "b", Namespace: "n", VMSize: &Size{MilliCPU: 4000, Source: "neonvm"}, Annotation: map[string]string{AnnotationCPU: "1"},
+			Owners: []Owner{{APIVersion: "vm.neon.tech/v1", Kind: "VirtualMachine", Name: "vm-b"}}},
 		{UID: "c", RequestMilliCPU: ptr(500)},
 	})
-	set.SetSize("d", Size{MilliCPU: 3000, Source: "kubevirt"}) // no such pod: sizes are by UID anyway
+	set.ApplyVMs([]VM{{Kind: "neonvm", Namespace: "n", Name: "vm-b", MilliCPU: 4000, PodLabel: LabelNeonVM}}) // exists; labels no pod
+	set.SetSize("d", Size{MilliCPU: 3000, Source: "kubevirt"})                                                // no such pod: sizes are by UID anyway
 	for uid, want := range map[string]int64{"a": 2000, "b": 4000, "d": 3000} {
 		sz, ok, err := set.DeclaredSize(uid)
 		if !ok || err != nil || sz.MilliCPU != want {

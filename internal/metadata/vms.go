@@ -26,6 +26,8 @@ type VM struct {
 	PodLabel string
 	// PodName is the pod named by the VM's status, if any.
 	PodName string
+	// UID is the object's metadata.uid ("" when the file has none).
+	UID string
 }
 
 // Labels that tie a VM's pod to the VM.
@@ -130,7 +132,7 @@ func parseVM(u unstructured.Unstructured) (VM, error) {
 	if u.GetName() == "" {
 		return VM{}, fmt.Errorf("%s has no metadata.name", u.GetKind())
 	}
-	vm := VM{Namespace: u.GetNamespace(), Name: u.GetName()}
+	vm := VM{Namespace: u.GetNamespace(), Name: u.GetName(), UID: string(u.GetUID())}
 	switch {
 	case group == "vm.neon.tech" && u.GetKind() == "VirtualMachine":
 		vm.Kind, vm.PodLabel = "neonvm", LabelNeonVM
@@ -218,12 +220,14 @@ func milliOf(v any) (int64, error) {
 // ApplyVMs records each VM's size on its pod: the pod in the VM's
 // namespace whose label (vm.neon.tech/name or kubevirt.io/domain) names the
 // VM, else the pod its status names. VMs whose pod is not in the set are
-// returned.
+// returned. Every VM is remembered as existing, for the runner pods its
+// NeonVM VirtualMachines own (see Origin).
 func (s *Set) ApplyVMs(vms []VM) (unmatched []VM) {
 	if s == nil {
 		return vms
 	}
 	for _, vm := range vms {
+		s.vms[vmKey(vm.Kind, vm.Namespace, vm.Name)] = vm.UID
 		var pod *Pod
 		for _, p := range s.byUID {
 			if p.Namespace == vm.Namespace && p.Labels[vm.PodLabel] == vm.Name {
@@ -240,9 +244,17 @@ func (s *Set) ApplyVMs(vms []VM) (unmatched []VM) {
 			continue
 		}
 		s.SetSize(pod.UID, Size{MilliCPU: vm.MilliCPU, Source: vm.Kind})
+		kind := "NeonVM VirtualMachine"
+		if vm.Kind == "kubevirt" {
+			kind = "KubeVirt VMI"
+		}
+		s.via[pod.UID] = kind + " " + vm.Namespace + "/" + vm.Name
 	}
 	return unmatched
 }
+
+// vmKey names a VM object in Set.vms.
+func vmKey(kind, ns, name string) string { return kind + "/" + ns + "/" + name }
 
 // runnerVMSize reads a NeonVM runner pod's own statement of its VM's size:
 // the controller starts the runner with "-vmspec <base64 JSON of the

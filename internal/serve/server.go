@@ -107,6 +107,10 @@ type Config struct {
 	Sampler  Sampler
 	// Lister names pods and containers; nil serves them by UID and ID.
 	Lister Lister
+	// Trust says which of the Lister's declared pod sizes the audit
+	// believes (sizetrust.Checker's Trust); nil keeps metadata.NewSet's
+	// default, for pods the operator handed in.
+	Trust  func() metadata.Trust
 	Clock  Clock
 	Logger *slog.Logger
 	// Findings counts audit findings per rule and severity for a scan
@@ -253,6 +257,9 @@ func (s *Server) refreshMeta(ctx context.Context) {
 	}
 	s.metaBad = false
 	s.meta = metadata.NewSet(pods)
+	if s.cfg.Trust != nil {
+		s.meta.SetTrust(s.cfg.Trust())
+	}
 }
 
 // Run scans every interval until ctx is done. While it runs, /healthz

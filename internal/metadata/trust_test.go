@@ -1,0 +1,129 @@
+package metadata
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestOrigin is each trust decision: which declared sizes are taken, which
+// are capped, and why the others are not.
+func TestOrigin(t *testing.T) {
+	vmOwner := []Owner{{APIVersion: "vm.neon.tech/v1", Kind: "VirtualMachine", Name: "db", UID: "vm-uid"}}
+	ann := func(v string) map[string]string { return map[string]string{AnnotationCPU: v} }
+	runner := &Size{MilliCPU: 4000, Source: "neonvm"}
+	flag := Trust{Annotations: "team-a,team-b", TrustedBy: "--trust-size-annotations", Untrusted: "not in --trust-size-annotations",
+		AllocatableMilliCPU: 2000}
+	none := Trust{Untrusted: "the size policy is not installed", AllocatableMilliCPU: 2000}
+	all := Trust{Annotations: AllNamespaces, TrustedBy: "the size policy is installed", AllocatableMilliCPU: 8000}
+	existing := []VM{{Kind: "neonvm", Namespace: "team-a", Name: "db", UID: "vm-uid", MilliCPU: 1000, PodLabel: LabelNeonVM}}
+	cases := []struct {
+		name  string
+		trust Trust
+		pod   Pod
+		vms   []VM
+		want  int64  // size taken (0: none)
+		says  string // in Ignored, Capped or Via
+	}{
+		{name: "annotation, no trust", trust: none, pod: Pod{Namespace: "team-a", Annotation: ann("1")},
+			says: "not trusted in namespace team-a: the size policy is not installed"},
+		{name: "annotation, namespace listed", trust: flag, pod: Pod{Namespace: "team-b", Annotation: ann("1")}, want: 1000},
+		{name: "annotation, namespace not listed", trust: flag, pod: Pod{Namespace: "team-c", Annotation: ann("1")},
+			says: "not in --trust-size-annotations"},
+		{name: "annotation, listed name is not a prefix", trust: flag, pod: Pod{Namespace: "team", Annotation: ann("1")}, says: "not trusted"},
+		{name: "annotation, policy installed", trust: all, pod: Pod{Namespace: "any", Annotation: ann("2")}, want: 2000},
+		{name: "annotation above allocatable is capped", trust: flag, pod: Pod{Namespace: "team-a", Annotation: ann("64")}, want: 2000,
+			says: "capped at the node's allocatable CPU (2000m, declared 64000m)"},
+		{name: "absurd annotation, trusted", trust: all, pod: Pod{Namespace: "n", Annotation: ann("1e12")}, says: "no node has"},
+		{name: "zero annotation", trust: all, pod: Pod{Namespace: "n", Annotation: ann("0")}, says: "must be above 0"},
+		{name: "garbage annotation", trust: all, pod: Pod{Namespace: "n", Annotation: ann("lots")}, says: "lots"},
+		{name: "allocatable unknown: said, not invented", trust: Trust{Annotations: "*", AllocatableUnknown: "the Node object is not readable"},
+			pod: Pod{Namespace: "n", Annotation: ann("64")}, want: 64000},
+		{name: "-vmspec without an owner", trust: all, pod: Pod{Namespace: "team-a", VMSize: runner},
+			says: "not owned (ownerReferences) by a NeonVM VirtualMachine"},
+		{name: "-vmspec, owner does not exist", trust: all, pod: Pod{Namespace: "team-a", VMSize: runner, Owners: vmOwner},
+			says: "not known to exist"},
+		{name: "-vmspec, owner of another UID", trust: all, pod: Pod{Namespace: "team-a", VMSize: runner,
+			Owners: []Owner{{APIVersion: "vm.neon.tech/v1", Kind: "VirtualMachine", Name: "db", UID: "forged"}}}, vms: existing,
+			says: "UID forged"},
+		{name: "-vmspec, owner in another namespace", trust: all, pod: Pod{Namespace: "team-b", VMSize: runner, Owners: vmOwner}, vms: existing,
+			says: "not known to exist"},
+		{name: "-vmspec, owner exists", trust: all, pod: Pod{Namespace: "team-a", VMSize: runner, Owners: vmOwner}, vms: existing, want: 4000,
+			says: "owned by NeonVM VirtualMachine team-a/db"},
+		{name: "-vmspec, owner exists, capped", trust: flag, pod: Pod{Namespace: "team-a", VMSize: runner, Owners: vmOwner}, vms: existing, want: 2000,
+			says: "capped"},
+		{name: "-vmspec not believed, trusted annotation taken", trust: flag, pod: Pod{Namespace: "team-a", VMSize: runner, Annotation: ann("1")},
+			want: 1000},
+		{name: "-vmspec owned by something else", trust: all, pod: Pod{Namespace: "team-a", VMSize: runner,
+			Owners: []Owner{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "db"}}}, vms: existing, says: "not owned"},
+		{name: "VM object, no annotation trust needed", trust: none, pod: Pod{Namespace: "team-a", Labels: map[string]string{LabelNeonVM: "db"},
+			Annotation: ann("64")}, vms: existing, want: 1000, says: "VM object NeonVM VirtualMachine team-a/db"},
+		{name: "VM object above allocatable", trust: Trust{AllocatableMilliCPU: 500}, pod: Pod{Namespace: "team-a",
+			Labels: map[string]string{LabelNeonVM: "db"}}, vms: existing, want: 500, says: "capped"},
+		{name: "operator's file: -vmspec without an owner", trust: OperatorTrust("the pods file"), pod: Pod{Namespace: "n", VMSize: runner},
+			want: 4000, says: "the pods file"},
+		{name: "operator's file", trust: OperatorTrust("the pods file"), pod: Pod{Namespace: "n", Annotation: ann("3")}, want: 3000,
+			says: "the pods file"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.pod.UID, c.pod.Name = "u", "p"
+			s := NewSet([]Pod{c.pod})
+			s.SetTrust(c.trust)
+			s.ApplyVMs(c.vms)
+			o, ok := s.Origin("u")
+			if !ok {
+				t.Fatal("no origin for a pod that declares a size")
+			}
+			text := o.Via + " | " + o.Trusted + " | " + o.Capped + " | " + o.Ignored
+			if !strings.Contains(text, c.says) {
+				t.Errorf("origin %q does not say %q", text, c.says)
+			}
+			sz, sized, err := s.DeclaredSize("u")
+			switch {
+			case c.want == 0 && (sized || err == nil || o.Ignored == ""):
+				t.Errorf("size %v taken (err %v, origin %+v), want none and a reason", sz, err, o)
+			case c.want != 0 && (!sized || err != nil || sz.MilliCPU != c.want || o.MilliCPU != c.want):
+				t.Errorf("size %v %v %v (origin %+v), want %dm", sz, sized, err, o, c.want)
+			}
+		})
+	}
+}
+
+// An untrusted annotation leaves the audit's size to the pod's own
+// requests or limits, as if it were not there.
+func TestSizeIgnoresUntrusted(t *testing.T) {
+	s := NewSet([]Pod{{UID: "u", Namespace: "n", Annotation: map[string]string{AnnotationCPU: "64"}, RequestMilliCPU: ptr(100)}})
+	s.SetTrust(Trust{})
+	if sz, ok := s.Size("u"); !ok || sz != (Size{100, "requests"}) {
+		t.Errorf("Size = %v %v, want the requests", sz, ok)
+	}
+	if got := s.Origins(); len(got) != 1 || got[0].Ignored == "" {
+		t.Errorf("Origins = %+v, want the ignored annotation", got)
+	}
+}
+
+func TestParseNamespaces(t *testing.T) {
+	for in, want := range map[string]string{"": "", "*": "*", "b,a, b": "a,b", " team-a ": "team-a"} {
+		if got, err := ParseNamespaces(in); err != nil || got != want {
+			t.Errorf("%q: %q %v, want %q", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"a,*", "Team", "a,,b", "a/b", strings.Repeat("x", 64)} {
+		if got, err := ParseNamespaces(bad); err == nil {
+			t.Errorf("%q accepted as %q", bad, got)
+		}
+	}
+}
+
+func TestTrustMerge(t *testing.T) {
+	got := Trust{}.Merge("b,a", "flag").Merge("c", "other")
+	if got.Annotations != "a,b,c" {
+		t.Errorf("merged %q", got.Annotations)
+	}
+	if got := (Trust{Annotations: "a"}).Merge("*", "policy"); got.Annotations != "*" || got.TrustedBy != "policy" {
+		t.Errorf("policy over a list: %+v", got)
+	}
+	if got := (Trust{Annotations: "*", TrustedBy: "policy"}).Merge("a", "flag"); got.Annotations != "*" || got.TrustedBy != "policy" {
+		t.Errorf("list over the policy: %+v", got)
+	}
+}

@@ -1,0 +1,274 @@
+package cluster
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// The size policy as shipped, and the sizer's identity it lets through.
+const (
+	sizePolicyDir = "../../deploy/kustomize/size-policy"
+	sizerUser     = "system:serviceaccount:cgwarden-sizer:cgwarden-sizer"
+)
+
+// auditSizes is the "sizes" part of the agent's /audit.
+type auditSizes struct {
+	AllocatableMilliCPU int64  `json:"allocatableMilliCPU"`
+	Uncapped            string `json:"uncapped"`
+	Annotations         string `json:"annotations"`
+	Pods                []struct {
+		Subject struct {
+			PodName   string `json:"podName"`
+			Namespace string `json:"namespace"`
+		} `json:"subject"`
+		From     string `json:"from"`
+		Status   string `json:"status"`
+		Via      string `json:"via"`
+		MilliCPU int64  `json:"milliCPU"`
+		Trusted  string `json:"trusted"`
+		Reason   string `json:"reason"`
+	} `json:"pods"`
+}
+
+// agentSizes reads the sizes of the agent's served audit (its loopback
+// listener, unauthenticated, on the host network).
+func agentSizes() (*auditSizes, string, error) {
+	c := &http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get("http://127.0.0.1:9531/audit")
+	if err != nil {
+		return nil, "", err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var r struct {
+		Sizes *auditSizes `json:"sizes"`
+	}
+	if err := json.Unmarshal(b, &r); err != nil || r.Sizes == nil {
+		return nil, fmt.Sprintf("%d %.300s", resp.StatusCode, b), nil
+	}
+	return r.Sizes, "", nil
+}
+
+// sizeOf finds pod ns/name in the sizes.
+func (s *auditSizes) sizeOf(ns, name string) (from, status, reason string, milli int64, ok bool) {
+	for _, p := range s.Pods {
+		if p.Subject.Namespace == ns && p.Subject.PodName == name {
+			return p.From, p.Status, p.Reason + " " + p.Trusted, p.MilliCPU, true
+		}
+	}
+	return "", "", "", 0, false
+}
+
+// clientAs is an API client that impersonates user (with groups).
+func (e *env) clientAs(t *testing.T, user string, groups ...string) *kubernetes.Clientset {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", e.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: groups}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+// bestEffort is a BestEffort busybox pod on the host network.
+func bestEffort(name string, annotations, labels map[string]string, command ...string) *corev1.Pod {
+	zero := int64(1)
+	if command == nil {
+		command = []string{"sleep", "3600"}
+	}
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations, Labels: labels},
+		Spec: corev1.PodSpec{HostNetwork: true, TerminationGracePeriodSeconds: &zero, Containers: []corev1.Container{{
+			Name: "vm", Image: busybox, ImagePullPolicy: corev1.PullNever, Command: command}}}}
+}
+
+// tenant makes a ServiceAccount that is admin of ns (a RoleBinding to the
+// admin ClusterRole) and returns a client acting as it.
+func (e *env) tenant(t *testing.T, ns string) *kubernetes.Clientset {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := e.cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "tenant"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.cs.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "tenant-admin"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "admin"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "tenant", Namespace: ns}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return e.clientAs(t, "system:serviceaccount:"+ns+":tenant", "system:serviceaccounts", "system:serviceaccounts:"+ns, "system:authenticated")
+}
+
+// TestSizePolicy: with deploy/kustomize/size-policy installed, a tenant
+// (admin of its own namespace) cannot create a pod with cgwarden.io/cpu
+// nor add it to its pod, though it may create the pod without it; the
+// sizer's identity can; a namespace a cluster administrator labels
+// cgwarden.io/size-annotations=allowed can. The agent (no
+// --trust-size-annotations) sees the policy, believes the sizer's
+// annotation, and caps the size at the Node's allocatable CPU.
+func TestSizePolicy(t *testing.T) {
+	e := cluster(t)
+	ctx := context.Background()
+	if out, err := runKubectl(e, "apply", "-k", sizePolicyDir); err != nil {
+		t.Fatalf("kubectl apply -k %s: %v\n%s", sizePolicyDir, err, out)
+	}
+	t.Cleanup(func() { runKubectl(e, "delete", "-k", sizePolicyDir, "--ignore-not-found") })
+	ns := e.namespace(t)
+	tenant := e.tenant(t, ns)
+	dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+	// RBAC lets the tenant make pods (the binding reaches the authorizer
+	// within seconds): a refusal below is the policy's.
+	poll(t, 30*time.Second, "the tenant may create a plain pod", func() (bool, string, error) {
+		_, err := tenant.CoreV1().Pods(ns).Create(ctx, bestEffort("plain", nil, nil), dry)
+		return err == nil, fmt.Sprint(err), nil
+	})
+	// The policy is compiled and enforced shortly after it is created.
+	var refusal error
+	poll(t, 60*time.Second, "the tenant's annotated pod refused", func() (bool, string, error) {
+		_, refusal = tenant.CoreV1().Pods(ns).Create(ctx, bestEffort("buys-cpu", map[string]string{"cgwarden.io/cpu": "64"}, nil), dry)
+		return refusal != nil, "admitted", nil
+	})
+	if !strings.Contains(refusal.Error(), "cgwarden-size-annotation") || !strings.Contains(refusal.Error(), "only the cgwarden sizer") {
+		t.Errorf("refusal does not name the policy and its reason: %v", refusal)
+	}
+	t.Logf("tenant refused: %v", refusal)
+	plain, err := tenant.CoreV1().Pods(ns).Create(ctx, bestEffort("plain", nil, nil), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain.Annotations = map[string]string{"cgwarden.io/cpu": "64"}
+	if _, err := tenant.CoreV1().Pods(ns).Update(ctx, plain, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}}); err == nil {
+		t.Errorf("the tenant added cgwarden.io/cpu to its running pod")
+	}
+	// The sizer's identity (its RBAC aside: system:masters here, so that
+	// only the policy's check of the user name is tested).
+	sizer := e.clientAs(t, sizerUser, "system:masters", "system:authenticated")
+	big, err := sizer.CoreV1().Pods(ns).Create(ctx, bestEffort("sized", map[string]string{"cgwarden.io/cpu": "64"}, nil), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("the sizer's identity refused: %v", err)
+	}
+	// A namespace the administrator lists.
+	nsObj, err := e.cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nsObj.Labels["cgwarden.io/size-annotations"] = "allowed"
+	if _, err := e.cs.CoreV1().Namespaces().Update(ctx, nsObj, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 30*time.Second, "the tenant's annotated pod admitted in an allowed namespace", func() (bool, string, error) {
+		_, err := tenant.CoreV1().Pods(ns).Create(ctx, bestEffort("buys-cpu", map[string]string{"cgwarden.io/cpu": "1"}, nil), dry)
+		return err == nil, fmt.Sprint(err), nil
+	})
+
+	// The agent believes the annotation because the policy is there, and
+	// caps 64 CPUs at the Node's allocatable CPU.
+	poll(t, 120*time.Second, "pod sized running", func() (bool, string, error) {
+		p, err := e.cs.CoreV1().Pods(ns).Get(ctx, "sized", metav1.GetOptions{})
+		return err == nil && p.Status.Phase == corev1.PodRunning, "", err
+	})
+	node, err := e.cs.CoreV1().Nodes().Get(ctx, e.node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	alloc := node.Status.Allocatable.Cpu().MilliValue()
+	importAgentImage(t)
+	e.installAgent(t, "testdata/agent-fix-noflag")
+	poll(t, 90*time.Second, "the agent's audit: the sizer's 64 CPUs capped at allocatable", func() (bool, string, error) {
+		s, state, err := agentSizes()
+		if err != nil || s == nil {
+			return false, fmt.Sprint(state, err), nil
+		}
+		from, status, reason, milli, ok := s.sizeOf(ns, "sized")
+		return ok && from == "annotation" && status == "capped" && milli == alloc && strings.Contains(reason, "size policy"),
+			fmt.Sprintf("%s %s %dm (%s); annotations trusted in %q", from, status, milli, reason, s.Annotations), nil
+	})
+	root, wf := cgroupRoot()
+	want := alloc * 1024 / 1000
+	poll(t, 60*time.Second, "the sized pod weighed for the allocatable CPU", func() (bool, string, error) {
+		w := readInt(t, filepath.Join(root, "kubepods/besteffort/pod"+string(big.UID), wf))
+		return w == want, fmt.Sprintf("%s %d, want %d", wf, w, want), nil
+	})
+}
+
+// TestAgentIgnoresUntrustedSizes: no size policy, no
+// --trust-size-annotations. A BestEffort pod annotated cgwarden.io/cpu:
+// "64", and one that states its own NeonVM -vmspec (8 CPUs) without a
+// VirtualMachine owning it: the agent in fix mode leaves both at the
+// kubelet's weight, and the BestEffort tier too, and its audit says why.
+func TestAgentIgnoresUntrustedSizes(t *testing.T) {
+	e := cluster(t)
+	ctx := context.Background()
+	if out, err := runKubectl(e, "get", "validatingadmissionpolicy", "cgwarden-size-annotation", "--ignore-not-found", "-o", "name"); err != nil || strings.TrimSpace(out) != "" {
+		t.Fatalf("the size policy is installed (%v): %s", err, out)
+	}
+	ns := e.namespace(t)
+	spec := base64.StdEncoding.EncodeToString([]byte(`{"guest":{"cpus":{"min":8,"max":8,"use":8}}}`))
+	pods := map[string]*corev1.Pod{
+		"tenant-vm": bestEffort("tenant-vm", map[string]string{"cgwarden.io/cpu": "64"}, nil),
+		"fake-runner": bestEffort("fake-runner", nil, map[string]string{"vm.neon.tech/name": "ghost"},
+			"sh", "-c", "sleep 3600", "-vmspec", spec),
+	}
+	for name, p := range pods {
+		got, err := e.cs.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pods[name] = got
+	}
+	for name := range pods {
+		poll(t, 120*time.Second, "pod "+name+" running", func() (bool, string, error) {
+			p, err := e.cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+			return err == nil && p.Status.Phase == corev1.PodRunning, "", err
+		})
+	}
+	importAgentImage(t)
+	e.installAgent(t, "testdata/agent-fix-noflag")
+	poll(t, 90*time.Second, "the agent's audit: both sizes ignored, with their reasons", func() (bool, string, error) {
+		s, state, err := agentSizes()
+		if err != nil || s == nil {
+			return false, fmt.Sprint(state, err), nil
+		}
+		f1, s1, r1, _, ok1 := s.sizeOf(ns, "tenant-vm")
+		f2, s2, r2, _, ok2 := s.sizeOf(ns, "fake-runner")
+		ok := ok1 && ok2 && f1 == "annotation" && s1 == "ignored" && strings.Contains(r1, "not trusted in namespace "+ns) &&
+			strings.Contains(r1, "is not installed") &&
+			f2 == "runner-vmspec" && s2 == "ignored" && strings.Contains(r2, "not owned (ownerReferences) by a NeonVM VirtualMachine")
+		return ok, fmt.Sprintf("tenant-vm: %s %s (%s); fake-runner: %s %s (%s)", f1, s1, r1, f2, s2, r2), nil
+	})
+	// The holder has planned with these pods (the audit reads the same
+	// metadata): give it a few of its checks, then the weights must be
+	// the kubelet's: 2 for each BestEffort pod and for the tier.
+	time.Sleep(10 * time.Second)
+	root, wf := cgroupRoot()
+	kubelet := int64(2)
+	if wf == "cpu.weight" {
+		kubelet = 1
+	}
+	for name, p := range pods {
+		if w := readInt(t, filepath.Join(root, "kubepods/besteffort/pod"+string(p.UID), wf)); w != kubelet {
+			t.Errorf("pod %s: %s %d, want the kubelet's %d", name, wf, w, kubelet)
+		}
+	}
+	if w := readInt(t, filepath.Join(root, "kubepods/besteffort", wf)); w != kubelet {
+		t.Errorf("BestEffort tier: %s %d, want the kubelet's %d", wf, w, kubelet)
+	}
+}
