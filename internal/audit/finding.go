@@ -206,6 +206,7 @@ var Rules = []Rule{
 	{RuleSizeBlindWeights, checkSizeBlind},
 	{RuleHeldWeights, checkHeldWeights},
 	{RuleMisplacedContainer, checkMisplaced},
+	{RuleForeignCgroup, checkForeign},
 	{RulePodAccountingGap, checkAccountingGap},
 	{RuleEscapedProcess, checkEscaped},
 	{RuleTierDrift, checkTierDrift},

@@ -30,6 +30,10 @@ func checkMisplaced(in *Input, r *Report) {
 				podPath = p.Cgroup.Path
 			}
 			ev.Add("podCgroup", podPath)
+			if c.Unconfirmed != "" {
+				// Only its name attaches it: `cgwarden fix` does not move it.
+				ev.Add("unconfirmed", c.Unconfirmed)
+			}
 			summary := fmt.Sprintf("container cgroup %s is not under the pod cgroup %s", cg.Path, podPath)
 			if cg.UsageCores != nil {
 				ev.Add("containerUsageCores", round(*cg.UsageCores))

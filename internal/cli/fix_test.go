@@ -18,8 +18,17 @@ func runCLI(t *testing.T, args ...string) (string, error) {
 
 // The dry run from the seed-003 snapshot prints the adopt plan and says
 // nothing changed; the exact text is golden-tested in internal/plan.
+// Without pod metadata the misplaced container is only named by its
+// cgroup: it is not moved, and the plan says why.
 func TestFixDryRunFromSnapshot(t *testing.T) {
 	out, err := runCLI(t, "fix", "--snapshot", "example:seed-003-k3s-spin", "--journal-dir", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, "[misplaced-container] move every process") || !strings.Contains(out, "only its name says it belongs to the pod") {
+		t.Errorf("without pod metadata: want the container skipped as unconfirmed:\n%s", out)
+	}
+	out, err = runCLI(t, "fix", "--snapshot", "example:seed-003-k3s-spin", "--pods", seed003Pods, "--journal-dir", t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +41,7 @@ func TestFixDryRunFromSnapshot(t *testing.T) {
 	if strings.Contains(out, "Run with --apply") {
 		t.Errorf("a dry run from a snapshot tells to run with --apply, which refuses snapshots:\n%s", out)
 	}
-	out, err = runCLI(t, "fix", "--snapshot", "example:seed-003-k3s-spin", "--journal-dir", t.TempDir(), "-o", "json")
+	out, err = runCLI(t, "fix", "--snapshot", "example:seed-003-k3s-spin", "--pods", seed003Pods, "--journal-dir", t.TempDir(), "-o", "json")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/cgwarden/cgwarden/internal/fix"
@@ -16,8 +17,9 @@ import (
 
 // An adoption that moved a misplaced container teaches `cgwarden nri` its
 // pod's runtime handler (from the CRI metadata of the run); a step not
-// applied, another rule's step, and a pod of the default handler teach
-// nothing.
+// applied, another rule's step, a pod of the default handler and a move
+// out of a cgroup that is not the runtime-literal "<slice>:<prefix>:<id>"
+// teach nothing.
 func TestAdoptionLearnsHandlers(t *testing.T) {
 	path := filepath.Join(t.TempDir(), nriplugin.LearnedFile)
 	e := &fix.Engine{Meta: metadata.NewSet([]metadata.Pod{
@@ -26,9 +28,18 @@ func TestAdoptionLearnsHandlers(t *testing.T) {
 		{UID: "u-kata", RuntimeHandler: "kata"},
 	})}
 	learn := learnHandlers(path, e, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	move := func(uid string) plan.Op { return plan.Op{Kind: plan.Move, Rule: plan.RuleMisplaced, Pod: uid} }
+	id := strings.Repeat("ab", 32)
+	literal := "/sys/fs/cgroup/cpu/kubepods-besteffort-pod1.slice:cri-containerd:" + id
+	move := func(uid string) plan.Op {
+		return plan.Op{Kind: plan.Move, Rule: plan.RuleMisplaced, Pod: uid, Pairs: []plan.Pair{{Source: literal, Target: "/t"}}}
+	}
+	// A pod-named cgroup away from its pod is not the runtime-literal
+	// shape: placing cgroupsPath would not cure it, nothing is learned.
+	podNamed := plan.Op{Kind: plan.Move, Rule: plan.RuleMisplaced, Pod: "u-kata",
+		Pairs: []plan.Pair{{Source: "/sys/fs/cgroup/cpu/pod11111111-2222-3333-4444-555555555555-" + id, Target: "/t"}}}
 	learn(&fix.Result{Steps: []fix.StepResult{
 		{Op: move("u-spin")},
+		{Op: podNamed},
 		{Op: move("u-runc")},
 		{Op: move("u-kata"), Note: "not applied: the pod is gone"},
 		{Op: plan.Op{Kind: plan.Write, Rule: plan.RuleMisplaced, Pod: "u-kata"}},

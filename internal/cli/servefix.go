@@ -101,21 +101,23 @@ func (f *serveFix) newFixers(host *cgroupfs.Host, lister hold.Lister, vmsFile st
 
 // learnHandlers notes in the file at path (read by `cgwarden nri`) the
 // CRI runtime handler of each pod whose misplaced container an adoption
-// moved: that handler's new containers can then be placed right before
-// they start. Pods are looked up in the engine's metadata of the run (the
+// moved out of a runtime-literal "<slice>:<prefix>:<id>" cgroup (adoption
+// moves only containers the metadata confirms): that handler's new
+// containers can then be placed right before they start. Pods are looked up in the engine's metadata of the run (the
 // CRI names handlers; other sources leave them unknown, and nothing is
 // learned).
 func learnHandlers(path string, e *fix.Engine, log *slog.Logger) func(*fix.Result) {
 	return func(res *fix.Result) {
 		for _, s := range res.Steps {
-			if s.Note != "" || s.Op.Rule != plan.RuleMisplaced || s.Op.Kind != plan.Move {
-				continue
+			if s.Note != "" || s.Op.Rule != plan.RuleMisplaced || s.Op.Kind != plan.Move ||
+				!slices.ContainsFunc(s.Op.Pairs, func(p plan.Pair) bool { return nriplugin.LiteralMisplacement(p.Source) }) {
+				continue // only a runtime-literal cgroup is cured by placing the cgroupsPath
 			}
 			p, ok := e.Meta.Pod(s.Op.Pod)
 			if !ok || p.RuntimeHandler == "" {
 				continue
 			}
-			if err := nriplugin.Learn(path, p.RuntimeHandler); err != nil {
+			if err := nriplugin.Learn(path, p.RuntimeHandler, time.Now()); err != nil {
 				log.Warn("noting a runtime handler that misplaces containers", "handler", p.RuntimeHandler, "err", err)
 			}
 		}

@@ -191,6 +191,6 @@ func record(smp *inventory.Sampling, fsys cgroupfs.FS, now time.Time) error {
 	// fix --snapshot plans what the live node would need, no more. The
 	// plan itself is thrown away; nothing is written.
 	_, _, _ = plan.Adopt(plan.Input{Node: n, Places: sc.Places, FS: readOnly{fsys}, RemoveEmptySource: true,
-		Owned: func(string) bool { return true }}) // as if cgwarden made every target: read on instead of stopping
+		PlanUnconfirmed: true, Owned: func(string) bool { return true }}) // as if cgwarden made every target: read on instead of stopping
 	return nil
 }

@@ -157,7 +157,9 @@ func (o overlayFS) ReadFile(p string) ([]byte, error) {
 // A snapshot records what fix reads to plan: taken from a seed-003 node
 // whose pod cgroup already enables cpu, memory and pids for its children,
 // fix --snapshot plans no cgroup.subtree_control write (the embedded
-// example, which does not record the file, plans one).
+// example, which does not record the file, plans one). The seed's pods
+// file confirms the container (without it, nothing is moved). The
+// recording itself needs no metadata: it plans the unconfirmed too.
 func TestSnapshotRecordsWhatFixReads(t *testing.T) {
 	s, err := LoadSnapshot("example:seed-003-k3s-spin")
 	if err != nil {
@@ -181,7 +183,7 @@ func TestSnapshotRecordsWhatFixReads(t *testing.T) {
 			t.Errorf("the snapshot does not record %s", pod+f)
 		}
 	}
-	out, errs, code := run("fix", "--snapshot", writeTemp(t, "node.snapshot", buf.String()), "--journal-dir", t.TempDir())
+	out, errs, code := run("fix", "--snapshot", writeTemp(t, "node.snapshot", buf.String()), "--pods", seed003Pods, "--journal-dir", t.TempDir())
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
@@ -190,7 +192,7 @@ func TestSnapshotRecordsWhatFixReads(t *testing.T) {
 	}
 	// The embedded example does not record them: the plan has the write,
 	// and stderr says it may not be needed.
-	_, errs, _ = run("fix", "--snapshot", "example:seed-003-k3s-spin", "--journal-dir", t.TempDir())
+	_, errs, _ = run("fix", "--snapshot", "example:seed-003-k3s-spin", "--pods", seed003Pods, "--journal-dir", t.TempDir())
 	if !strings.Contains(errs, "does not record cgroup.controllers and cgroup.subtree_control of "+strings.TrimSuffix(pod, "/")) {
 		t.Errorf("no warning that the controller write rests on files the snapshot lacks: %q", errs)
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cgwarden/cgwarden/internal/journal"
+	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/plan"
 	"github.com/cgwarden/cgwarden/internal/realtest"
 )
@@ -27,6 +28,16 @@ const (
 	uidB = "0f8e3a2b-1c4d-4e5f-9a6b-7c8d9e0f1a2b"
 	idB  = "5e1f0a9b8c7d6e5f4a3b2c1d0e9f8a7b6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e1f"
 )
+
+// seedMeta is the pods' metadata as the CRI or the API server gives it:
+// pod A's container is idA, pod B's idB. Adoption moves only a container
+// the metadata confirms.
+func seedMeta() *metadata.Set {
+	return metadata.NewSet([]metadata.Pod{
+		{UID: uidA, Name: "a", Namespace: "default", Containers: []metadata.Container{{Name: "app", ID: idA}}},
+		{UID: uidB, Name: "b", Namespace: "default", Containers: []metadata.Container{{Name: "app", ID: idB}}},
+	})
+}
 
 func under(uid string) string  { return strings.ReplaceAll(uid, "-", "_") }
 func podRel(uid string) string { return "kubepods.slice/kubepods-pod" + under(uid) + ".slice" }
@@ -47,7 +58,7 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	s := realtest.NewScratch(t)
 	f := &fixture{t: t, s: s, journal: t.TempDir()}
-	f.e = &Engine{FS: s.Host, Base: s.Name, JournalDir: f.journal}
+	f.e = &Engine{FS: s.Host, Base: s.Name, JournalDir: f.journal, Meta: seedMeta()}
 	// Runs before the scratch's own cleanup: processes forked by the
 	// test's processes and cgroups cgwarden created are not the
 	// scratch's to know about.

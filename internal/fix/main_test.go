@@ -65,7 +65,7 @@ func applyChild() int {
 	stage, idx, _ := strings.Cut(os.Getenv(envStop), ":")
 	stopAt, _ := strconv.Atoi(idx)
 	out := bufio.NewWriter(os.Stdout)
-	e := &Engine{FS: host, Base: os.Getenv(envScratch), JournalDir: os.Getenv(envJournal),
+	e := &Engine{FS: host, Base: os.Getenv(envScratch), JournalDir: os.Getenv(envJournal), Meta: seedMeta(),
 		Hook: func(s Stage, op, _ int) {
 			if string(s) == stage && op == stopAt {
 				fmt.Fprintln(out, "stopped")

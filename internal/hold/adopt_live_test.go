@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -36,13 +37,26 @@ func TestAdoptionFollowsAMisplacingRuntime(t *testing.T) {
 	}
 	journal := t.TempDir()
 	e := &fix.Engine{FS: s.Host, Base: s.Name, JournalDir: journal, Steady: true}
+	// The runtime's list of the pods' containers (the CRI's ListContainers
+	// as the loop reads it each round): adoption moves only those.
+	var mu sync.Mutex
+	listed := map[string][]metadata.Container{}
+	meta := func(context.Context) (*metadata.Set, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		var pods []metadata.Pod
+		for _, uid := range uids {
+			pods = append(pods, metadata.Pod{UID: uid, Name: "p" + uid[:4], Namespace: "default", Containers: slices.Clone(listed[uid])})
+		}
+		return metadata.NewSet(pods), nil
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	runs := 0
 	m := NewAdoptionMetrics()
 	go func() {
 		defer close(done)
-		RunAdoption(ctx, e, func(context.Context) (*metadata.Set, error) { return nil, nil }, 100*time.Millisecond, nil, m, func(*fix.Result) { runs++ })
+		RunAdoption(ctx, e, meta, 100*time.Millisecond, nil, m, func(*fix.Result) { runs++ })
 	}()
 	defer func() { cancel(); <-done }()
 
@@ -50,6 +64,9 @@ func TestAdoptionFollowsAMisplacingRuntime(t *testing.T) {
 		uid := uids[i%len(uids)]
 		id := fmt.Sprintf("%064x", 0xc0ffee+i)
 		literal := "kubepods-pod" + strings.ReplaceAll(uid, "-", "_") + ".slice:cri-containerd:" + id
+		mu.Lock()
+		listed[uid] = append(listed[uid], metadata.Container{Name: fmt.Sprint("c", i), ID: id})
+		mu.Unlock()
 		s.Mkdir(literal)
 		start := time.Now()
 		p := s.Start(literal, "sleep", "3600")

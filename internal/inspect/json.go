@@ -27,6 +27,9 @@ type Report struct {
 	Node       NodeJSON   `json:"node"`
 	Pods       []PodJSON  `json:"pods"`
 	Unattached []CgroupJS `json:"unattached,omitempty"`
+	// Foreign are cgroups named like a pod's misplaced container whose ID
+	// the pod's metadata does not list: attached to no pod, never moved.
+	Foreign []CgroupJS `json:"foreign,omitempty"`
 	// SizedPods are the BestEffort pods with a declared size (VMs,
 	// sandboxes) and their weights by size.
 	SizedPods []SizedJSON `json:"sizedPods,omitempty"`
@@ -173,6 +176,9 @@ func Build(n *inventory.Node) Report {
 	}
 	for _, c := range n.Unattached {
 		r.Unattached = append(r.Unattached, CgroupJS{Cgroup: c.Path, Identity: c.Identity, CPU: CPUOf(c)})
+	}
+	for _, c := range n.Foreign {
+		r.Foreign = append(r.Foreign, CgroupJS{Cgroup: c.Path, Identity: c.Identity, CPU: CPUOf(c)})
 	}
 	return r
 }

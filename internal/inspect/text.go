@@ -200,6 +200,10 @@ func WriteText(w io.Writer, n *inventory.Node, opt TextOptions) error {
 		}
 		fmt.Fprintf(w, "\n%s marked %q above %s like containers or VM processes but name no known pod (give pod metadata to attach them).\n", plural(len(n.Unattached), "cgroup"), NoKnownPod, verb)
 	}
+	for _, c := range n.Foreign {
+		fmt.Fprintf(w, "\nforeign: %s names pod %s and container %s, which the pod's metadata does not list: not the pod's, never moved into it.\n",
+			c.Path, c.Identity.PodUID, short(c.Identity.ContainerID))
+	}
 	return nil
 }
 

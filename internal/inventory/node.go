@@ -80,8 +80,15 @@ type Container struct {
 	Cgroup  *Cgroup
 	// Misplaced is set when the cgroup sits outside the pod's cgroup.
 	Misplaced bool
-	// Sandbox is set for runtime overhead (Kata sandbox, conmon).
+	// Sandbox is set for runtime overhead (Kata sandbox, conmon) and the
+	// pod's sandbox (pause) container: none is a container of the pod's.
 	Sandbox bool
+	// Unconfirmed says why the metadata did not confirm a cgroup that
+	// only its name attaches to the pod (see Scanner.confirm); "" when it
+	// did, or when the cgroup's place or the metadata attached it. An
+	// unconfirmed cgroup is shown and counted with its pod but never
+	// moved into it.
+	Unconfirmed string
 	// Leftover is set for an empty cgroup outside the pod that names a
 	// container which also has a cgroup inside the pod: what is left of a
 	// misplaced container after `cgwarden fix` moved its processes (the
@@ -106,6 +113,12 @@ type Node struct {
 	// Unattached are container-shaped or escaped cgroups whose pod could
 	// not be told (a VM runner's cgroup names a pod that is not known).
 	Unattached []*Cgroup
+	// Foreign are cgroups named like a misplaced container of a pod
+	// ("<slice>:<prefix>:<id>" and the like) whose ID the pod's metadata
+	// says is none of its containers: anyone with a delegated cgroup
+	// subtree can make such a name. They are attached to no pod, counted
+	// in no pod's figures and never moved.
+	Foreign []*Cgroup
 	// Errors are files that could not be read or parsed; the figures
 	// they feed are unknown.
 	Errors []error

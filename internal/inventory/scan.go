@@ -292,6 +292,7 @@ func (s *Scanner) assemble(n *Node) {
 		}
 		return p
 	}
+	var named []*Cgroup
 	n.Root.Walk(func(c *Cgroup) {
 		id := c.Identity
 		if id.Nested {
@@ -306,6 +307,11 @@ func (s *Scanner) assemble(n *Node) {
 			}
 		case id.IsContainerLike() || (id.Kind == layout.Foreign && id.ContainerID != ""):
 			uid := id.PodUID
+			if uid != "" && id.Kind == layout.Misplaced {
+				// Only its name ties it to the pod: confirmed below.
+				named = append(named, c)
+				return
+			}
 			if uid == "" {
 				if mp, ok := s.Meta.ByContainer(id.ContainerID); ok && id.ContainerID != "" {
 					uid = mp.UID
@@ -325,6 +331,7 @@ func (s *Scanner) assemble(n *Node) {
 			})
 		}
 	})
+	s.confirm(n, named, get, func(uid string) *Pod { return byUID[uid] })
 	for _, p := range byUID {
 		markLeftovers(p)
 		if mp, ok := s.Meta.Pod(p.UID); ok {
@@ -365,6 +372,88 @@ func (s *Scanner) assemble(n *Node) {
 		}
 		return strings.Compare(a.UID, b.UID)
 	})
+}
+
+// confirm attaches the cgroups that only their name ties to a pod (a
+// "<slice>:<prefix>:<id>" directory, a pod-named cgroup away from the pod)
+// as far as the metadata confirms them; see Container.Unconfirmed and
+// Node.Foreign. A directory outside the kubelet's tree can be made by
+// anyone with a delegated cgroup subtree; the metadata (the runtime's
+// ListContainers, the API server's container statuses) cannot.
+//
+//   - The ID is one of the pod's containers: a misplaced container.
+//   - The ID is the pod's sandbox (a CRI source names it): a misplaced
+//     sandbox, counted in the pod's figures, in no container list.
+//   - The metadata lists every container of the pod by ID and this is
+//     none of them: foreign, attached to no pod. With the API server as
+//     the source, which never names sandboxes, one such cgroup of a pod
+//     whose sandbox is not inside the pod cgroup is taken as the misplaced
+//     sandbox instead (as the kubelet's tree's unlisted container is), but
+//     unconfirmed: it is never moved.
+//   - The metadata cannot say (none given, the pod unknown to it, a
+//     container without an ID yet): attached, unconfirmed, never moved.
+func (s *Scanner) confirm(n *Node, named []*Cgroup, get func(uid, qos string) *Pod, pod func(uid string) *Pod) {
+	type verdict struct {
+		c     *Cgroup
+		claim metadata.Claim
+	}
+	vs := make([]verdict, 0, len(named))
+	candidates := map[string]int{} // unlisted IDs by pod, where the metadata names no sandbox
+	for _, c := range named {
+		id := c.Identity
+		v := verdict{c, s.Meta.Check(id.PodUID, id.ContainerID)}
+		if v.claim == metadata.ClaimNotListed {
+			if mp, _ := s.Meta.Pod(id.PodUID); !mp.NamesSandboxes() && !hasPause(pod(id.PodUID), mp) {
+				candidates[id.PodUID]++
+			}
+		}
+		vs = append(vs, v)
+	}
+	for _, v := range vs {
+		id := v.c.Identity
+		ct := &Container{ID: id.ContainerID, Runtime: id.Runtime, Cgroup: v.c, Misplaced: true}
+		switch v.claim {
+		case metadata.ClaimContainer:
+		case metadata.ClaimSandbox:
+			ct.Sandbox = true
+		case metadata.ClaimNotListed:
+			if candidates[id.PodUID] != 1 {
+				n.Foreign = append(n.Foreign, v.c)
+				continue
+			}
+			ct.Sandbox = true
+			ct.Unconfirmed = "the pod's metadata (the API server's) lists its containers but not its sandbox: this cgroup is taken as the sandbox by elimination"
+		default:
+			ct.Unconfirmed = s.unknownWhy(id.PodUID)
+		}
+		p := get(id.PodUID, id.QoS)
+		p.Containers = append(p.Containers, ct)
+	}
+}
+
+// unknownWhy says why the metadata could not confirm a cgroup of pod uid.
+func (s *Scanner) unknownWhy(uid string) string {
+	if s.Meta.Len() == 0 {
+		return "no pod metadata to confirm that the pod has this container (give --pods or --metadata)"
+	}
+	if _, ok := s.Meta.Pod(uid); !ok {
+		return "the pod metadata does not know pod " + uid
+	}
+	return "the pod metadata has a container of the pod without an ID yet"
+}
+
+// hasPause reports whether pod p (nil: none yet) has its sandbox in a
+// cgroup inside the pod cgroup, by isPause's rule.
+func hasPause(p *Pod, mp *metadata.Pod) bool {
+	if p == nil || mp == nil {
+		return false
+	}
+	for _, c := range p.Containers {
+		if isPause(c, mp) {
+			return true
+		}
+	}
+	return false
 }
 
 // nodeRuntime is the one runtime the metadata's container IDs name, or ""

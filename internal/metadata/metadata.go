@@ -1,6 +1,7 @@
 package metadata
 
 import (
+	"slices"
 	"time"
 )
 
@@ -25,8 +26,12 @@ type Pod struct {
 	// Owners are the pod's ownerReferences (from the API server; a CRI
 	// sandbox has none).
 	Owners []Owner
-	// SandboxID is the CRI pod sandbox ID when known.
+	// SandboxID is the CRI pod sandbox ID when known (the newest, when
+	// the runtime keeps several).
 	SandboxID string
+	// PastSandboxIDs are the pod's older sandboxes the CRI still lists
+	// (their cgroups may still be there).
+	PastSandboxIDs []string
 	// RuntimeHandler is the CRI runtime handler the pod's sandbox runs
 	// under (its RuntimeClass's handler; "" for the runtime's default or
 	// when unknown).
@@ -76,6 +81,9 @@ func NewSet(pods []Pod) *Set {
 		s.byUID[p.UID] = p
 		if p.SandboxID != "" {
 			s.byContainer[p.SandboxID] = p
+		}
+		for _, id := range p.PastSandboxIDs {
+			s.byContainer[id] = p
 		}
 		for _, c := range p.Containers {
 			if c.ID != "" {
@@ -161,3 +169,54 @@ func (p *Pod) ContainerName(id string) string {
 	}
 	return ""
 }
+
+// Claim is what the metadata says of a pod UID and container ID that a
+// cgroup's name puts together.
+type Claim string
+
+const (
+	// ClaimContainer: the ID is one of the pod's containers.
+	ClaimContainer Claim = "container"
+	// ClaimSandbox: the ID is the pod's sandbox (now or earlier).
+	ClaimSandbox Claim = "sandbox"
+	// ClaimNotListed: the metadata lists every container of the pod by ID
+	// and this ID is none of them, nor a sandbox it names.
+	ClaimNotListed Claim = "not-listed"
+	// ClaimUnknown: the metadata cannot say: there is none, it does not
+	// know the pod, or a container of the pod has no ID yet (not
+	// started, or a status not yet written).
+	ClaimUnknown Claim = "unknown"
+)
+
+// Check says whether the pod with uid has a container or sandbox id. It is
+// how a cgroup that only its name attaches to a pod is confirmed: a
+// directory outside the kubelet's tree can be made by anyone with a
+// delegated cgroup subtree, the metadata only by the runtime and the
+// kubelet.
+func (s *Set) Check(uid, id string) Claim {
+	p, ok := s.Pod(uid)
+	if !ok || id == "" {
+		return ClaimUnknown
+	}
+	if id == p.SandboxID || slices.Contains(p.PastSandboxIDs, id) {
+		return ClaimSandbox
+	}
+	if len(p.Containers) == 0 {
+		return ClaimUnknown
+	}
+	complete := true
+	for _, c := range p.Containers {
+		if c.ID == id {
+			return ClaimContainer
+		}
+		complete = complete && c.ID != ""
+	}
+	if !complete {
+		return ClaimUnknown
+	}
+	return ClaimNotListed
+}
+
+// NamesSandboxes reports whether the metadata knows the pod's sandbox ID
+// (a CRI source does; the API server's pod status does not).
+func (p *Pod) NamesSandboxes() bool { return p.SandboxID != "" }

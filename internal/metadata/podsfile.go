@@ -99,7 +99,11 @@ func FromAPI(k *corev1.Pod) Pod {
 	for _, o := range k.OwnerReferences {
 		p.Owners = append(p.Owners, Owner{APIVersion: o.APIVersion, Kind: o.Kind, Name: o.Name, UID: string(o.UID)})
 	}
-	for _, st := range append(append([]corev1.ContainerStatus{}, k.Status.InitContainerStatuses...), k.Status.ContainerStatuses...) {
+	// Every container the kubelet runs for the pod: init, app and
+	// ephemeral (kubectl debug) ones; their IDs are what a misplaced
+	// cgroup must name to be adopted into the pod.
+	statuses := append(append(append([]corev1.ContainerStatus{}, k.Status.InitContainerStatuses...), k.Status.ContainerStatuses...), k.Status.EphemeralContainerStatuses...)
+	for _, st := range statuses {
 		c := Container{Name: st.Name, ID: StripScheme(st.ContainerID), Runtime: layout.RuntimeOfContainerID(st.ContainerID), RequestMilliCPU: specRequest(k, st.Name)}
 		if st.State.Running != nil {
 			c.StartTime = st.State.Running.StartedAt.Time

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/cgwarden/cgwarden/internal/layout"
 )
 
 // LearnedFile is the name of the file, beside the journal, that lists the
@@ -30,23 +32,64 @@ func ValidHandler(name string) error {
 	return nil
 }
 
-// ParseHandlers reads a handlers file: one handler per line; blank lines
-// and lines starting with # are ignored. A line that is not a handler is
-// an error naming it, not skipped.
-func ParseHandlers(r io.Reader) ([]string, error) {
-	var out []string
+// LearnedTTL is how long a learned handler stays listed after the agent
+// last saw it misplace a container. The plugin cannot see whether a
+// runtime still misplaces while it places that runtime's containers, so a
+// handler is forgotten after this age: its next container is created
+// where the runtime puts it, and if the runtime still misplaces it the
+// agent adopts it within one interval and learns the handler again. The
+// cost of a runtime that was fixed is nothing; of one that was not, one
+// container adopted instead of placed per week.
+const LearnedTTL = 7 * 24 * time.Hour
+
+// relearnAfter: a handler seen again is rewritten only when its time in
+// the file is older than this, not at every adoption.
+const relearnAfter = time.Hour
+
+// Learned is one line of the learned file: a handler and when the agent
+// last saw it misplace a container.
+type Learned struct {
+	Handler string
+	// Seen is zero for a line without a time (a file written before
+	// learned handlers expired): such a handler is not listed.
+	Seen time.Time
+}
+
+// ParseLearned reads a handlers file: one "<handler> <RFC 3339 time>" per
+// line (a handler alone is read with no time); blank lines and lines
+// starting with # are ignored. A line that is not one is an error naming
+// it, not skipped. A handler listed twice keeps its latest time.
+func ParseLearned(r io.Reader) ([]Learned, error) {
+	var out []Learned
 	sc := bufio.NewScanner(r)
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		if err := ValidHandler(line); err != nil {
+		f := strings.Fields(line)
+		if err := ValidHandler(f[0]); err != nil {
 			return nil, fmt.Errorf("line %d: %w", n, err)
 		}
-		if !slices.Contains(out, line) {
-			out = append(out, line)
+		l := Learned{Handler: f[0]}
+		switch len(f) {
+		case 1:
+		case 2:
+			t, err := time.Parse(time.RFC3339, f[1])
+			if err != nil {
+				return nil, fmt.Errorf("line %d: %q is not an RFC 3339 time", n, f[1])
+			}
+			l.Seen = t
+		default:
+			return nil, fmt.Errorf("line %d: want a handler and a time, got %d fields", n, len(f))
 		}
+		if i := slices.IndexFunc(out, func(o Learned) bool { return o.Handler == l.Handler }); i >= 0 {
+			if l.Seen.After(out[i].Seen) {
+				out[i].Seen = l.Seen
+			}
+			continue
+		}
+		out = append(out, l)
 	}
 	if err := sc.Err(); err != nil {
 		return nil, err
@@ -54,18 +97,47 @@ func ParseHandlers(r io.Reader) ([]string, error) {
 	return out, nil
 }
 
-// Learn adds handler to the handlers file at path (creating it), written
-// whole to a temporary file and renamed over the old one, so a reader
-// never sees half a file.
-func Learn(path, handler string) error {
+// ParseHandlers reads a handlers file and returns its handlers, whatever
+// their times.
+func ParseHandlers(r io.Reader) ([]string, error) {
+	ls, err := ParseLearned(r)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, l := range ls {
+		out = append(out, l.Handler)
+	}
+	return out, nil
+}
+
+// listed reports whether l is still in force at now.
+func (l Learned) listed(now time.Time) bool {
+	return !l.Seen.IsZero() && now.Sub(l.Seen) < LearnedTTL
+}
+
+// LiteralMisplacement reports whether a cgroup directory (a path; its last
+// element counts) has the runtime-literal shape "<slice>:<prefix>:<id>":
+// a systemd cgroupsPath that a runtime without systemd support made a
+// directory of. It is the only misplacement that placing the container's
+// cgroupsPath cures, so the only one a handler is learned from.
+func LiteralMisplacement(dir string) bool {
+	return layout.Child(layout.Root(), filepath.Base(dir)).Shape == layout.ShapeLiteralPath
+}
+
+// Learn notes in the handlers file at path (creating it) that handler
+// misplaced a container at now. The file is written whole to a temporary
+// file and renamed over the old one, so a reader never sees half a file;
+// handlers past LearnedTTL are dropped from it.
+func Learn(path, handler string, now time.Time) error {
 	if err := ValidHandler(handler); err != nil {
 		return err
 	}
-	var have []string
+	var have []Learned
 	f, err := os.Open(path)
 	switch {
 	case err == nil:
-		have, err = ParseHandlers(f)
+		have, err = ParseLearned(f)
 		f.Close()
 		if err != nil {
 			return fmt.Errorf("%s: %w", path, err)
@@ -73,14 +145,16 @@ func Learn(path, handler string) error {
 	case !os.IsNotExist(err):
 		return err
 	}
-	if slices.Contains(have, handler) {
+	if i := slices.IndexFunc(have, func(l Learned) bool { return l.Handler == handler }); i >= 0 && have[i].listed(now) && now.Sub(have[i].Seen) < relearnAfter {
 		return nil
 	}
-	have = append(have, handler)
+	have = slices.DeleteFunc(have, func(l Learned) bool { return l.Handler == handler || !l.listed(now) })
+	have = append(have, Learned{Handler: handler, Seen: now.UTC()})
 	var b strings.Builder
-	b.WriteString("# Runtime handlers cgwarden saw misplace containers on this node; its NRI plugin places their containers.\n")
-	for _, h := range have {
-		b.WriteString(h + "\n")
+	b.WriteString("# Runtime handlers cgwarden saw misplace containers on this node (literal \"<slice>:<prefix>:<id>\" cgroups),\n")
+	b.WriteString("# with when it last did; its NRI plugin places their containers for " + LearnedTTL.String() + " after that.\n")
+	for _, l := range have {
+		b.WriteString(l.Handler + " " + l.Seen.Format(time.RFC3339) + "\n")
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
@@ -117,8 +191,11 @@ type Handlers struct {
 	// last good set stays in force.
 	onErr func(error)
 
+	// now is the clock learned handlers expire by.
+	now func() time.Time
+
 	mu      sync.Mutex
-	learned []string
+	learned []Learned
 	mtime   time.Time
 	size    int64
 }
@@ -129,7 +206,7 @@ func NewHandlers(fixed []string, path string, onErr func(error)) *Handlers {
 	if onErr == nil {
 		onErr = func(error) {}
 	}
-	return &Handlers{fixed: fixed, path: path, onErr: onErr}
+	return &Handlers{fixed: fixed, path: path, onErr: onErr, now: time.Now}
 }
 
 // Listed reports whether containers of handler are placed.
@@ -143,7 +220,8 @@ func (h *Handlers) Listed(handler string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.reload()
-	return slices.Contains(h.learned, handler)
+	i := slices.IndexFunc(h.learned, func(l Learned) bool { return l.Handler == handler })
+	return i >= 0 && h.learned[i].listed(h.now())
 }
 
 // reload reads the learned file when its size or time changed.
@@ -169,7 +247,7 @@ func (h *Handlers) reload() {
 	h.learned, h.mtime, h.size = got, st.ModTime(), st.Size()
 }
 
-func readHandlers(path string) ([]string, error) {
+func readHandlers(path string) ([]Learned, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -183,7 +261,7 @@ func readHandlers(path string) ([]string, error) {
 		return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("not a regular file")}
 	}
 	// A handlers file is a few lines; more than 64 KiB is not one.
-	hs, err := ParseHandlers(io.LimitReader(f, 64<<10))
+	hs, err := ParseLearned(io.LimitReader(f, 64<<10))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}

@@ -30,6 +30,10 @@ type Input struct {
 	Only []string
 	// RemoveEmptySource removes the runtime's emptied cgroup.
 	RemoveEmptySource bool
+	// PlanUnconfirmed plans the unconfirmed containers too (see
+	// inventory.Container.Unconfirmed). Only for a plan that is never
+	// applied: a snapshot records the files such a plan reads.
+	PlanUnconfirmed bool
 }
 
 // Hierarchy is one mounted hierarchy cgwarden manages, with the
@@ -111,7 +115,9 @@ const refusedV1Charges = "this kernel no longer moves memory charges (removed in
 const NoteRuntime = "the runtime still believes the container lives in its own cgroup: processes it starts there later (exec, restarts) land outside the pod again; `cgwarden audit` or `cgwarden inspect` shows the container as misplaced again when that happens."
 
 // Adopt plans the repair of every misplaced container whose pod cgroup is
-// known: create the container's cgroup under its pod where the kubelet's
+// known and whose metadata confirms it is the pod's (a cgroup that only its
+// name attaches to the pod is skipped: anyone with a delegated cgroup
+// subtree could have named it so): create the container's cgroup under its pod where the kubelet's
 // layout puts it, copy its resource settings, and move its processes
 // there. It returns the plan and the policy the plan is applied under.
 func Adopt(in Input) (*Plan, Policy, error) {
@@ -141,10 +147,16 @@ func Adopt(in Input) (*Plan, Policy, error) {
 	}
 	for _, pod := range selected {
 		for _, c := range pod.Containers {
-			if !c.Misplaced || c.Sandbox {
+			// Runtime overhead (Kata, conmon) is the runtime's; a pod's
+			// misplaced sandbox (pause) is moved like a container.
+			if !c.Misplaced || c.Sandbox && c.Cgroup.Identity.Kind != layout.Misplaced {
 				continue
 			}
 			skip := func(why string) { p.Skipped = append(p.Skipped, Skip{Pod: pod.UID, Container: c.ID, Reason: why}) }
+			if c.Unconfirmed != "" && !in.PlanUnconfirmed {
+				skip(fmt.Sprintf("%s is not moved: only its name says it belongs to the pod (%s)", c.Cgroup.Path, c.Unconfirmed))
+				continue
+			}
 			if pod.Cgroup == nil {
 				skip("the pod has no cgroup in the kubelet's tree to move the container into")
 				continue

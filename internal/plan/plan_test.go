@@ -14,6 +14,7 @@ import (
 
 	"github.com/cgwarden/cgwarden/internal/examples"
 	"github.com/cgwarden/cgwarden/internal/inventory"
+	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/snapshot"
 )
 
@@ -126,7 +127,19 @@ func TestPolicyRefuses(t *testing.T) {
 
 // seed003 loads the embedded seed-003 snapshot (k3s, cgroup v2, systemd:
 // the empty pod slice and the busy literal directory at the root).
+// seed003 scans the seed-003 snapshot with the seed's pods file, whose
+// pod lists the misplaced container's ID: the metadata confirms it.
 func seed003(t *testing.T) (*inventory.Node, *inventory.Scanner) {
+	t.Helper()
+	pods, err := metadata.ReadPodsFile("../examples/snapshots/seed-003-k3s-spin.pods.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return seed003With(t, metadata.NewSet(pods))
+}
+
+// seed003With scans the seed-003 snapshot with meta (nil: none).
+func seed003With(t *testing.T, meta *metadata.Set) (*inventory.Node, *inventory.Scanner) {
 	t.Helper()
 	b, ok := examples.Open("seed-003-k3s-spin")
 	if !ok {
@@ -140,6 +153,7 @@ func seed003(t *testing.T) (*inventory.Node, *inventory.Scanner) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	sc.Meta = meta
 	n, err := sc.Scan(time.Unix(0, 0))
 	if err != nil {
 		t.Fatal(err)

@@ -95,10 +95,15 @@ func fromCRI(sbs []*runtimeapi.PodSandbox, cts []*runtimeapi.Container) []metada
 		if sb.GetCreatedAt() >= newest[md.GetUid()] {
 			newest[md.GetUid()] = sb.GetCreatedAt()
 			p := &pods[i]
+			if p.SandboxID != "" {
+				p.PastSandboxIDs = append(p.PastSandboxIDs, p.SandboxID)
+			}
 			p.SandboxID = sb.GetId()
 			p.RuntimeHandler = sb.GetRuntimeHandler()
 			p.StartTime = nsTime(sb.GetCreatedAt())
 			p.Labels, p.Annotation = sb.GetLabels(), sb.GetAnnotations()
+		} else {
+			pods[i].PastSandboxIDs = append(pods[i].PastSandboxIDs, sb.GetId())
 		}
 	}
 	for _, ct := range cts {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -90,6 +91,9 @@ func TestCRIListsPodsAndContainers(t *testing.T) {
 	}
 	if p.SandboxID != "sb-new" || !p.StartTime.Equal(time.Date(2024, 8, 21, 17, 22, 33, 0, time.UTC)) || p.Labels["app"] != "spin-test" {
 		t.Errorf("newest sandbox not used: %s %s %v", p.SandboxID, p.StartTime, p.Labels)
+	}
+	if !slices.Equal(p.PastSandboxIDs, []string{"sb-old"}) {
+		t.Errorf("past sandboxes %q, want the older sb-old (its cgroup may still be there)", p.PastSandboxIDs)
 	}
 	if len(p.Containers) != 1 || p.Containers[0].Name != "spin-test" || p.Containers[0].ID != spinCtr ||
 		!p.Containers[0].StartTime.Equal(time.Date(2024, 8, 21, 17, 22, 33, 5e8, time.UTC)) {

@@ -10,6 +10,7 @@ const (
 	SizeBlindWeights     = "size-blind-weights"
 	HeldWeights          = "held-weights"
 	MisplacedContainer   = "misplaced-container"
+	ForeignCgroup        = "foreign-cgroup"
 	PodAccountingGap     = "pod-accounting-gap"
 	EscapedProcess       = "escaped-process"
 	TierDrift            = "tier-drift"

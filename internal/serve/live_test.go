@@ -19,6 +19,7 @@ import (
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/cgwarden/cgwarden/internal/inventory"
+	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/realtest"
 	"github.com/cgwarden/cgwarden/internal/serve"
 )
@@ -42,6 +43,12 @@ type liveRun struct {
 }
 
 func runLive(t *testing.T, s *realtest.Scratch, rel string) liveRun {
+	t.Helper()
+	return runLiveWith(t, s, rel, nil)
+}
+
+// runLiveWith is runLive with pod metadata (nil: none).
+func runLiveWith(t *testing.T, s *realtest.Scratch, rel string, meta *metadata.Set) liveRun {
 	t.Helper()
 	// Not pinned: other tests pin their burners to CPU 0, and this one
 	// measures accounting, not contention.
@@ -79,7 +86,7 @@ func runLive(t *testing.T, s *realtest.Scratch, rel string) liveRun {
 	}
 	c0 := cpu()
 	t0 := time.Now()
-	smp, err := sampler.Sample(t0, nil)
+	smp, err := sampler.Sample(t0, meta)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +96,7 @@ func runLive(t *testing.T, s *realtest.Scratch, rel string) liveRun {
 	time.Sleep(3 * time.Second)
 	c1 := cpu()
 	t1 := time.Now()
-	smp, err = sampler.Sample(t1, nil)
+	smp, err = sampler.Sample(t1, meta)
 	if err != nil {
 		t.Fatal(err)
 	}

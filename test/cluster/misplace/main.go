@@ -16,7 +16,10 @@
 //
 // Only app containers are moved (the bundle's annotation
 // io.kubernetes.cri.container-type is "container"); the sandbox (pause)
-// is left where runc puts it, under the pod's cgroup. runwasi runs no
+// is left where runc puts it, under the pod's cgroup — unless the pod is
+// annotated cgwarden.io/misplace-sandbox: "true" (and the handler passes
+// that annotation through, pod_annotations), which misplaces the sandbox
+// the same way. runwasi runs no
 // process for the sandbox at all (its shim's task_create keeps the pause
 // container as a process-less "base" instance), so its pod cgroup holds
 // nothing; here it holds the idle pause process, whose CPU is next to 0.

@@ -90,8 +90,16 @@ const containerType = "io.kubernetes.cri.container-type"
 // TestNRIPluginPlacesMisplacingRuntime, relies on it).
 const nriPlaced = "cgwarden.io/nri-cgroups-path"
 
+// MisplaceSandbox is the pod annotation that has the wrapper misplace the
+// pod's sandbox (pause) cgroup too, as a runwasi-style shim can (issue
+// 20): "true" does. containerd copies it into the OCI specs of the pod's
+// sandbox and containers only when the runtime handler lists it in
+// pod_annotations (scripts/cluster's misplace handler does).
+const MisplaceSandbox = "cgwarden.io/misplace-sandbox"
+
 // Rewrite returns the OCI config doc with linux.cgroupsPath misplaced when
-// it is an app container's; changed is false for a sandbox, or a config
+// it is an app container's, or the sandbox's of a pod annotated
+// MisplaceSandbox; changed is false for any other sandbox, or a config
 // that is not from the CRI plugin. Every other field is kept as it was
 // (numbers exactly).
 func Rewrite(doc []byte) (out []byte, changed bool, err error) {
@@ -102,7 +110,9 @@ func Rewrite(doc []byte) (out []byte, changed bool, err error) {
 		return nil, false, fmt.Errorf("config.json: %w", err)
 	}
 	ann, _ := spec["annotations"].(map[string]any)
-	if t, _ := ann[containerType].(string); t != "container" {
+	t, _ := ann[containerType].(string)
+	sandbox, _ := ann[MisplaceSandbox].(string)
+	if t != "container" && (t != "sandbox" || sandbox != "true") {
 		return doc, false, nil
 	}
 	linux, ok := spec["linux"].(map[string]any)

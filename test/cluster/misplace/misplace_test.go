@@ -112,6 +112,22 @@ func TestRewrite(t *testing.T) {
 			t.Errorf("annotation %q: changed %v, err %v; want kept %v", ann, changed, err, keep)
 		}
 	}
+	// A sandbox of a pod annotated to misplace it is misplaced too;
+	// another value of the annotation is not enough.
+	for val, moved := range map[string]bool{"true": true, "false": false, "": false} {
+		var doc map[string]any
+		if err := json.Unmarshal([]byte(spec("sandbox", "/kubepods/besteffort/pod99afd520-5b3e-4c8d-8471-4b6c8ee26b4c/"+id)), &doc); err != nil {
+			t.Fatal(err)
+		}
+		doc["annotations"].(map[string]any)[MisplaceSandbox] = val
+		out, changed, err := Rewrite([]byte(mustJSON(doc)))
+		if err != nil || changed != moved {
+			t.Errorf("sandbox with %s=%q: changed %v, err %v; want changed %v", MisplaceSandbox, val, changed, err, moved)
+		}
+		if moved && !strings.Contains(string(out), `"/kubepods-besteffort-pod99afd520_5b3e_4c8d_8471_4b6c8ee26b4c.slice:cri-containerd:`+id+`"`) {
+			t.Errorf("misplaced sandbox: %s", out)
+		}
+	}
 	if _, _, err := Rewrite([]byte(spec("container", "/elsewhere"))); err == nil || !strings.Contains(err.Error(), "/elsewhere") {
 		t.Errorf("an unknown cgroupsPath: %v, want an error naming it", err)
 	}
