@@ -29,6 +29,60 @@ type Host struct {
 	noOpenat2 atomic.Bool
 
 	reads, readErrors, writes atomic.Uint64
+
+	// live are the descriptor caches (Kept) and inotify instances
+	// (Watcher) open on this Host, for Usage.
+	liveMu   sync.Mutex
+	kepts    map[*Kept]struct{}
+	watchers map[*Watcher]struct{}
+}
+
+// Usage is what is open on a Host right now: each steady scanner keeps
+// one descriptor cache, each watcher one inotify instance.
+type Usage struct {
+	// Caches is the number of descriptor caches (Kept) open, one per
+	// steady scanner; Descriptors the descriptors they hold.
+	Caches, Descriptors int
+	// Watchers is the number of inotify instances open; Watches the
+	// watches they hold.
+	Watchers, Watches int
+}
+
+// Usage counts the caches and watchers open on h; any goroutine may call
+// it.
+func (h *Host) Usage() Usage {
+	h.liveMu.Lock()
+	kepts := make([]*Kept, 0, len(h.kepts))
+	for k := range h.kepts {
+		kepts = append(kepts, k)
+	}
+	watchers := make([]*Watcher, 0, len(h.watchers))
+	for w := range h.watchers {
+		watchers = append(watchers, w)
+	}
+	h.liveMu.Unlock()
+	u := Usage{Caches: len(kepts), Watchers: len(watchers)}
+	for _, k := range kepts {
+		u.Descriptors += k.Stats().Open
+	}
+	for _, w := range watchers {
+		u.Watches += w.Len()
+	}
+	return u
+}
+
+// track notes a cache or watcher opened (on) or closed (off).
+func track[T comparable](h *Host, m *map[T]struct{}, v T, on bool) {
+	h.liveMu.Lock()
+	defer h.liveMu.Unlock()
+	if !on {
+		delete(*m, v)
+		return
+	}
+	if *m == nil {
+		*m = map[T]struct{}{}
+	}
+	(*m)[v] = struct{}{}
 }
 
 var (
