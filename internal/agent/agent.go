@@ -62,9 +62,11 @@ func (c *Config) Complete(ctx context.Context) (a *Agent, err error) {
 	if err = a.completeAuth(); err != nil {
 		return nil, err
 	}
-	lister, source, err := podsource.Open(ctx, c.sourceConfig(), a.log)
-	if err != nil {
-		return nil, err
+	lister, source := c.Lister, "given"
+	if lister == nil {
+		if lister, source, err = podsource.Open(ctx, c.sourceConfig(), a.log); err != nil {
+			return nil, err
+		}
 	}
 	a.source = source
 	if c.Events {
@@ -105,6 +107,9 @@ func (a *Agent) completeLive(ctx context.Context, lister podsource.Lister, scfg 
 	sc, err := inventory.Open(host)
 	if err != nil {
 		return err
+	}
+	if c.Base != "" {
+		sc.Base = c.Base
 	}
 	if !c.FullScans || len(c.Weights) > 0 {
 		if a.hub, err = host.NewHub(); err != nil {

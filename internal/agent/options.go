@@ -40,6 +40,13 @@ type Options struct {
 	Snapshot string
 	Feed     func(ctx context.Context, srv *serve.Server, lister podsource.Lister) error
 
+	// Lister, when set, is the pod source instead of Metadata's (a test's,
+	// or an embedder's).
+	Lister podsource.Lister
+	// Base is the cgroup the scans start from ("" or "/": the whole node;
+	// a test's scratch cgroup).
+	Base string
+
 	Log *slog.Logger
 	// WrapTransport wraps every API client's transport (an
 	// apiconn.Reach's Wrap).
