@@ -29,6 +29,60 @@ type Host struct {
 	noOpenat2 atomic.Bool
 
 	reads, readErrors, writes atomic.Uint64
+
+	// live are the descriptor caches (Kept) and inotify instances
+	// (Watcher) open on this Host, for Usage.
+	liveMu   sync.Mutex
+	kepts    map[*Kept]struct{}
+	watchers map[*Watcher]struct{}
+}
+
+// Usage is what is open on a Host right now: each steady scanner keeps
+// one descriptor cache, each watcher one inotify instance.
+type Usage struct {
+	// Caches is the number of descriptor caches (Kept) open, one per
+	// steady scanner; Descriptors the descriptors they hold.
+	Caches, Descriptors int
+	// Watchers is the number of inotify instances open; Watches the
+	// watches they hold.
+	Watchers, Watches int
+}
+
+// Usage counts the caches and watchers open on h; any goroutine may call
+// it.
+func (h *Host) Usage() Usage {
+	h.liveMu.Lock()
+	kepts := make([]*Kept, 0, len(h.kepts))
+	for k := range h.kepts {
+		kepts = append(kepts, k)
+	}
+	watchers := make([]*Watcher, 0, len(h.watchers))
+	for w := range h.watchers {
+		watchers = append(watchers, w)
+	}
+	h.liveMu.Unlock()
+	u := Usage{Caches: len(kepts), Watchers: len(watchers)}
+	for _, k := range kepts {
+		u.Descriptors += k.Stats().Open
+	}
+	for _, w := range watchers {
+		u.Watches += w.Len()
+	}
+	return u
+}
+
+// track notes a cache or watcher opened (on) or closed (off).
+func track[T comparable](h *Host, m *map[T]struct{}, v T, on bool) {
+	h.liveMu.Lock()
+	defer h.liveMu.Unlock()
+	if !on {
+		delete(*m, v)
+		return
+	}
+	if *m == nil {
+		*m = map[T]struct{}{}
+	}
+	(*m)[v] = struct{}{}
 }
 
 var (
@@ -55,7 +109,9 @@ func (h *Host) Close() error { return unix.Close(h.rootFD) }
 func (h *Host) Root() string { return h.root }
 
 // AllowWrites declares the host paths (cgroup mount points, or narrower
-// cgroups) beneath which WriteFile, Mkdir and Rmdir may act.
+// cgroups) beneath which the Host's own WriteFile, Mkdir and Rmdir may
+// act. It is for a one-shot setup before any goroutine writes (a test's
+// scratch hierarchy, the demo); appliers take a Grant per plan instead.
 func (h *Host) AllowWrites(paths ...string) {
 	for _, p := range paths {
 		h.writable = append(h.writable, path.Clean(p))
@@ -227,6 +283,10 @@ func (h *Host) WriteFile(p string, data []byte) error {
 	if err := h.mayWrite(p); err != nil {
 		return err
 	}
+	return h.writeFile(p, data)
+}
+
+func (h *Host) writeFile(p string, data []byte) error {
 	fd, err := h.open(p, unix.O_WRONLY|unix.O_TRUNC)
 	if err != nil {
 		return &fs.PathError{Op: "open", Path: p, Err: err}
@@ -248,6 +308,10 @@ func (h *Host) Mkdir(p string) error {
 	if err := h.mayWrite(p); err != nil {
 		return err
 	}
+	return h.mkdir(p)
+}
+
+func (h *Host) mkdir(p string) error {
 	dir, base := path.Split(path.Clean(p))
 	fd, err := h.open(dir, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
@@ -267,6 +331,10 @@ func (h *Host) Rmdir(p string) error {
 	if err := h.mayWrite(p); err != nil {
 		return err
 	}
+	return h.rmdir(p)
+}
+
+func (h *Host) rmdir(p string) error {
 	dir, base := path.Split(path.Clean(p))
 	fd, err := h.open(dir, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
@@ -284,16 +352,89 @@ func (h *Host) Rmdir(p string) error {
 var ErrNotWritable = errors.New("outside the paths cgwarden may write")
 
 func (h *Host) mayWrite(p string) error {
-	c := path.Clean(p)
-	if slices.Contains(h.exact, c) {
+	if allowed(p, h.writable, h.exact) {
 		return nil
 	}
-	for _, w := range h.writable {
+	return &fs.PathError{Op: "write", Path: p, Err: ErrNotWritable}
+}
+
+// allowed reports whether p is one of exact or lies strictly beneath one
+// of trees.
+func allowed(p string, trees, exact []string) bool {
+	c := path.Clean(p)
+	if slices.Contains(exact, c) {
+		return true
+	}
+	for _, w := range trees {
 		if c != w && Within(c, w) {
-			return nil
+			return true
 		}
 	}
-	return &fs.PathError{Op: "write", Path: p, Err: ErrNotWritable}
+	return false
+}
+
+// Grant is a writer bound to one checked plan: it writes beneath the
+// plan's trees and to its exact paths only, and only until End. Nothing
+// is added to the Host: two grants held by two goroutines are two
+// writers, each with its own scope, and a grant ended leaves nothing
+// behind (unlike AllowWrites, whose list only grows).
+type Grant struct {
+	h            *Host
+	trees, exact []string
+	ended        atomic.Bool
+}
+
+var _ Writer = (*Grant)(nil)
+
+// Grant returns a writer for the cgroups beneath trees (not the trees
+// themselves) and for the exact paths (one file, or one directory to make
+// or remove), valid until its End.
+func (h *Host) Grant(trees, exact []string) *Grant {
+	g := &Grant{h: h}
+	for _, p := range trees {
+		g.trees = append(g.trees, path.Clean(p))
+	}
+	for _, p := range exact {
+		g.exact = append(g.exact, path.Clean(p))
+	}
+	return g
+}
+
+// End revokes the grant: every later write is refused.
+func (g *Grant) End() { g.ended.Store(true) }
+
+func (g *Grant) may(p string) error {
+	if g.ended.Load() {
+		return &fs.PathError{Op: "write", Path: p, Err: fmt.Errorf("%w: the grant of its apply has ended", ErrNotWritable)}
+	}
+	if !allowed(p, g.trees, g.exact) {
+		return &fs.PathError{Op: "write", Path: p, Err: ErrNotWritable}
+	}
+	return nil
+}
+
+// WriteFile writes as Host.WriteFile does, within the grant.
+func (g *Grant) WriteFile(p string, data []byte) error {
+	if err := g.may(p); err != nil {
+		return err
+	}
+	return g.h.writeFile(p, data)
+}
+
+// Mkdir creates a directory as Host.Mkdir does, within the grant.
+func (g *Grant) Mkdir(p string) error {
+	if err := g.may(p); err != nil {
+		return err
+	}
+	return g.h.mkdir(p)
+}
+
+// Rmdir removes a directory as Host.Rmdir does, within the grant.
+func (g *Grant) Rmdir(p string) error {
+	if err := g.may(p); err != nil {
+		return err
+	}
+	return g.h.rmdir(p)
 }
 
 // Within reports whether host path p is dir or lies beneath it.

@@ -174,3 +174,42 @@ func TestOpenNoFollow(t *testing.T) {
 		}
 	}
 }
+
+// A Grant writes within its own scope only, adds nothing to the Host (a
+// second grant, or the Host's own writes, see none of it) and refuses
+// everything once ended; two grants used from two goroutines share no
+// state (run with -race).
+func TestGrantIsScopedToOneApply(t *testing.T) {
+	h, dir := newRoot(t)
+	g := h.Grant([]string{"/sys/fs/cgroup/cpu/a"}, []string{"/sys/fs/cgroup/cpu/cpu.shares"})
+	other := h.Grant(nil, nil)
+	done := make(chan error, 1)
+	go func() { done <- other.WriteFile("/sys/fs/cgroup/cpu/a/cpu.shares", []byte("9")) }()
+	if err := g.WriteFile("/sys/fs/cgroup/cpu/a/cpu.shares", []byte("4")); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, ErrNotWritable) {
+		t.Errorf("a grant of nothing wrote beneath another grant's tree: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "sys/fs/cgroup/cpu/a/cpu.shares")); string(b) != "4" {
+		t.Fatalf("file holds %q after the grant's write", b)
+	}
+	if err := g.WriteFile("/sys/fs/cgroup/cpu/cpu.shares", []byte("5")); err != nil {
+		t.Errorf("exact path of the grant: %v", err)
+	}
+	for _, p := range []string{"/sys/fs/cgroup/cpu/a", "/sys/fs/cgroup/cpu/ab/x", "/secret/key"} {
+		if err := g.WriteFile(p, []byte("1")); !errors.Is(err, ErrNotWritable) {
+			t.Errorf("grant WriteFile(%q): %v, want ErrNotWritable", p, err)
+		}
+	}
+	if err := h.WriteFile("/sys/fs/cgroup/cpu/a/cpu.shares", []byte("6")); !errors.Is(err, ErrNotWritable) {
+		t.Errorf("the Host's own write after a grant: %v, want ErrNotWritable (a grant adds nothing to the Host)", err)
+	}
+	g.End()
+	if err := g.WriteFile("/sys/fs/cgroup/cpu/a/cpu.shares", []byte("7")); !errors.Is(err, ErrNotWritable) {
+		t.Errorf("write after End: %v, want ErrNotWritable", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "sys/fs/cgroup/cpu/a/cpu.shares")); string(b) != "4" {
+		t.Fatalf("file holds %q: a refused write went through", b)
+	}
+}

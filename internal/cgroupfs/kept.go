@@ -53,7 +53,9 @@ func (h *Host) NewKept(max int) *Kept {
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err == nil && lim.Cur/2 < uint64(max) {
 		max = int(lim.Cur / 2)
 	}
-	return &Kept{h: h, max: max, fds: map[keptKey]int{}}
+	k := &Kept{h: h, max: max, fds: map[keptKey]int{}}
+	track(h, &h.kepts, k, true)
+	return k
 }
 
 var (
@@ -182,6 +184,7 @@ func (k *Kept) Stats() KeptStats {
 
 // Close closes every descriptor held.
 func (k *Kept) Close() error {
+	track(k.h, &k.h.kepts, k, false)
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	for key, fd := range k.fds {

@@ -58,7 +58,9 @@ func (h *Host) NewWatcher() (*Watcher, error) {
 	}
 	// A non-blocking descriptor in an *os.File uses Go's poller: Read
 	// waits without a thread, and Close wakes it.
-	return &Watcher{h: h, file: os.NewFile(uintptr(fd), "inotify"), wds: map[int32]string{}, byP: map[string]int32{}}, nil
+	w := &Watcher{h: h, file: os.NewFile(uintptr(fd), "inotify"), wds: map[int32]string{}, byP: map[string]int32{}}
+	track(h, &h.watchers, w, true)
+	return w, nil
 }
 
 // Add watches host path p for the events in mask. Watching a path twice
@@ -193,4 +195,7 @@ func (w *Watcher) parse(b []byte) ([]WatchEvent, error) {
 
 // Close releases the inotify instance and every watch; a Read waiting
 // returns.
-func (w *Watcher) Close() error { return w.file.Close() }
+func (w *Watcher) Close() error {
+	track(w.h, &w.h.watchers, w, false)
+	return w.file.Close()
+}

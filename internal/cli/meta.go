@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cgwarden/cgwarden/internal/apiconn"
 	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/podsource"
 	"github.com/cgwarden/cgwarden/internal/sizetrust"
@@ -142,7 +143,7 @@ func (o *Options) liveTrust(ctx context.Context, cfg podsource.Config) (metadata
 	}
 	ch := &sizetrust.Checker{Node: cfg.NodeName, Namespaces: ns}
 	if cfg.Kubeconfig != "" || os.Getenv("KUBERNETES_SERVICE_HOST") != "" {
-		if rc, err := restConfig(cfg.Kubeconfig, nil); err == nil {
+		if rc, err := apiconn.RESTConfig(cfg.Kubeconfig, nil); err == nil {
 			if g, err := sizetrust.NewGetter(rc); err == nil {
 				ch.API = g
 			}

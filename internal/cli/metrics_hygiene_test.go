@@ -18,7 +18,6 @@ import (
 
 	"github.com/cgwarden/cgwarden/internal/hold"
 	"github.com/cgwarden/cgwarden/internal/nriplugin"
-	"github.com/cgwarden/cgwarden/internal/podsource"
 	"github.com/cgwarden/cgwarden/internal/realtest"
 	"github.com/cgwarden/cgwarden/internal/sizer"
 )
@@ -73,18 +72,19 @@ func TestMetricsHygiene(t *testing.T) {
 			if err := fs.Parse([]string{fmt.Sprintf("--demand=%v", demand)}); err != nil {
 				t.Fatal(err)
 			}
-			log := slog.New(slog.NewTextHandler(io.Discard, nil))
-			lister, _, err := podsource.Open(context.Background(), so.sourceConfig(o, "node"), log)
+			ao := so.agentOptions(o)
+			ao.NodeName, ao.Log = "node", slog.New(slog.NewTextHandler(io.Discard, nil))
+			cfg, err := ao.Config()
 			if err != nil {
 				t.Fatal(err)
 			}
-			srv, cleanup, err := so.server(context.Background(), o, "node", lister, log, nil)
+			a, err := cfg.Complete(context.Background())
 			if err != nil {
 				t.Fatal(err)
 			}
 			rec := httptest.NewRecorder()
-			srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-			cleanup()
+			a.Server.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+			a.Close()
 			body := rec.Body.String()
 			if demand != strings.Contains(body, "cgwarden_pod_cpu_fair_cores{") {
 				t.Errorf("%s: fair-share series served: %v", what, !demand)

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"log/slog"
 	"os/signal"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cgwarden/cgwarden/internal/apiconn"
+	"github.com/cgwarden/cgwarden/internal/events"
 	"github.com/cgwarden/cgwarden/internal/journal"
 	"github.com/cgwarden/cgwarden/internal/nriplugin"
 	"github.com/cgwarden/cgwarden/internal/serve"
@@ -67,14 +69,18 @@ func runNRI(cmd *cobra.Command, o nriplugin.Options, f nriFlags) error {
 	// Events go through the API server: an outage is logged once, as in
 	// serve (apiconn).
 	reach := apiconn.NewReach(log, time.Now)
-	note, stopEvents, err := serveEvents(f.events, f.kubeconfig, serve.NodeName(f.nodeName), reach.Wrap, log)
-	if err != nil {
-		return err
-	}
-	var events nriplugin.Notifier
-	if note != nil {
-		events = note
+	var notifier nriplugin.Notifier
+	if f.events {
+		rc, err := apiconn.RESTConfig(f.kubeconfig, reach.Wrap)
+		if err != nil {
+			return fmt.Errorf("--events needs the API server (--kubeconfig, or in-cluster): %w", err)
+		}
+		note, stopEvents, err := events.New(rc, serve.NodeName(f.nodeName), log)
+		if err != nil {
+			return err
+		}
 		defer stopEvents()
+		notifier = note
 	}
-	return nriplugin.Run(ctx, o, events, log)
+	return nriplugin.Run(ctx, o, notifier, log)
 }

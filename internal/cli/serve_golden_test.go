@@ -26,12 +26,18 @@ func TestServeDefaultsMatchGolden(t *testing.T) {
 	o := &Options{Snapshot: "example:seed-003-k3s-spin"}
 	so := newServeOptions()
 	so.addFlags(pflag.NewFlagSet("serve", pflag.ContinueOnError), o)
-	srv, cleanup, err := so.server(context.Background(), o, "k3s-node", nil, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil)
+	ao := so.agentOptions(o)
+	ao.NodeName, ao.Log = "k3s-node", slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg, err := ao.Config()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cleanup()
-	h := srv.Handler()
+	a, err := cfg.Complete(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	h := a.Server.Handler()
 	for _, c := range []struct{ url, golden string }{
 		{"/metrics", "seed-003.metrics.txt"},
 		{"/metrics/resource", "seed-003.metrics-resource.txt"},

@@ -20,6 +20,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/journal"
 	"github.com/cgwarden/cgwarden/internal/metadata"
+	"github.com/cgwarden/cgwarden/internal/mounts"
 	"github.com/cgwarden/cgwarden/internal/plan"
 )
 
@@ -51,12 +52,22 @@ type ReadWriter interface {
 	cgroupfs.Writer
 }
 
-// granter is the door's own write allowance (cgroupfs.Host): the engine
-// narrows it to what its policy allows, so a write the policy would refuse
-// is refused twice.
+// granter is the door's scoped writers (cgroupfs.Host.Grant): an apply
+// writes through a grant bound to its policy's paths, so a write the
+// policy would refuse is refused twice, and nothing outlives the apply.
 type granter interface {
-	AllowWrites(paths ...string)
-	AllowExact(paths ...string)
+	Grant(trees, exact []string) *cgroupfs.Grant
+}
+
+// writer is what an apply writes through: a grant of the door bound to
+// pol (ended by the returned func), or the FS itself when it grants
+// nothing (a test's fake).
+func (e *Engine) writer(trees, exact []string) (cgroupfs.Writer, func()) {
+	if g, ok := e.FS.(granter); ok {
+		gr := g.Grant(trees, exact)
+		return gr, gr.End
+	}
+	return e.FS, func() {}
 }
 
 // Engine applies and reverts plans on one node.
@@ -239,8 +250,13 @@ func (e *Engine) plan(o Options, owned []string) (*plan.Plan, plan.Policy, error
 	if err != nil {
 		return nil, plan.Policy{}, err
 	}
+	return e.planNode(n, sc.Places, o, owned)
+}
+
+// planNode plans from a scan made elsewhere.
+func (e *Engine) planNode(n *inventory.Node, places mounts.Places, o Options, owned []string) (*plan.Plan, plan.Policy, error) {
 	return Plan(plan.Input{
-		Node: n, Places: sc.Places, FS: e.FS, Pod: o.Pod, Only: o.Only, RemoveEmptySource: o.RemoveEmptySource,
+		Node: n, Places: places, FS: e.FS, Pod: o.Pod, Only: o.Only, RemoveEmptySource: o.RemoveEmptySource,
 		Owned: func(p string) bool { return slices.Contains(owned, path.Clean(p)) },
 	}, e.Meta, o.MaxTierMilliCPU)
 }
@@ -303,6 +319,21 @@ func (e *Engine) Apply(o Options) (res *Result, err error) {
 	return res, err
 }
 
+// ApplyScan locks the journal, plans from a scan made elsewhere (the node
+// loop's, named with e.Meta) and applies, as Apply does with its own scan.
+func (e *Engine) ApplyScan(n *inventory.Node, places mounts.Places, o Options) (res *Result, err error) {
+	err = e.locked(func(j *journal.Journal) error {
+		runs := journal.Applies(j.Entries())
+		p, pol, err := e.planNode(n, places, o, journal.Owned(runs))
+		if err != nil {
+			return err
+		}
+		res, err = e.applyPlan(j, runs, p, pol)
+		return err
+	})
+	return res, err
+}
+
 // ApplyPlan locks the journal and applies a plan made elsewhere (the
 // weight holder's), under its policy, exactly as Apply applies its own.
 func (e *Engine) ApplyPlan(p *plan.Plan, pol plan.Policy) (res *Result, err error) {
@@ -322,13 +353,13 @@ func (e *Engine) applyPlan(j *journal.Journal, runs []*journal.Run, p *plan.Plan
 	if len(p.Ops) == 0 && unfinished == nil {
 		return res, nil
 	}
-	if g, ok := e.FS.(granter); ok {
-		g.AllowWrites(pol.Trees...)
-		if pol.RemoveSources {
-			g.AllowExact(pol.Sources...)
-		}
+	var exact []string
+	if pol.RemoveSources {
+		exact = pol.Sources
 	}
-	w := &guard{w: e.FS, check: applyCheck(pol)}
+	gw, end := e.writer(pol.Trees, exact)
+	defer end()
+	w := &guard{w: gw, check: applyCheck(pol)}
 	begin := journal.Entry{Type: journal.Begin}
 	if unfinished != nil {
 		res.Run, res.Resumed = unfinished.ID, true

@@ -125,10 +125,9 @@ func (e *Engine) revertRun(j *journal.Journal, r *journal.Run, pending []*journa
 			}
 		}
 	}
-	if g, ok := e.FS.(granter); ok {
-		g.AllowExact(exact...)
-	}
-	w := &guard{w: e.FS, check: exactCheck(allowed)}
+	gw, end := e.writer(nil, exact)
+	defer end()
+	w := &guard{w: gw, check: exactCheck(allowed)}
 	if _, err := j.Append(journal.Entry{Type: journal.RevertBegin, Apply: r.ID}); err != nil {
 		return fmt.Errorf("nothing reverted: %w", err)
 	}

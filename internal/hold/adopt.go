@@ -59,7 +59,9 @@ func (m *AdoptionMetrics) Collect(ch chan<- prometheus.Metric) {
 
 var _ prometheus.Collector = (*AdoptionMetrics)(nil)
 
-func (m *AdoptionMetrics) count(result string, moved int) {
+// Count counts one adoption run of result, which moved moved processes
+// (m may be nil: nothing is counted).
+func (m *AdoptionMetrics) Count(result string, moved int) {
 	if m != nil {
 		m.runs.WithLabelValues(result).Inc()
 		m.moved.Add(float64(moved))
@@ -88,20 +90,20 @@ func RunAdoption(ctx context.Context, e *fix.Engine, sizes Sizes, every time.Dur
 		res, err := e.Apply(fix.Options{Only: []string{plan.RuleMisplaced}})
 		switch {
 		case err != nil:
-			m.count(AdoptFailed, 0)
+			m.Count(AdoptFailed, 0)
 			log.Error("adopting misplaced containers", "err", err)
 		case res.Run != "":
 			moved := 0
 			for _, s := range res.Steps {
 				moved += len(s.Moved)
 			}
-			m.count(AdoptAdopted, moved)
+			m.Count(AdoptAdopted, moved)
 			log.Info("adopted misplaced containers", "run", res.Run, "operations", len(res.Steps), "processes", moved)
 			if onApply != nil {
 				onApply(res)
 			}
 		default:
-			m.count(AdoptClean, 0)
+			m.Count(AdoptClean, 0)
 		}
 		select {
 		case <-ctx.Done():

@@ -20,6 +20,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/journal"
 	"github.com/cgwarden/cgwarden/internal/layout"
 	"github.com/cgwarden/cgwarden/internal/metadata"
+	"github.com/cgwarden/cgwarden/internal/mounts"
 	"github.com/cgwarden/cgwarden/internal/plan"
 	"github.com/cgwarden/cgwarden/internal/weights"
 )
@@ -55,7 +56,49 @@ type Config struct {
 	Log                 *slog.Logger
 	// OnApply is told of every journaled apply (for Events); may be nil.
 	OnApply func(*fix.Result)
+
+	// Loop is the node loop the Holder plans from: it asks it for a fresh
+	// scan (Loop.Fresh) instead of scanning itself. nil: the Holder scans
+	// with a steady scanner of its own (a holder on its own, as tests and
+	// benchmarks run it).
+	Loop Loop
+	// Watch is the Holder's subscription to the node loop's inotify Hub,
+	// for its sub-second path (target files, tiers and sized pods). nil:
+	// a Hub of its own. Run closes it.
+	Watch *cgroupfs.Sub
+	// Apply runs f on the one goroutine that makes every write of the
+	// agent, and waits for it. nil: f runs at once.
+	Apply func(f func())
 }
+
+// Loop is the node loop as the Holder sees it.
+type Loop interface {
+	// Fresh returns a scan begun after the call, its pods named with
+	// the metadata (and sizes) it returns.
+	Fresh(ctx context.Context) (*inventory.Node, *metadata.Set, error)
+	// Places are the hierarchies the scans read.
+	Places() mounts.Places
+}
+
+// ownLoop is the Loop of a Holder without one: its own scanner.
+type ownLoop struct {
+	sc    *inventory.Scanner
+	sizes Sizes
+}
+
+func (l *ownLoop) Fresh(ctx context.Context) (*inventory.Node, *metadata.Set, error) {
+	meta, err := l.sizes(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("pod sizes: %w", err)
+	}
+	// The scan names pods and containers from the metadata: which
+	// container is the VM's, and which is the pod's sandbox, depend on it.
+	l.sc.Meta = meta
+	n, err := l.sc.Scan(time.Now())
+	return n, meta, err
+}
+
+func (l *ownLoop) Places() mounts.Places { return l.sc.Places }
 
 // held is one target file and what happened to it.
 type held struct {
@@ -90,10 +133,12 @@ func (f *held) effective(now time.Time) float64 {
 
 // Holder holds weight targets; see the package comment.
 type Holder struct {
-	cfg Config
-	log *slog.Logger
-	sc  *inventory.Scanner
-	w   *cgroupfs.Watcher
+	cfg  Config
+	log  *slog.Logger
+	loop Loop
+	// own is the scanner of a Holder without a Loop.
+	own *inventory.Scanner
+	w   *cgroupfs.Sub
 
 	// Owned by Run's goroutine.
 	dirs     map[string]bool
@@ -135,15 +180,23 @@ func New(cfg Config) (*Holder, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	sc, err := inventory.Open(cfg.Host)
-	if err != nil {
-		return nil, err
+	if cfg.Apply == nil {
+		cfg.Apply = func(f func()) { f() }
 	}
-	if cfg.Engine.Base != "" {
-		sc.Base = cfg.Engine.Base
+	h := &Holder{cfg: cfg, log: cfg.Log.With("component", "hold"), loop: cfg.Loop,
+		dirs: map[string]bool{}, files: map[string]*held{}, gone: map[string]*held{}}
+	if h.loop == nil {
+		sc, err := inventory.Open(cfg.Host)
+		if err != nil {
+			return nil, err
+		}
+		if cfg.Engine.Base != "" {
+			sc.Base = cfg.Engine.Base
+		}
+		h.own = sc
+		h.loop = &ownLoop{sc: sc, sizes: cfg.Sizes}
 	}
-	return &Holder{cfg: cfg, log: cfg.Log.With("component", "hold"), sc: sc,
-		dirs: map[string]bool{}, files: map[string]*held{}, gone: map[string]*held{}}, nil
+	return h, nil
 }
 
 // Ready reports whether the first plan was applied.
@@ -156,35 +209,29 @@ func (h *Holder) Ready() bool {
 // Run holds the targets until ctx ends. It returns an error only when it
 // cannot watch at all; failures of single plans are logged and retried.
 func (h *Holder) Run(ctx context.Context) error {
-	// Replans (on events, size changes and every Resync) scan the node
-	// again and again: steady-state scans read only what changed.
-	if st, err := inventory.NewSteady(h.sc, h.cfg.Host, inventory.SteadyOptions{}); err == nil {
-		defer st.Close()
-	} else {
-		h.log.Warn("replans use full scans", "err", err)
-	}
-	w, err := h.cfg.Host.NewWatcher()
-	if err != nil {
-		return err
-	}
-	h.w = w
-	defer w.Close()
-	events := make(chan []cgroupfs.WatchEvent, 64)
-	readErr := make(chan error, 1)
-	go func() {
-		for {
-			evs, err := w.Read()
-			if err != nil {
-				readErr <- err
-				return
-			}
-			select {
-			case events <- evs:
-			case <-ctx.Done():
-				return
-			}
+	w := h.cfg.Watch
+	if w == nil {
+		hub, err := h.cfg.Host.NewHub()
+		if err != nil {
+			return err
 		}
-	}()
+		defer hub.Close()
+		w = hub.Subscribe()
+	}
+	if h.own != nil {
+		// Replans (on events, size changes and every Resync) scan the
+		// node again and again: steady-state scans read only what
+		// changed.
+		if st, err := inventory.NewSteady(h.own, h.cfg.Host, inventory.SteadyOptions{}); err == nil {
+			defer st.Close()
+		} else {
+			h.log.Warn("replans use full scans", "err", err)
+		}
+	}
+	h.mu.Lock()
+	h.w = w
+	h.mu.Unlock()
+	defer w.Close()
 	h.replan(ctx)
 	check := time.NewTicker(h.cfg.Check)
 	defer check.Stop()
@@ -196,12 +243,14 @@ func (h *Holder) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case err := <-readErr:
-			if ctx.Err() != nil {
-				return nil
+		case <-w.Ready():
+			evs, err := w.Poll()
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return fmt.Errorf("hold: reading inotify events: %w", err)
 			}
-			return fmt.Errorf("hold: reading inotify events: %w", err)
-		case evs := <-events:
 			if h.handle(evs) {
 				h.replan(ctx)
 			}
@@ -234,7 +283,7 @@ func (h *Holder) handle(evs []cgroupfs.WatchEvent) (dirty bool) {
 			// A watched file or directory went with its cgroup.
 			dirty = dirty || h.isTarget(ev.Path) || h.dirs[ev.Path]
 		case ev.Mask&cgroupfs.EventModify != 0:
-			if !h.correct(ev.Path) {
+			if !h.correctApplied(ev.Path) {
 				dirty = true
 			}
 		}
@@ -246,6 +295,12 @@ func (h *Holder) isTarget(p string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	_, ok := h.files[p]
+	return ok
+}
+
+// correctApplied corrects p on the agent's applier.
+func (h *Holder) correctApplied(p string) (ok bool) {
+	h.cfg.Apply(func() { ok = h.correct(p) })
 	return ok
 }
 
@@ -279,7 +334,10 @@ func (h *Holder) correct(p string) bool {
 		h.log.Error("refusing to write a held weight", "path", p, "err", err)
 		return true
 	}
-	werr := h.cfg.Host.WriteFile(p, []byte(f.want))
+	// A writer for this one file, for this one restore.
+	g := h.cfg.Host.Grant(nil, []string{p})
+	werr := g.WriteFile(p, []byte(f.want))
+	g.End()
 	done := time.Now()
 	if errors.Is(werr, fs.ErrNotExist) {
 		return false
@@ -309,7 +367,7 @@ func (h *Holder) checkAll() (dirty bool) {
 	}
 	h.mu.Unlock()
 	for _, p := range paths {
-		if !h.correct(p) {
+		if !h.correctApplied(p) {
 			dirty = true
 		}
 	}
@@ -369,56 +427,19 @@ func (h *Holder) replan(ctx context.Context) {
 }
 
 func (h *Holder) replanOnce(ctx context.Context) (again bool, err error) {
-	meta, err := h.cfg.Sizes(ctx)
-	if err != nil {
-		return false, fmt.Errorf("pod sizes: %w", err)
-	}
-	// The scan names pods and containers from the metadata: which
-	// container is the VM's, and which is the pod's sandbox, depend on it.
-	h.sc.Meta = meta
-	n, err := h.sc.Scan(time.Now())
+	n, meta, err := h.loop.Fresh(ctx)
 	if err != nil {
 		return false, err
 	}
-	p, pol, err := plan.Weights(plan.WeightInput{Node: n, Places: h.sc.Places, FS: h.cfg.Host, Meta: meta,
+	places := h.loop.Places()
+	p, pol, err := plan.Weights(plan.WeightInput{Node: n, Places: places, FS: h.cfg.Host, Meta: meta,
 		Only: h.cfg.Rules, MaxTierMilliCPU: h.cfg.MaxTierMilliCPU})
 	if err != nil {
 		return false, err
 	}
-	entries, err := h.cfg.Engine.JournalEntries()
+	h.cfg.Apply(func() { err = h.apply(p, pol) })
 	if err != nil {
 		return false, err
-	}
-	written := journal.Written(journal.Applies(entries))
-	first := *p
-	first.Ops = nil
-	var again2 []plan.Op
-	for _, op := range p.Ops {
-		if written[path.Clean(op.Path)] {
-			again2 = append(again2, op)
-		} else {
-			first.Ops = append(first.Ops, op)
-		}
-	}
-	if len(first.Ops) > 0 {
-		res, err := h.cfg.Engine.ApplyPlan(&first, pol)
-		if err != nil {
-			return false, fmt.Errorf("applying weights: %w", err)
-		}
-		if h.cfg.OnApply != nil {
-			h.cfg.OnApply(res)
-		}
-	}
-	// Files whose first value is journaled already: a new size, or a
-	// reset that happened while no watch was on them.
-	h.cfg.Host.AllowWrites(pol.Trees...)
-	for _, op := range again2 {
-		if err := pol.Check(op); err != nil {
-			return false, err
-		}
-		if err := h.cfg.Host.WriteFile(op.Path, []byte(op.Value)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return false, err
-		}
 	}
 	h.lastMeta, h.lastSize = meta, sizeKey(meta)
 
@@ -433,9 +454,9 @@ func (h *Holder) replanOnce(ctx context.Context) (again bool, err error) {
 			dirs[path.Dir(t.Path)] = true
 		}
 	}
-	point := h.sc.Places.CPU
-	if h.sc.Places.V2 {
-		point = h.sc.Places.Unified
+	point := places.CPU
+	if places.V2 {
+		point = places.Unified
 	}
 	if n.KubeRoot != nil {
 		for _, c := range n.KubeRoot.Children {
@@ -516,4 +537,45 @@ func (h *Holder) replanOnce(ctx context.Context) (again bool, err error) {
 		}
 	}
 	return again, nil
+}
+
+// apply writes a weight plan: the files never written before through
+// the journal (their first value kept for revert), the others at once
+// (a new size, or a reset that happened while no watch was on them).
+func (h *Holder) apply(p *plan.Plan, pol plan.Policy) error {
+	entries, err := h.cfg.Engine.JournalEntries()
+	if err != nil {
+		return err
+	}
+	written := journal.Written(journal.Applies(entries))
+	first := *p
+	first.Ops = nil
+	var again []plan.Op
+	for _, op := range p.Ops {
+		if written[path.Clean(op.Path)] {
+			again = append(again, op)
+		} else {
+			first.Ops = append(first.Ops, op)
+		}
+	}
+	if len(first.Ops) > 0 {
+		res, err := h.cfg.Engine.ApplyPlan(&first, pol)
+		if err != nil {
+			return fmt.Errorf("applying weights: %w", err)
+		}
+		if h.cfg.OnApply != nil {
+			h.cfg.OnApply(res)
+		}
+	}
+	g := h.cfg.Host.Grant(pol.Trees, nil)
+	defer g.End()
+	for _, op := range again {
+		if err := pol.Check(op); err != nil {
+			return err
+		}
+		if err := g.WriteFile(op.Path, []byte(op.Value)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
 }

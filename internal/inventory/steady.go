@@ -36,7 +36,7 @@ import (
 // read at every scan.
 type Steady struct {
 	kept  *cgroupfs.Kept
-	watch *cgroupfs.Watcher
+	watch Watch
 	// mounts are the hierarchies whose cgroup directories are watched;
 	// mounts[0] is the one walked (Places.Tree).
 	mounts []string
@@ -75,7 +75,27 @@ type SteadyOptions struct {
 	// NoWatch disables inotify: listings and settings are read at every
 	// scan, counters still through kept descriptors.
 	NoWatch bool
+	// Watch is where the events come from: a subscription to an inotify
+	// instance shared with other consumers (a cgroupfs.Hub's Sub, as the
+	// node agent runs it). nil: the Steady opens its own. Close closes it.
+	Watch Watch
 }
+
+// Watch is the inotify a steady scan takes its events from: its own
+// cgroupfs.Watcher, or a cgroupfs.Sub of a Hub shared with others.
+type Watch interface {
+	Add(p string, mask uint32) error
+	Remove(p string)
+	Len() int
+	// Poll returns the events since the last Poll without waiting.
+	Poll() ([]cgroupfs.WatchEvent, error)
+	Close() error
+}
+
+var (
+	_ Watch = (*cgroupfs.Watcher)(nil)
+	_ Watch = (*cgroupfs.Sub)(nil)
+)
 
 // DefaultEvery is SteadyOptions.Every's default: at a 10 s interval, each
 // cgroup's listing and settings are read at least every 10 minutes even if
@@ -114,7 +134,11 @@ func NewSteady(sc *Scanner, h *cgroupfs.Host, o SteadyOptions) (*Steady, error) 
 			st.allMounts = append(st.allMounts, m)
 		}
 	}
-	if !o.NoWatch {
+	switch {
+	case o.NoWatch:
+	case o.Watch != nil:
+		st.watch = o.Watch
+	default:
 		w, err := h.NewWatcher()
 		if err != nil {
 			st.kept.Close()

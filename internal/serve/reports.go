@@ -17,8 +17,7 @@ import (
 // rendering serves every caller.
 
 func (st *state) renderAudit() ([]byte, error) {
-	r := audit.Run(&audit.Input{Node: st.node, Meta: st.meta})
-	return json.Marshal(audit.JSON(st.node, r))
+	return json.Marshal(audit.JSON(st.node, st.auditReport()))
 }
 
 func (st *state) renderInspect() ([]byte, error) {

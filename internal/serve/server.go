@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/cgwarden/cgwarden/internal/aggregate"
+	"github.com/cgwarden/cgwarden/internal/audit"
 	"github.com/cgwarden/cgwarden/internal/buildinfo"
 	"github.com/cgwarden/cgwarden/internal/cgroupfs"
 	"github.com/cgwarden/cgwarden/internal/inventory"
@@ -40,6 +41,10 @@ type Scan struct {
 	// Meta is the metadata the scan named pods with (start times come
 	// from it); may be nil.
 	Meta *metadata.Set
+	// Report is the audit of Node with Meta when the scanner made it
+	// already (the node loop audits each scan once, for every consumer);
+	// nil: the Server audits the scan itself, at most once.
+	Report *audit.Report
 }
 
 // Sampler takes one scan of the node, naming pods with meta (may be nil).
@@ -179,6 +184,10 @@ type state struct {
 	findings  []FindingCount
 	meta      *metadata.Set
 	log       *slog.Logger
+	// report is the scan's audit (made once: for the findings on
+	// /metrics and for /audit alike).
+	report     *audit.Report
+	reportOnce sync.Once
 	// failed is set when the latest scan attempt failed: the figures are
 	// those of the scan before (the kubelet's resource_scrape_error).
 	failed bool
@@ -209,10 +218,25 @@ func (s *Server) Feed(smp Scan) {
 		nodeUsage: aggregate.NodeUsage(smp.Node),
 		pods:      aggregate.Pods(smp.Node),
 	}
+	st.report = smp.Report
 	if s.cfg.Findings != nil {
-		st.findings = s.cfg.Findings(smp.Node, smp.Meta)
+		if smp.Report != nil {
+			st.findings = CountFindings(smp.Report)
+		} else {
+			st.findings = s.cfg.Findings(smp.Node, smp.Meta)
+		}
 	}
 	s.cur.Store(st)
+}
+
+// auditReport is the state's audit: the scan's, else made once here.
+func (st *state) auditReport() *audit.Report {
+	st.reportOnce.Do(func() {
+		if st.report == nil {
+			st.report = audit.Run(&audit.Input{Node: st.node, Meta: st.meta})
+		}
+	})
+	return st.report
 }
 
 // Ready reports whether a scan has been served.
@@ -223,29 +247,40 @@ func (s *Server) ScanOnce(ctx context.Context) error {
 	s.refreshMeta(ctx)
 	start := s.cfg.Clock.Now()
 	smp, err := s.cfg.Sampler.Sample(start, s.meta)
-	s.loop.duration.Observe(s.cfg.Clock.Now().Sub(start).Seconds())
+	s.Scanned(smp, s.cfg.Clock.Now().Sub(start), err)
+	return err
+}
+
+// Scanned records one scan of a loop outside the Server (the node
+// agent's): its duration, and either serves it or, when err is set, keeps
+// serving the scan before, marked failed.
+func (s *Server) Scanned(smp Scan, took time.Duration, err error) {
+	s.loop.duration.Observe(took.Seconds())
 	s.loop.scans.Inc()
 	if err != nil {
 		s.loop.failures.Inc()
 		if old := s.cur.Load(); old != nil && !old.failed {
 			s.cur.Store(&state{time: old.time, node: old.node, nodeName: old.nodeName, nodeUsage: old.nodeUsage,
-				pods: old.pods, findings: old.findings, meta: old.meta, log: old.log, failed: true})
+				pods: old.pods, findings: old.findings, meta: old.meta, log: old.log, report: old.auditReport(), failed: true})
 		}
-		return err
+		return
 	}
 	s.Feed(smp)
 	s.probes.good.Store(stamp(s.cfg.Clock.Now()))
-	return nil
 }
 
-func (s *Server) refreshMeta(ctx context.Context) {
-	if s.cfg.Lister == nil {
-		return
-	}
-	pods, err := s.cfg.Lister.Pods(ctx)
+// Looping records that a scan loop outside the Server (the node agent's)
+// started or completed a scan, good or failed: /healthz then fails when it
+// stops doing so, and /readyz when the last good scan grows stale, as
+// under Run (health.go). A Server fed without a loop (a snapshot) never
+// goes stale.
+func (s *Server) Looping() { s.probes.loop.Store(stamp(s.cfg.Clock.Now())) }
+
+// MetaFailed records that the pod metadata source failed (err) or, with
+// nil, answered again with n pods; an outage is logged once.
+func (s *Server) MetaFailed(err error, n int) {
 	if err != nil {
 		s.loop.metaFailures.Inc()
-		// Warn once per outage, not once per scan.
 		if !s.metaBad {
 			s.log.Warn("pod metadata unavailable; serving pods under the names last known, or their UIDs", "err", err)
 		}
@@ -253,12 +288,22 @@ func (s *Server) refreshMeta(ctx context.Context) {
 		return
 	}
 	if s.metaBad {
-		s.log.Info("pod metadata available again", "pods", len(pods))
+		s.log.Info("pod metadata available again", "pods", n)
 	}
 	s.metaBad = false
-	s.meta = metadata.NewSet(pods)
-	if s.cfg.Trust != nil {
-		s.meta.SetTrust(s.cfg.Trust())
+}
+
+func (s *Server) refreshMeta(ctx context.Context) {
+	if s.cfg.Lister == nil {
+		return
+	}
+	pods, err := s.cfg.Lister.Pods(ctx)
+	s.MetaFailed(err, len(pods))
+	if err == nil {
+		s.meta = metadata.NewSet(pods)
+		if s.cfg.Trust != nil {
+			s.meta.SetTrust(s.cfg.Trust())
+		}
 	}
 }
 

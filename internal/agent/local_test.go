@@ -1,13 +1,16 @@
-package cli
+package agent
 
 import (
+	"bytes"
 	"context"
 	"net/http/httptest"
 	"testing"
 
 	authnv1 "k8s.io/api/authentication/v1"
 
+	"github.com/cgwarden/cgwarden/internal/examples"
 	"github.com/cgwarden/cgwarden/internal/serve"
+	"github.com/cgwarden/cgwarden/internal/snapshot"
 )
 
 // oneUser accepts one token, of a user who may get nodes/stats.
@@ -24,13 +27,22 @@ func (oneUser) Authorize(_ context.Context, u authnv1.UserInfo, _, sub string) (
 // With --authenticate, the loopback listener (--local-listen) checks a
 // bearer token as the main one does; its health stays open.
 func TestLocalListenBehindAuth(t *testing.T) {
+	b, ok := examples.Open("seed-003-k3s-spin")
+	if !ok {
+		t.Fatal("no embedded seed-003-k3s-spin")
+	}
+	snap, err := snapshot.Load(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
 	s := serve.New(serve.Config{NodeName: "k3s-node"})
-	if err := feedSnapshot(t.Context(), s, "example:seed-003-k3s-spin", nil); err != nil {
+	if err := s.FeedSamples(snap.Samples, nil); err != nil {
 		t.Fatal(err)
 	}
 	const token = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJhZG1pbiJ9.c2ln"
-	so := &serveOptions{listen: "127.0.0.1:0", localListen: "127.0.0.1:0"}
-	eps := so.endpoints(s, &serve.Auth{Reviewer: oneUser{token}, Node: "k3s-node"}, nil)
+	a := &Agent{cfg: &Config{Options: Options{Listen: "127.0.0.1:0", LocalListen: "127.0.0.1:0"}}, Server: s,
+		auth: &serve.Auth{Reviewer: oneUser{token}, Node: "k3s-node"}}
+	eps := a.endpoints()
 	if len(eps) != 2 {
 		t.Fatalf("%d endpoints, want 2", len(eps))
 	}

@@ -1,0 +1,457 @@
+package agent
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cgwarden/cgwarden/internal/apiconn"
+	"github.com/cgwarden/cgwarden/internal/cgroupfs"
+	"github.com/cgwarden/cgwarden/internal/events"
+	"github.com/cgwarden/cgwarden/internal/fix"
+	"github.com/cgwarden/cgwarden/internal/hold"
+	"github.com/cgwarden/cgwarden/internal/inventory"
+	"github.com/cgwarden/cgwarden/internal/journal"
+	"github.com/cgwarden/cgwarden/internal/metadata"
+	"github.com/cgwarden/cgwarden/internal/nriplugin"
+	"github.com/cgwarden/cgwarden/internal/plan"
+	"github.com/cgwarden/cgwarden/internal/podsource"
+	"github.com/cgwarden/cgwarden/internal/serve"
+	"github.com/cgwarden/cgwarden/internal/sizetrust"
+)
+
+// Agent is a completed configuration, ready to Run.
+type Agent struct {
+	cfg    *Config
+	log    *slog.Logger
+	Server *serve.Server
+	// Loop is nil when serving a snapshot.
+	Loop   *Loop
+	auth   *serve.Auth
+	tls    *tls.Config
+	source string
+	note   *events.Notifier
+
+	host   *cgroupfs.Host
+	hub    *cgroupfs.Hub
+	steady *inventory.Steady
+	holder *hold.Holder
+	adopt  *fix.Engine
+	// journal is the one journal of the holder's and the adopter's
+	// engines: its lock makes them wait for each other, not fail each
+	// other's runs.
+	journal *journal.Journal
+	// adoptMetrics count the adopter's runs (with adopt).
+	adoptMetrics *hold.AdoptionMetrics
+	// adoptions hands the adopter the latest picture.
+	adoptions chan *Picture
+	app       *applier
+	closes    []func()
+}
+
+// Complete opens what the agent runs on: the API server's clients (auth,
+// Events), the pod metadata source, and the live host with its one
+// scanner and one inotify Hub (or the snapshot). Close (or Run) releases
+// them.
+func (c *Config) Complete(ctx context.Context) (a *Agent, err error) {
+	a = &Agent{cfg: c, log: c.Log, tls: c.TLS}
+	defer func() {
+		if err != nil {
+			a.Close()
+		}
+	}()
+	if err = a.completeAuth(); err != nil {
+		return nil, err
+	}
+	if a.auth == nil && c.LocalListen != "" {
+		a.log.Warn("--local-listen without --authenticate: any process on the node reads the node's audit and inventory on " + c.LocalListen)
+	}
+	lister, source := c.Lister, "given"
+	if lister == nil {
+		if lister, source, err = podsource.Open(ctx, c.sourceConfig(), a.log); err != nil {
+			return nil, err
+		}
+	}
+	a.source = source
+	if c.Events {
+		rc, err := apiconn.RESTConfig(c.Kubeconfig, c.WrapTransport)
+		if err != nil {
+			return nil, fmt.Errorf("--events needs the API server (--kubeconfig, or in-cluster): %w", err)
+		}
+		note, stop, err := events.New(rc, c.NodeName, a.log)
+		if err != nil {
+			return nil, err
+		}
+		a.note = note
+		a.closes = append(a.closes, stop)
+	}
+	scfg := serve.Config{NodeName: c.NodeName, Interval: c.Interval, Logger: a.log, Findings: serve.AuditFindings, Demand: c.Demand}
+	if a.auth != nil {
+		scfg.Collectors = append(scfg.Collectors, a.auth) // cgwarden_auth_*
+	}
+	if c.Snapshot != "" {
+		if lister != nil {
+			scfg.Lister = lister
+		}
+		a.Server = serve.New(scfg)
+		return a, c.Feed(ctx, a.Server, lister)
+	}
+	if err = a.completeLive(ctx, lister, &scfg); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// completeLive opens the host, its one scanner and Hub, the metadata
+// source with the VM sizes, and the fixers.
+func (a *Agent) completeLive(ctx context.Context, lister podsource.Lister, scfg *serve.Config) error {
+	c := a.cfg
+	host, err := cgroupfs.OpenHost(c.HostRoot)
+	if err != nil {
+		return err
+	}
+	a.host = host
+	sc, err := inventory.Open(host)
+	if err != nil {
+		return err
+	}
+	if c.Base != "" {
+		sc.Base = c.Base
+	}
+	if !c.FullScans || len(c.Weights) > 0 {
+		if a.hub, err = host.NewHub(); err != nil {
+			return err
+		}
+	}
+	if !c.FullScans {
+		if a.steady, err = inventory.NewSteady(sc, host, inventory.SteadyOptions{Watch: a.hub.Subscribe()}); err != nil {
+			return err
+		}
+		scfg.Collectors = append(scfg.Collectors, serve.SteadyCollector(a.steady))
+	}
+	trust := a.sizeTrust(ctx)
+	scfg.Trust = trust
+	src := &hold.MetaSource{Lister: noPods{}, VMsFile: c.VMsFile, Trust: trust}
+	if lister != nil {
+		src.Lister = lister
+	}
+	if live := a.liveVMs(ctx); live != nil {
+		src.Live = live
+	}
+	scfg.Collectors = append(scfg.Collectors, usageCollector{host})
+	a.Loop = NewLoop(sc, src.Sizes, nil, c.Interval, c.Demand, a.log)
+	a.app = newApplier()
+	a.journal = journal.New(c.JournalDir)
+	if len(c.Weights) > 0 {
+		a.holder, err = hold.New(hold.Config{Host: host, Rules: c.Weights, MaxTierMilliCPU: c.MaxTierMilliCPU, Sizes: src.Sizes,
+			Check: c.SizeCheck, Resync: max(c.Interval, time.Second) * 6, Log: a.log, OnApply: a.applied, Engine: a.engine(),
+			Loop: a.Loop, Watch: a.hub.Subscribe(), Apply: a.app.Do})
+		if err != nil {
+			return err
+		}
+		scfg.Collectors = append(scfg.Collectors, a.holder)
+	}
+	if c.Adopt {
+		a.adoptMetrics = hold.NewAdoptionMetrics() // every result at 0 from the first scrape
+		scfg.Collectors = append(scfg.Collectors, a.adoptMetrics)
+	}
+	a.Server = serve.New(*scfg)
+	a.Loop.srv = a.Server
+	if a.note != nil {
+		note := a.note
+		a.Loop.Subscribe(func(p *Picture) { note.Findings(p.Node, p.Report) })
+	}
+	if c.Adopt {
+		a.adopt = a.engine()
+		a.adoptions = make(chan *Picture, 1)
+		a.Loop.Subscribe(a.offerAdoption)
+	}
+	return nil
+}
+
+// engine is a fix engine of the agent: journaled applies through the host.
+func (a *Agent) engine() *fix.Engine {
+	return &fix.Engine{FS: a.host, JournalDir: a.cfg.JournalDir, Journal: a.journal, Log: a.log.With("component", "fix")}
+}
+
+// sizeTrust starts the live agent's check of which pod sizes it may
+// believe (sizetrust): --trust-size-annotations' namespaces, the size
+// policy and the Node's allocatable CPU, read from the API server when
+// there is one. A pods file given to a live agent is trusted no more
+// than the API: the agent acts on it.
+func (a *Agent) sizeTrust(ctx context.Context) func() metadata.Trust {
+	c := a.cfg
+	ch := &sizetrust.Checker{Node: c.NodeName, Namespaces: c.TrustNamespaces, Log: a.log.With("component", "sizetrust")}
+	if rc, err := apiconn.RESTConfig(c.Kubeconfig, c.WrapTransport); err == nil {
+		if g, err := sizetrust.NewGetter(rc); err == nil {
+			ch.API = g
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	a.closes = append(a.closes, cancel)
+	ch.Refresh(ctx)
+	go ch.Run(ctx)
+	return ch.Trust
+}
+
+// offerAdoption hands the adopter the newest picture (an older one not
+// yet taken is dropped: the adopter plans from the latest).
+func (a *Agent) offerAdoption(p *Picture) {
+	for {
+		select {
+		case a.adoptions <- p:
+			return
+		default:
+		}
+		select {
+		case <-a.adoptions:
+		default:
+		}
+	}
+}
+
+// runAdoption repairs misplaced containers from each picture, on the
+// applier, until ctx ends.
+func (a *Agent) runAdoption(ctx context.Context) {
+	log := a.log.With("component", "adopt")
+	learn := learnHandlers(filepath.Join(a.cfg.JournalDir, nriplugin.LearnedFile), a.adopt, log)
+	for {
+		var p *Picture
+		select {
+		case <-ctx.Done():
+			return
+		case p = <-a.adoptions:
+		}
+		var res *fix.Result
+		var err error
+		a.app.Do(func() {
+			a.adopt.Meta = p.Meta
+			res, err = a.adopt.ApplyScan(p.Node, a.Loop.Places(), fix.Options{Only: []string{plan.RuleMisplaced}})
+		})
+		switch {
+		case err != nil:
+			a.adoptMetrics.Count(hold.AdoptFailed, 0)
+			log.Error("adopting misplaced containers", "err", err)
+		case res.Run != "":
+			moved := 0
+			for _, s := range res.Steps {
+				moved += len(s.Moved)
+			}
+			a.adoptMetrics.Count(hold.AdoptAdopted, moved)
+			log.Info("adopted misplaced containers", "run", res.Run, "operations", len(res.Steps), "processes", moved)
+			a.applied(res)
+			learn(res)
+		default:
+			a.adoptMetrics.Count(hold.AdoptClean, 0)
+		}
+	}
+}
+
+// applied reports an applied fix as Events (when --events).
+func (a *Agent) applied(res *fix.Result) {
+	if a.note == nil {
+		return
+	}
+	var steps []events.Step
+	for _, s := range res.Steps {
+		if s.Note == "" && s.Op.Pod != "" {
+			steps = append(steps, events.Step{Pod: s.Op.Pod, Rule: s.Op.Rule, Description: s.Op.Description})
+		}
+	}
+	a.note.Applied(steps)
+}
+
+// learnHandlers notes in the file at path (read by `cgwarden nri`) the
+// CRI runtime handler of each pod whose misplaced container an adoption
+// moved out of a runtime-literal "<slice>:<prefix>:<id>" cgroup (adoption
+// moves only containers the metadata confirms): that handler's new
+// containers can then be placed right before they start. Pods are looked
+// up in the engine's metadata of the run (the
+// CRI names handlers; other sources leave them unknown, and nothing is
+// learned).
+func learnHandlers(path string, e *fix.Engine, log *slog.Logger) func(*fix.Result) {
+	return func(res *fix.Result) {
+		for _, s := range res.Steps {
+			if s.Note != "" || s.Op.Rule != plan.RuleMisplaced || s.Op.Kind != plan.Move ||
+				!slices.ContainsFunc(s.Op.Pairs, func(p plan.Pair) bool { return nriplugin.LiteralMisplacement(p.Source) }) {
+				continue // only a runtime-literal cgroup is cured by placing the cgroupsPath
+			}
+			p, ok := e.Meta.Pod(s.Op.Pod)
+			if !ok || p.RuntimeHandler == "" {
+				continue
+			}
+			if err := nriplugin.Learn(path, p.RuntimeHandler, time.Now()); err != nil {
+				log.Warn("noting a runtime handler that misplaces containers", "handler", p.RuntimeHandler, "err", err)
+			}
+		}
+	}
+}
+
+// completeAuth builds the kubelet-like authentication of the data
+// endpoints when asked, with HTTPS: the certificate files, else a
+// self-signed certificate (and a warning). Without --authenticate, a
+// listener beyond loopback gets a warning that anyone who reaches it can
+// read the node's figures.
+func (a *Agent) completeAuth() error {
+	c := a.cfg
+	if !c.Authenticate {
+		if c.AllowRemote {
+			a.log.Warn("serving beyond loopback without --authenticate: anyone who can reach " + c.Listen + " reads this node's pod figures")
+		}
+		return nil
+	}
+	rc, err := apiconn.RESTConfig(c.Kubeconfig, c.WrapTransport)
+	if err != nil {
+		return fmt.Errorf("--authenticate needs the API server (--kubeconfig, or in-cluster): %w", err)
+	}
+	rv, err := serve.NewAPIReviewer(rc)
+	if err != nil {
+		return err
+	}
+	if a.tls == nil {
+		host, _, _ := net.SplitHostPort(c.Listen)
+		cert, err := serve.SelfSigned([]string{c.NodeName, host, "127.0.0.1", "localhost"})
+		if err != nil {
+			return err
+		}
+		a.log.Warn("--authenticate without --tls-cert-file: serving HTTPS with a self-signed certificate; clients must skip verification (metrics-server: --kubelet-insecure-tls)")
+		a.tls = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	a.auth = &serve.Auth{Reviewer: rv, Node: c.NodeName, Log: a.log.With("component", "auth")}
+	return nil
+}
+
+// liveVMs watches the cluster's VM objects for --fix when pod metadata
+// comes from the API server: NeonVM's live size then reaches the holder
+// (and what is served) as it changes. nil otherwise (sizes from --vms,
+// the runner's arguments and annotations).
+func (a *Agent) liveVMs(ctx context.Context) *podsource.VMSource {
+	c := a.cfg
+	if !c.fixing() || (c.Metadata != podsource.Kubernetes && c.Metadata != podsource.Auto) {
+		return nil
+	}
+	rc, err := apiconn.RESTConfig(c.Kubeconfig, c.WrapTransport)
+	if err != nil {
+		return nil // no API server: nothing to watch
+	}
+	v, err := podsource.OpenVMs(ctx, rc, a.log)
+	if err != nil {
+		a.log.Warn("not watching VM objects", "err", err)
+		return nil
+	}
+	return v
+}
+
+// Run runs the node loop and the fixers, and serves until ctx ends; then
+// it stops them, waits for them and releases what Complete opened.
+func (a *Agent) Run(ctx context.Context) error {
+	defer a.Close()
+	stop := a.Start(ctx)
+	defer stop()
+	return serve.ServeEndpoints(ctx, a.log, a.endpoints()...)
+}
+
+// Start runs the node loop, the holder, the adopter and the applier in
+// the background; stop ends them and waits (the host can then be closed).
+func (a *Agent) Start(ctx context.Context) (stop func()) {
+	if a.Loop == nil {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	appCtx, stopApp := context.WithCancel(context.Background())
+	var wg, appWG sync.WaitGroup
+	appWG.Go(func() { a.app.run(appCtx) })
+	wg.Go(func() { a.Loop.Run(ctx) })
+	if a.holder != nil {
+		wg.Go(func() {
+			if err := a.holder.Run(ctx); err != nil {
+				a.log.Error("weight holder stopped", "err", err)
+			}
+		})
+	}
+	if a.adopt != nil {
+		wg.Go(func() { a.runAdoption(ctx) })
+	}
+	return func() {
+		cancel()
+		wg.Wait()
+		// Every writer has stopped: the applier can.
+		stopApp()
+		appWG.Wait()
+	}
+}
+
+// endpoints are the listeners: --listen and, with --local-listen, the
+// loopback one for kubectl cgwarden; both behind auth when given (one
+// authenticator: one cache, one cap on reviews).
+func (a *Agent) endpoints() []serve.Endpoint {
+	c := a.cfg
+	handler, local := a.Server.Handler(), a.Server.LocalHandler()
+	if a.auth != nil {
+		handler, local = a.auth.Wrap(handler), a.auth.Wrap(local)
+	}
+	eps := []serve.Endpoint{{Addr: c.Listen, Handler: handler, TLS: a.tls, Attrs: []any{
+		"node", c.NodeName, "metadata", a.source, "interval", c.Interval.String(), "snapshot", c.Snapshot}}}
+	if c.LocalListen != "" {
+		eps = append(eps, serve.Endpoint{Addr: c.LocalListen, Handler: local, Attrs: []any{"serves", "/audit, /inspect (kubectl cgwarden, through pods/portforward)", "authenticated", a.auth != nil}})
+	}
+	return eps
+}
+
+// Close releases what Complete opened (call after Start's stop).
+func (a *Agent) Close() {
+	if a.steady != nil {
+		a.steady.Close()
+	}
+	if a.hub != nil {
+		a.hub.Close()
+	}
+	if a.host != nil {
+		a.host.Close()
+	}
+	if a.journal != nil {
+		a.journal.Close()
+	}
+	for _, f := range a.closes {
+		f()
+	}
+}
+
+// noPods is the lister of an agent without a metadata source.
+type noPods struct{}
+
+func (noPods) Pods(context.Context) ([]metadata.Pod, error) { return nil, nil }
+
+// usageCollector serves what the agent holds open on the host.
+type usageCollector struct{ h hostUsage }
+
+var (
+	descScanners    = prometheus.NewDesc("cgwarden_agent_scanners", "Steady-state scanners the agent keeps on the host (each keeps a cache of open descriptors): 1, whatever --fix asks.", nil, nil)
+	descDescriptors = prometheus.NewDesc("cgwarden_agent_open_descriptors", "Cgroup file descriptors the agent's scanners keep open.", nil, nil)
+	descInotify     = prometheus.NewDesc("cgwarden_agent_inotify_instances", "inotify instances the agent holds: 1 (shared by the scan and the weight holder), 0 with --full-scans and no weight rule.", nil, nil)
+	descWatches     = prometheus.NewDesc("cgwarden_agent_inotify_watches", "inotify watches the agent holds, over every consumer (a path watched by two is one watch).", nil, nil)
+)
+
+func (u usageCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descScanners, descDescriptors, descInotify, descWatches} {
+		ch <- d
+	}
+}
+
+func (u usageCollector) Collect(ch chan<- prometheus.Metric) {
+	n := u.h.Usage()
+	for _, m := range []struct {
+		d *prometheus.Desc
+		v int
+	}{{descScanners, n.Caches}, {descDescriptors, n.Descriptors}, {descInotify, n.Watchers}, {descWatches, n.Watches}} {
+		ch <- prometheus.MustNewConstMetric(m.d, prometheus.GaugeValue, float64(m.v))
+	}
+}

@@ -1,0 +1,188 @@
+package agent_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"path"
+	"regexp"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cgwarden/cgwarden/internal/agent"
+	"github.com/cgwarden/cgwarden/internal/fairness"
+	"github.com/cgwarden/cgwarden/internal/metadata"
+	"github.com/cgwarden/cgwarden/internal/realtest"
+)
+
+// lister is the pods of a VMTree as the test changes them.
+type lister struct {
+	mu   sync.Mutex
+	pods []metadata.Pod
+}
+
+func (l *lister) Pods(context.Context) ([]metadata.Pod, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.pods, nil
+}
+
+func (l *lister) set(p []metadata.Pod) {
+	l.mu.Lock()
+	l.pods = p
+	l.mu.Unlock()
+}
+
+// soak is how long TestAgentFixModeUnderChurn churns: CGWARDEN_AGENT_SOAK
+// (a Go duration) for a longer soak, e.g.
+//
+//	CGWARDEN_REQUIRE_REAL=1 CGWARDEN_AGENT_SOAK=60s go test -race -count=1 -run TestAgentFixModeUnderChurn ./internal/agent/
+func soak(t *testing.T) time.Duration {
+	if v := os.Getenv("CGWARDEN_AGENT_SOAK"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("CGWARDEN_AGENT_SOAK=%q: %v", v, err)
+		}
+		return d
+	}
+	return 20 * time.Second
+}
+
+// TestAgentFixModeUnderChurn runs the agent as `serve --fix=all` runs it
+// (serving, auditing, holding weights and adopting, one node loop) on a
+// live scratch tree while pods and containers are made and removed and
+// the kubelet resets the BestEffort tier's weight; run it with -race. At
+// the end the tier holds the weight of the sizes left, /metrics counts one
+// scanner and one inotify instance (three scanners and four instances
+// before the node loop), and /audit was served from the same scans.
+func TestAgentFixModeUnderChurn(t *testing.T) {
+	s := realtest.NewScratch(t)
+	tree := realtest.NewVMTree(s, 500, 1000, 2000)
+	pods := &lister{}
+	pods.set(tree.Pods())
+	before := s.Host.Usage()
+	o := &agent.Options{Listen: "127.0.0.1:0", Interval: 200 * time.Millisecond, SizeCheck: 50 * time.Millisecond,
+		Fix: []string{"size-blind-weights", "besteffort-starvation", "misplaced-container"}, JournalDir: t.TempDir(),
+		MaxTierCPU: "100", HostRoot: "/", Base: s.Name, Lister: pods, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		// No API server here: the pods' size annotations count only as
+		// --trust-size-annotations=default says (sizetrust).
+		TrustSizes: "default"}
+	cfg, err := o.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := cfg.Complete(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := a.Start(t.Context())
+	stopped := false
+	defer func() {
+		if !stopped {
+			stop()
+			a.Close()
+		}
+	}()
+	tier := realtest.Kube + "/besteffort"
+	target := func() uint64 {
+		sum := uint64(fairness.MinShares)
+		for _, p := range tree.VMs {
+			sum += fairness.MilliCPUToShares(p.MilliCPU)
+		}
+		return tree.PodWeight(sum)
+	}
+	waitTier := func(what string) {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for tree.Weight(tier) != target() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: tier weight %d, want %d", what, tree.Weight(tier), target())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitTier("first plan")
+
+	end := time.Now().Add(soak(t))
+	resets, made := 0, 0
+	for i := 0; time.Now().Before(end); i++ {
+		switch i % 4 {
+		case 0: // a kubelet-style reset of the tier
+			tree.SetWeight(tier, tree.PodWeight(fairness.MinShares))
+			resets++
+		case 1: // a new VM pod
+			tree.AddVM(int64(500 * (1 + i%3)))
+			pods.set(tree.Pods())
+			made++
+		case 2: // a scratch container made and removed in a VM pod
+			rel := path.Join(tree.VMs[len(tree.VMs)-1].Rel, fmt.Sprintf("scratch%d", i))
+			s.Mkdir(rel)
+			time.Sleep(20 * time.Millisecond)
+			for _, p := range s.Points {
+				_ = s.Host.Rmdir(path.Join(p, s.Name, rel))
+			}
+		case 3: // the newest VM pod goes away
+			if len(tree.VMs) > 3 {
+				gone := tree.VMs[len(tree.VMs)-1]
+				tree.VMs = tree.VMs[:len(tree.VMs)-1]
+				pods.set(tree.Pods())
+				for _, rel := range []string{gone.CtrRel, gone.Rel} {
+					for _, p := range s.Points {
+						_ = s.Host.Rmdir(path.Join(p, s.Name, rel))
+					}
+				}
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	waitTier("after churn")
+	t.Logf("%d resets, %d pods made under churn; tier at %d", resets, made, target())
+
+	h := a.Server.Handler()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	metrics := rec.Body.String()
+	for name, want := range map[string]int{"cgwarden_agent_scanners": before.Caches + 1, "cgwarden_agent_inotify_instances": before.Watchers + 1} {
+		m := regexp.MustCompile(`(?m)^` + name + ` (\d+)$`).FindStringSubmatch(metrics)
+		if m == nil {
+			t.Errorf("/metrics lacks %s", name)
+			continue
+		}
+		if got, _ := strconv.Atoi(m[1]); got != want {
+			t.Errorf("%s %d in fix mode, want %d (one for the whole agent)", name, got, want)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^cgwarden_agent_inotify_watches [1-9]`).MatchString(metrics) {
+		t.Error("/metrics counts no inotify watch")
+	}
+	// The adopter ran on the loop's pictures and counted its runs.
+	if !regexp.MustCompile(`(?m)^cgwarden_adoption_runs_total\{result="clean"\} [1-9]`).MatchString(metrics) {
+		t.Error("/metrics counts no clean adoption run")
+	}
+	probe := func(p string) int {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", p, nil))
+		return rec.Code
+	}
+	for _, p := range []string{"/audit", "/healthz", "/readyz"} {
+		if c := probe(p); c != 200 {
+			t.Errorf("%s while the loop runs: %d", p, c)
+		}
+	}
+	stop()
+	a.Close()
+	stopped = true
+	// The probes follow the agent's loop: stopped, it goes stale.
+	time.Sleep(4 * o.Interval)
+	if live, ready := probe("/healthz"), probe("/readyz"); live != 503 || ready != 503 {
+		t.Errorf("%s after the loop stopped: /healthz %d /readyz %d, want 503 503", 4*o.Interval, live, ready)
+	}
+	if u := s.Host.Usage(); u.Caches != before.Caches || u.Watchers != before.Watchers {
+		t.Errorf("after stop: %+v open on the host, %+v before", u, before)
+	}
+}

@@ -1,0 +1,147 @@
+package agent
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cgwarden/cgwarden/internal/metadata"
+	"github.com/cgwarden/cgwarden/internal/plan"
+	"github.com/cgwarden/cgwarden/internal/podsource"
+	"github.com/cgwarden/cgwarden/internal/serve"
+)
+
+// Options are what `cgwarden serve`'s flags say, unchecked.
+type Options struct {
+	Listen, LocalListen string
+	AllowRemote         bool
+	Interval            time.Duration
+	// Metadata is the pod source mode (podsource.Modes).
+	Metadata, CRISocket, Kubeconfig, NodeName string
+	TLSCertFile, TLSKeyFile                   string
+	Authenticate, Events, Demand, FullScans   bool
+
+	// Fix are the rules kept fixed (none: observe only).
+	Fix        []string
+	JournalDir string
+	// MaxTierCPU caps the sizes the BestEffort tier's weight counts (a
+	// CPU quantity; "" for the node's CPUs).
+	MaxTierCPU string
+	SizeCheck  time.Duration
+	// TrustSizes are the namespaces whose size annotations are believed
+	// without the size policy (--trust-size-annotations: comma-separated,
+	// or * for all).
+	TrustSizes string
+
+	HostRoot, PodsFile, VMsFile string
+	// Snapshot names a snapshot served instead of the live host; Feed
+	// feeds it (the command's loader, which knows the embedded examples).
+	Snapshot string
+	Feed     func(ctx context.Context, srv *serve.Server, lister podsource.Lister) error
+
+	// Lister, when set, is the pod source instead of Metadata's (a test's,
+	// or an embedder's).
+	Lister podsource.Lister
+	// Base is the cgroup the scans start from ("" or "/": the whole node;
+	// a test's scratch cgroup).
+	Base string
+
+	Log *slog.Logger
+	// WrapTransport wraps every API client's transport (an
+	// apiconn.Reach's Wrap).
+	WrapTransport func(http.RoundTripper) http.RoundTripper
+}
+
+// Validate checks the options alone.
+func (o *Options) Validate() error {
+	if err := serve.CheckListen(o.Listen, o.AllowRemote); err != nil {
+		return err
+	}
+	if o.LocalListen != "" {
+		if err := serve.CheckLocalListen(o.LocalListen); err != nil {
+			return err
+		}
+	}
+	if o.Interval <= 0 {
+		return fmt.Errorf("--interval must be above 0")
+	}
+	if len(o.Fix) > 0 && o.Snapshot != "" {
+		return fmt.Errorf("--fix changes the live node; it cannot be used with --snapshot")
+	}
+	if _, err := metadata.ParseNamespaces(o.TrustSizes); err != nil {
+		return fmt.Errorf("--trust-size-annotations: %w", err)
+	}
+	return nil
+}
+
+// Config is the checked configuration: flags parsed once.
+type Config struct {
+	Options
+	NodeName string
+	TLS      *tls.Config
+	// Weights are the weight rules the holder holds; Adopt whether
+	// misplaced containers are adopted.
+	Weights         []string
+	Adopt           bool
+	MaxTierMilliCPU int64
+	// TrustNamespaces are TrustSizes parsed.
+	TrustNamespaces string
+}
+
+// Config validates o and parses what needs parsing.
+func (o *Options) Config() (*Config, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	c := &Config{Options: *o, NodeName: serve.NodeName(o.NodeName)}
+	var err error
+	if c.TrustNamespaces, err = metadata.ParseNamespaces(o.TrustSizes); err != nil {
+		return nil, fmt.Errorf("--trust-size-annotations: %w", err)
+	}
+	if c.TLS, err = serve.LoadTLS(o.TLSCertFile, o.TLSKeyFile); err != nil {
+		return nil, err
+	}
+	for _, r := range o.Fix {
+		switch {
+		case r == plan.RuleMisplaced:
+			c.Adopt = true
+		case slices.Contains(plan.Rules, r):
+			c.Weights = append(c.Weights, r)
+		default:
+			return nil, fmt.Errorf("--fix %s: serve keeps fixed only %s", r, strings.Join(plan.Rules, ", "))
+		}
+	}
+	if o.MaxTierCPU != "" {
+		m, err := metadata.Quantity(o.MaxTierCPU)
+		if err != nil || m <= 0 || m > metadata.MaxSizeMilliCPU {
+			return nil, fmt.Errorf("--max-tier-cpu %q: want a CPU quantity above 0 and at most %d CPUs", o.MaxTierCPU, metadata.MaxSizeMilliCPU/1000)
+		}
+		c.MaxTierMilliCPU = m
+	}
+	return c, nil
+}
+
+// fixing reports whether anything is kept fixed.
+func (c *Config) fixing() bool { return len(c.Weights) > 0 || c.Adopt }
+
+// sourceConfig is where pod names come from. A snapshot comes from
+// another node: only a file can name its pods.
+func (c *Config) sourceConfig() podsource.Config {
+	mode := c.Metadata
+	if c.Snapshot != "" && mode == podsource.Auto {
+		mode = podsource.None
+		if c.PodsFile != "" {
+			mode = podsource.File
+		}
+	}
+	return podsource.Config{Mode: mode, CRISocket: c.CRISocket, HostRoot: c.HostRoot,
+		Kubeconfig: c.Kubeconfig, NodeName: c.NodeName, PodsFile: c.PodsFile, WrapTransport: c.WrapTransport}
+}
