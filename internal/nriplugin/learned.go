@@ -196,8 +196,11 @@ type Handlers struct {
 
 	mu      sync.Mutex
 	learned []Learned
-	mtime   time.Time
-	size    int64
+	// seen is the file as last read: Learn replaces the file by rename, so
+	// a new file (a new inode) is a change even when its size and
+	// timestamp are the old one's (two rewrites inside one tick of the
+	// kernel's coarse file clock, with lines of equal length).
+	seen os.FileInfo
 }
 
 // NewHandlers lists fixed, and the handlers in the file at path ("" for
@@ -224,7 +227,8 @@ func (h *Handlers) Listed(handler string) bool {
 	return i >= 0 && h.learned[i].listed(h.now())
 }
 
-// reload reads the learned file when its size or time changed.
+// reload reads the learned file when it was replaced, or its size or time
+// changed.
 func (h *Handlers) reload() {
 	st, err := os.Stat(h.path)
 	if err != nil {
@@ -233,10 +237,10 @@ func (h *Handlers) reload() {
 			return
 		}
 		// No file: nothing learned (yet, or any more).
-		h.learned, h.mtime, h.size = nil, time.Time{}, 0
+		h.learned, h.seen = nil, nil
 		return
 	}
-	if st.ModTime().Equal(h.mtime) && st.Size() == h.size {
+	if h.seen != nil && os.SameFile(st, h.seen) && st.ModTime().Equal(h.seen.ModTime()) && st.Size() == h.seen.Size() {
 		return
 	}
 	got, err := readHandlers(h.path)
@@ -244,7 +248,7 @@ func (h *Handlers) reload() {
 		h.onErr(err)
 		return
 	}
-	h.learned, h.mtime, h.size = got, st.ModTime(), st.Size()
+	h.learned, h.seen = got, st
 }
 
 func readHandlers(path string) ([]Learned, error) {
