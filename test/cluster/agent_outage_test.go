@@ -27,12 +27,14 @@ const outage = 30 * time.Second
 // apiserver stop, then start: the process goes, as in a crash or a
 // control-plane upgrade, and comes back with the same flags and etcd).
 // Meanwhile the agent keeps serving (/metrics/resource and /stats/summary
-// answer a token it checked before), keeps fixing (a container killed
-// during the outage is restarted by the kubelet, which needs no API
-// server for that, and the agent adopts the new one from its last pod
-// list), logs the outage without repeating itself (no message twice in
-// the outage's log), and resyncs after (a pod made after the outage is
-// served by name).
+// answer a token it checked before), trusts nothing it cannot confirm (a
+// container killed during the outage is restarted by the kubelet, which
+// needs no API server for that, into a new literal cgroup whose ID the
+// agent's last pod list does not hold: it is not moved while the API
+// server is away, and is adopted once the kubelet's status names it),
+// logs the outage without repeating itself (no message twice in the
+// outage's log), and resyncs after (a pod made after the outage is served
+// by name).
 func TestAgentRidesOutAPIServerOutage(t *testing.T) {
 	e := cluster(t)
 	ctx := context.Background()
@@ -83,8 +85,10 @@ func TestAgentRidesOutAPIServerOutage(t *testing.T) {
 		}
 	}
 	// Fixing: the container killed, restarted by the kubelet into a new
-	// literal cgroup (found by the pod's UID: no pod status to read now),
-	// and adopted.
+	// literal cgroup (found by the pod's UID: no pod status to read now).
+	// Only its cgroup's name ties it to the pod, and a name is what anyone
+	// with a delegated cgroup can write (issue 21): not moved until the
+	// metadata lists the ID.
 	for _, pid := range procs(filepath.Join(root, "kubepods", "besteffort", "pod"+string(p.UID), id)) {
 		_ = syscall.Kill(atoi(pid), syscall.SIGKILL)
 	}
@@ -103,13 +107,11 @@ func TestAgentRidesOutAPIServerOutage(t *testing.T) {
 	if newID == "" {
 		t.Fatalf("the kubelet did not restart the killed container within %v of the outage", outage-5*time.Second)
 	}
-	at := waitAdopted(t, root, p, newID, agentInterval+adoptionSlack+5*time.Second)
-	t.Logf("during the outage: container killed; restarted by the kubelet %v later (%.12s); adopted %v after its cgroup appeared",
-		seen.Sub(killed).Round(100*time.Millisecond), newID, at.Sub(seen).Round(100*time.Millisecond))
-	if d := at.Sub(seen); d > agentInterval+adoptionSlack {
-		t.Errorf("during the outage, the restarted container was adopted %v after it appeared, want within one interval (%v + %v)", d, agentInterval, adoptionSlack)
-	}
+	t.Logf("during the outage: container killed; restarted by the kubelet %v later (%.12s)", seen.Sub(killed).Round(100*time.Millisecond), newID)
 	time.Sleep(time.Until(down.Add(outage)))
+	if ok, state := adopted(root, p, newID); ok {
+		t.Errorf("during the outage, container %.12s, which the agent's last pod list does not name, was moved into the pod (%s)", newID, state)
+	}
 	for _, path := range []string{"/metrics/resource", "/stats/summary"} {
 		if code, body := get(path); code != 200 {
 			t.Errorf("late in the outage, GET %s: %d %.200s", path, code, body)
@@ -122,6 +124,12 @@ func TestAgentRidesOutAPIServerOutage(t *testing.T) {
 	back := time.Now()
 	t.Logf("API server down %v in all (stopped for %v, then %v to start and be ready)", back.Sub(down).Round(100*time.Millisecond),
 		upAt.Sub(down).Round(100*time.Millisecond), back.Sub(upAt).Round(100*time.Millisecond))
+
+	// Confirmed: the kubelet's status names the new ID, the agent's
+	// informer sees it (client-go relists after its back-off, up to 30 s
+	// after failures), and the next scan adopts it.
+	at := waitAdopted(t, root, p, newID, 60*time.Second+agentInterval+adoptionSlack)
+	t.Logf("the restarted container adopted %v after the API server was back", at.Sub(back).Round(100*time.Millisecond))
 
 	// Resync: a pod made after the outage is served by its name (names come
 	// from the agent's pod informer).
