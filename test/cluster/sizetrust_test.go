@@ -46,10 +46,16 @@ type auditSizes struct {
 }
 
 // agentSizes reads the sizes of the agent's served audit (its loopback
-// listener, unauthenticated, on the host network).
-func agentSizes() (*auditSizes, string, error) {
+// listener on the host network, behind the same authentication as the
+// agent's port: tok must be allowed nodes/stats).
+func agentSizes(tok string) (*auditSizes, string, error) {
 	c := &http.Client{Timeout: 10 * time.Second}
-	resp, err := c.Get("http://127.0.0.1:9531/audit")
+	req, err := http.NewRequest("GET", "http://127.0.0.1:9531/audit", nil)
+	if err != nil {
+		return nil, "", err
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := c.Do(req)
 	if err != nil {
 		return nil, "", err
 	}
@@ -192,8 +198,9 @@ func TestSizePolicy(t *testing.T) {
 	alloc := node.Status.Allocatable.Cpu().MilliValue()
 	importAgentImage(t)
 	e.installAgent(t, "testdata/agent-fix-noflag")
+	tok := e.nodeReaderToken(t, ns, "audit-reader", "nodes/stats")
 	poll(t, 90*time.Second, "the agent's audit: the sizer's 64 CPUs capped at allocatable", func() (bool, string, error) {
-		s, state, err := agentSizes()
+		s, state, err := agentSizes(tok)
 		if err != nil || s == nil {
 			return false, fmt.Sprint(state, err), nil
 		}
@@ -242,8 +249,9 @@ func TestAgentIgnoresUntrustedSizes(t *testing.T) {
 	}
 	importAgentImage(t)
 	e.installAgent(t, "testdata/agent-fix-noflag")
+	tok := e.nodeReaderToken(t, ns, "audit-reader", "nodes/stats")
 	poll(t, 90*time.Second, "the agent's audit: both sizes ignored, with their reasons", func() (bool, string, error) {
-		s, state, err := agentSizes()
+		s, state, err := agentSizes(tok)
 		if err != nil || s == nil {
 			return false, fmt.Sprint(state, err), nil
 		}
