@@ -120,9 +120,9 @@ func (o *Options) Config() (*Config, error) {
 		}
 	}
 	if o.MaxTierCPU != "" {
-		m, err := metadata.Quantity(o.MaxTierCPU)
-		if err != nil || m <= 0 || m > metadata.MaxSizeMilliCPU {
-			return nil, fmt.Errorf("--max-tier-cpu %q: want a CPU quantity above 0 and at most %d CPUs", o.MaxTierCPU, metadata.MaxSizeMilliCPU/1000)
+		m, err := metadata.TierCPU(o.MaxTierCPU)
+		if err != nil {
+			return nil, err
 		}
 		c.MaxTierMilliCPU = m
 	}

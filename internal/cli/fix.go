@@ -33,9 +33,9 @@ func (f *fixFlags) options() (fix.Options, error) {
 		}
 	}
 	if f.maxTierCPU != "" {
-		m, err := metadata.Quantity(f.maxTierCPU)
-		if err != nil || m <= 0 || m > metadata.MaxSizeMilliCPU {
-			return o, fmt.Errorf("--max-tier-cpu %q: want a CPU quantity above 0 and at most %d CPUs", f.maxTierCPU, metadata.MaxSizeMilliCPU/1000)
+		m, err := metadata.TierCPU(f.maxTierCPU)
+		if err != nil {
+			return o, err
 		}
 		o.MaxTierMilliCPU = m
 	}

@@ -241,6 +241,16 @@ var (
 	hugeExponentJSON = regexp.MustCompile(`(?:"|[:\[,]\s*)[+-]?[0-9.]+[eE][-+]?[0-9]{4,}(?:"|\s*[,\]}])`)
 )
 
+// TierCPU parses --max-tier-cpu (serve and fix alike): a CPU quantity above
+// 0 and at most MaxSizeMilliCPU, in milli-CPU.
+func TierCPU(s string) (int64, error) {
+	m, err := Quantity(s)
+	if err != nil || m <= 0 || m > MaxSizeMilliCPU {
+		return 0, fmt.Errorf("--max-tier-cpu %q: want a CPU quantity above 0 and at most %d CPUs", s, MaxSizeMilliCPU/1000)
+	}
+	return m, nil
+}
+
 // Quantity parses a CPU quantity ("250m", "0.25", "4") into milli-CPU.
 func Quantity(s string) (int64, error) {
 	if len(s) > 64 || hugeExponent.MatchString(s) {
