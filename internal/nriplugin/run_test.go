@@ -2,8 +2,10 @@ package nriplugin
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	nri "github.com/containerd/nri/pkg/adaptation"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // runtimeSide is NRI's own runtime half (what containerd and CRI-O embed),
@@ -139,5 +142,50 @@ func TestOptionsValidate(t *testing.T) {
 		if err := o.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want an error with %q", c.name, err, c.want)
 		}
+	}
+}
+
+// TestMetricsListenerLetsStalledClientsGo: a client that opens a
+// connection to /metrics and sends half a request is disconnected once
+// the header timeout passes (set short here), while a whole request is
+// answered; without a header timeout the connection would stay open until
+// the test's own deadline.
+func TestMetricsListenerLetsStalledClientsGo(t *testing.T) {
+	saved := metricsTimeouts
+	t.Cleanup(func() { metricsTimeouts = saved })
+	metricsTimeouts.readHeader = 200 * time.Millisecond
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	stop, err := serveMetrics(addr, prometheus.NewRegistry(), nil, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	resp, err := http.Get("http://" + addr + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/healthz: %s", resp.Status)
+	}
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("GET /metrics HTTP/1.1\r\nHost: x\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	// Far beyond the header timeout: a server without one keeps waiting.
+	_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	_, err = io.ReadAll(c)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatal("the listener kept a stalled client's connection open for 20 s")
 	}
 }
