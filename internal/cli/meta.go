@@ -52,20 +52,29 @@ func LoadMeta(o *Options) (*metadata.Set, error) {
 	if err != nil {
 		return nil, err
 	}
-	if o.VMsFile == "" {
-		return meta, nil
+	if err := applyVMsFile(meta, o.VMsFile); err != nil {
+		return nil, err
+	}
+	return meta, nil
+}
+
+// applyVMsFile ties the VM sizes of the --vms file (none when "") to the
+// pods of meta.
+func applyVMsFile(meta *metadata.Set, path string) error {
+	if path == "" {
+		return nil
 	}
 	if meta == nil {
-		return nil, fmt.Errorf("--vms needs pod metadata (--pods, or a CRI socket or API server --metadata reaches): a VM's size is tied to its pod by the pod's labels")
+		return fmt.Errorf("--vms needs pod metadata (--pods, or a CRI socket or API server --metadata reaches): a VM's size is tied to its pod by the pod's labels")
 	}
-	vms, err := metadata.ReadVMsFile(o.VMsFile)
+	vms, err := metadata.ReadVMsFile(path)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for _, vm := range meta.ApplyVMs(vms) {
 		slog.Debug("VM without a pod in the pod metadata", "vm", vm.Namespace+"/"+vm.Name, "kind", vm.Kind)
 	}
-	return meta, nil
+	return nil
 }
 
 // podMetadata reads the pods from the source --metadata chooses. A

@@ -96,7 +96,7 @@ func (so *serveOptions) agentOptions(o *Options) *agent.Options {
 	a.Interval, a.SizeCheck = time.Duration(so.interval), time.Duration(so.check)
 	a.HostRoot, a.PodsFile, a.VMsFile, a.Snapshot = o.HostRoot, o.PodsFile, o.VMsFile, o.Snapshot
 	a.Feed = func(ctx context.Context, srv *serve.Server, lister podsource.Lister) error {
-		return feedSnapshot(ctx, srv, o.Snapshot, lister)
+		return feedSnapshot(ctx, srv, o.Snapshot, lister, o.VMsFile)
 	}
 	if a.Log == nil {
 		a.Log = slog.Default()
@@ -134,8 +134,9 @@ func watchAPI(log *slog.Logger) func(http.RoundTripper) http.RoundTripper {
 }
 
 // feedSnapshot serves a snapshot: its samples are fed in order, so a
-// two-sample snapshot gives rates; nothing is rescanned afterwards.
-func feedSnapshot(ctx context.Context, srv *serve.Server, name string, lister podsource.Lister) error {
+// two-sample snapshot gives rates; nothing is rescanned afterwards. The
+// VMs file's sizes (--vms) are tied to the pods, as audit does.
+func feedSnapshot(ctx context.Context, srv *serve.Server, name string, lister podsource.Lister, vmsFile string) error {
 	snap, err := LoadSnapshot(name)
 	if err != nil {
 		return err
@@ -151,6 +152,9 @@ func feedSnapshot(ctx context.Context, srv *serve.Server, name string, lister po
 		} else {
 			meta = metadata.NewSet(pods)
 		}
+	}
+	if err := applyVMsFile(meta, vmsFile); err != nil {
+		return err
 	}
 	if err := srv.FeedSamples(snap.Samples, meta); err != nil {
 		return fmt.Errorf("snapshot: %w", err)

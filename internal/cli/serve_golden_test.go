@@ -6,7 +6,9 @@ import (
 	"log/slog"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -63,4 +65,85 @@ func TestServeDefaultsMatchGolden(t *testing.T) {
 			t.Errorf("%s served with serve's defaults differs from internal/serve/testdata/golden/%s:\n%s", c.url, c.golden, got)
 		}
 	}
+}
+
+// TestServedAuditCarriesVMSizes: serve on seed 000 (the EKS node whose
+// NeonVM runner pods the kubelet weighs as BestEffort) with its pods and
+// VMs files: the served /metrics and /audit carry the VMs' live sizes
+// (spec.guest.cpus.use, which NeonVM's autoscaler moves away from the size
+// the runner pod was started with) from the one metadata view the weight
+// holder of `serve --fix` uses. The declared cores served differ from
+// those served without the VMs file, so the VMs' sizes, not only the
+// runners' own arguments, reach what is served; goldens in
+// testdata/golden.
+func TestServedAuditCarriesVMSizes(t *testing.T) {
+	serve := func(vms string) map[string]string {
+		t.Helper()
+		o := &Options{}
+		so := newServeOptions()
+		so.addFlags(pflag.NewFlagSet("serve", pflag.ContinueOnError), o) // sets every flag's default
+		o.Snapshot, o.PodsFile, o.VMsFile = "example:seed-000-eks-neonvm", seed000+".pods.json", vms
+		ao := so.agentOptions(o)
+		ao.NodeName, ao.Log = "eks-node", slog.New(slog.NewTextHandler(io.Discard, nil))
+		cfg, err := ao.Config()
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := cfg.Complete(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a.Close()
+		out := map[string]string{}
+		for _, url := range []string{"/metrics", "/audit"} {
+			rec := httptest.NewRecorder()
+			a.Server.Handler().ServeHTTP(rec, httptest.NewRequest("GET", url, nil))
+			if rec.Code != 200 {
+				t.Fatalf("%s: %d %s", url, rec.Code, rec.Body)
+			}
+			var keep []string
+			for _, l := range strings.Split(rec.Body.String(), "\n") {
+				if !volatile.MatchString(l) {
+					keep = append(keep, l)
+				}
+			}
+			out[url] = strings.Join(keep, "\n")
+		}
+		return out
+	}
+	declared := func(metrics string) (lines []string) {
+		for _, l := range strings.Split(metrics, "\n") {
+			if strings.HasPrefix(l, "cgwarden_pod_cpu_declared_cores{") {
+				lines = append(lines, l)
+			}
+		}
+		return lines
+	}
+	with, without := serve(seed000+".vms.json"), serve("")
+	if len(declared(with["/metrics"])) == 0 {
+		t.Error("/metrics serves no cgwarden_pod_cpu_declared_cores with the VMs file")
+	}
+	if with["/audit"] == without["/audit"] {
+		t.Error("/audit is the same with and without the VMs file: the VMs' sizes do not reach it")
+	}
+	// NeonVM's autoscaler moved compute-green-meadow from the 4 CPUs its
+	// runner was started with (-vmspec) to 2: the served size follows.
+	b, err := os.ReadFile(seed000 + ".vms.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := strings.Replace(string(b), `"use": "4"`, `"use": "2"`, 1)
+	if moved == string(b) {
+		t.Fatal(`the seed's VMs file has no "use": "4" to move`)
+	}
+	p := filepath.Join(t.TempDir(), "vms.json")
+	if err := os.WriteFile(p, []byte(moved), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := `cgwarden_pod_cpu_declared_cores{namespace="default",pod="compute-green-meadow-90412257-fec64",uid="77bce43d-ba38-441d-a05c-9521046406c9"} 2`
+	if got := declared(serve(p)["/metrics"]); !slices.Contains(got, want) {
+		t.Errorf("after the VM's use moved to 2, /metrics serves:\n%s\nwant the line\n%s", strings.Join(got, "\n"), want)
+	}
+	golden(t, "serve-seed-000-vms.metrics.txt", []byte(with["/metrics"]))
+	golden(t, "serve-seed-000-vms.audit.json", []byte(with["/audit"]))
 }

@@ -24,7 +24,7 @@ func TestServeReportsAreTheCommandsJSON(t *testing.T) {
 func serveReportsAreTheCommandsJSON(t *testing.T, demand bool) {
 	const snap = "example:seed-003-k3s-spin"
 	s := serve.New(serve.Config{NodeName: "k3s-node", Demand: demand})
-	if err := feedSnapshot(t.Context(), s, snap, nil); err != nil {
+	if err := feedSnapshot(t.Context(), s, snap, nil, ""); err != nil {
 		t.Fatal(err)
 	}
 	var inspectFlags []string
