@@ -145,6 +145,7 @@ func (a *Agent) completeLive(ctx context.Context, lister podsource.Lister, scfg 
 	}
 	if live := a.liveVMs(ctx); live != nil {
 		src.Live = live
+		scfg.Collectors = append(scfg.Collectors, vmWatchCollector{live})
 	}
 	scfg.Collectors = append(scfg.Collectors, usageCollector{host})
 	a.Loop = NewLoop(sc, src.Sizes, nil, c.Interval, c.Demand, a.log)
@@ -329,11 +330,12 @@ func (a *Agent) completeAuth() error {
 	return nil
 }
 
-// liveVMs watches the cluster's VM objects for --fix when pod metadata
-// comes from the API server: NeonVM's live size then reaches the holder
+// liveVMs watches, for --fix when pod metadata comes from the API server,
+// the VM objects that this node's pods reference (one watch per VM, none
+// on the cluster's other VMs): NeonVM's live size then reaches the holder
 // (and what is served) as it changes. nil otherwise (sizes from --vms,
 // the runner's arguments and annotations).
-func (a *Agent) liveVMs(ctx context.Context) *podsource.VMSource {
+func (a *Agent) liveVMs(ctx context.Context) *podsource.VMWatches {
 	c := a.cfg
 	if !c.fixing() || (c.Metadata != podsource.Kubernetes && c.Metadata != podsource.Auto) {
 		return nil
@@ -342,11 +344,12 @@ func (a *Agent) liveVMs(ctx context.Context) *podsource.VMSource {
 	if err != nil {
 		return nil // no API server: nothing to watch
 	}
-	v, err := podsource.OpenVMs(ctx, rc, a.log)
+	v, err := podsource.OpenVMWatches(ctx, rc, a.log)
 	if err != nil {
 		a.log.Warn("not watching VM objects", "err", err)
 		return nil
 	}
+	a.closes = append(a.closes, v.Close)
 	return v
 }
 
@@ -429,6 +432,17 @@ func (a *Agent) Close() {
 type noPods struct{}
 
 func (noPods) Pods(context.Context) ([]metadata.Pod, error) { return nil, nil }
+
+// vmWatchCollector serves how many VM objects the agent watches.
+type vmWatchCollector struct{ v *podsource.VMWatches }
+
+var descVMWatches = prometheus.NewDesc("cgwarden_agent_vm_watches", "VM objects (NeonVM VirtualMachines, KubeVirt VMIs) the agent watches, one list+watch on the API server each: those its node's pods reference, none other.", nil, nil)
+
+func (w vmWatchCollector) Describe(ch chan<- *prometheus.Desc) { ch <- descVMWatches }
+
+func (w vmWatchCollector) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(descVMWatches, prometheus.GaugeValue, float64(w.v.Watches()))
+}
 
 // usageCollector serves what the agent holds open on the host.
 type usageCollector struct{ h hostUsage }

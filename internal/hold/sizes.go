@@ -3,9 +3,7 @@ package hold
 import (
 	"context"
 	"os"
-	"slices"
 	"sync"
-	"time"
 
 	"github.com/cgwarden/cgwarden/internal/metadata"
 )
@@ -19,26 +17,29 @@ type Lister interface {
 // VMs file (`kubectl get virtualmachines.vm.neon.tech -A -o json`, VMIs)
 // is read again whenever it changes, so a VM's live size (NeonVM's
 // spec.guest.cpus.use, which its autoscaler moves) is a new target. The
-// set is rebuilt only when the pods or the VMs changed.
+// set is rebuilt only when the pods, the VMs or the trust changed; with
+// an informer lister and Live that is a pointer and a number compared per
+// call.
 type MetaSource struct {
 	Lister  Lister
 	VMsFile string
-	// Live lists the cluster's VM objects (a dynamic informer on NeonVM
-	// VirtualMachines and KubeVirt VMIs); may be nil.
+	// Live reads the VM objects the node's pods reference
+	// (podsource.VMWatches: one watch per VM); may be nil. Track is
+	// called with the pods whenever the lister's slice changes; VMs
+	// returns the VMs read and a generation that changes with them.
 	Live interface {
-		VMs() []metadata.VM
-		Refresh()
+		Track(pods []metadata.Pod)
+		VMs() ([]metadata.VM, uint64)
 	}
 	// Trust says which declared sizes to believe (sizetrust.Checker's
 	// Trust); nil keeps the Set's default, for pods the operator handed
 	// in (a pods file).
 	Trust func() metadata.Trust
-	// refreshed is when Live last looked for VM kinds that appeared.
-	refreshed time.Time
-	trust     metadata.Trust
-	live      []metadata.VM
 
 	mu      sync.Mutex
+	trust   metadata.Trust
+	live    []metadata.VM
+	liveGen uint64
 	vms     []metadata.VM
 	vmStamp [2]int64
 	pods    []metadata.Pod
@@ -53,17 +54,17 @@ func (m *MetaSource) Sizes(ctx context.Context) (*metadata.Set, error) {
 	if err != nil {
 		return nil, err
 	}
+	podsChanged := m.set == nil || !samePods(pods, m.pods)
 	vmsChanged, err := m.readVMs()
 	if err != nil {
 		return nil, err
 	}
 	if m.Live != nil {
-		if time.Since(m.refreshed) > time.Minute {
-			m.Live.Refresh() // a VM CRD installed after the agent started
-			m.refreshed = time.Now()
+		if podsChanged {
+			m.Live.Track(pods)
 		}
-		if live := m.Live.VMs(); !slices.Equal(live, m.live) {
-			m.live, vmsChanged = live, true
+		if live, gen := m.Live.VMs(); m.set == nil || gen != m.liveGen {
+			m.live, m.liveGen, vmsChanged = live, gen, true
 		}
 	}
 	trustChanged := false
@@ -72,7 +73,7 @@ func (m *MetaSource) Sizes(ctx context.Context) (*metadata.Set, error) {
 			m.trust, trustChanged = t, true
 		}
 	}
-	if m.set != nil && !vmsChanged && !trustChanged && samePods(pods, m.pods) {
+	if !podsChanged && !vmsChanged && !trustChanged {
 		return m.set, nil
 	}
 	set := metadata.NewSet(pods)

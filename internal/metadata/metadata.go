@@ -12,9 +12,11 @@ type Pod struct {
 	Namespace string
 	// QoS is the kubelet's class in tier naming: guaranteed, burstable,
 	// besteffort ("" when unknown).
-	QoS        string
-	StartTime  time.Time
-	Labels     map[string]string
+	QoS       string
+	StartTime time.Time
+	Labels    map[string]string
+	// Annotation holds the pod's cgwarden.io/ annotations (from the API
+	// server: OwnAnnotations), or all its sandbox's (from the CRI).
 	Annotation map[string]string
 	// RequestMilliCPU and LimitMilliCPU sum the containers' CPU requests
 	// and limits (plus pod overhead); nil when unknown, 0 when none.

@@ -69,7 +69,7 @@ func ReadPodsFile(name string) ([]Pod, error) {
 func FromAPI(k *corev1.Pod) Pod {
 	p := Pod{
 		UID: string(k.UID), Name: k.Name, Namespace: k.Namespace,
-		Labels: k.Labels, Annotation: k.Annotations,
+		Labels: k.Labels, Annotation: OwnAnnotations(k.Annotations),
 		QoS: tierName(k.Status.QOSClass),
 	}
 	if k.Status.StartTime != nil {
@@ -111,6 +111,23 @@ func FromAPI(k *corev1.Pod) Pod {
 		p.Containers = append(p.Containers, c)
 	}
 	return p
+}
+
+// OwnAnnotations keeps of a pod's annotations the cgwarden.io/ ones, the
+// only ones cgwarden reads (AnnotationCPU, the VM container's); nil when
+// there are none. Others (kubectl's last-applied-configuration among them)
+// can be kilobytes a pod.
+func OwnAnnotations(a map[string]string) map[string]string {
+	var out map[string]string
+	for k, v := range a {
+		if strings.HasPrefix(k, "cgwarden.io/") {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // podRequestMilliCPU is the pod's CPU request as the kubelet computes it

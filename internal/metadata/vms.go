@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -49,6 +50,39 @@ func VMOf(p *Pod) (kind, name string, ok bool) {
 		return "KubeVirt VMI", v, true
 	}
 	return "", "", false
+}
+
+// VMRef names one VM object a pod depends on for its size: kind as in
+// VM.Kind ("neonvm", "kubevirt"), the pod's namespace, the object's name.
+type VMRef struct {
+	Kind, Namespace, Name string
+}
+
+// VMRefs lists the VM objects whose sizes bear on pod p, the ones the
+// agent must read to size it as the VM objects it would match (ApplyVMs,
+// Origin): the NeonVM VirtualMachine its vm.neon.tech/name label names,
+// the NeonVM VirtualMachine that owns it (a runner's -vmspec is believed
+// only when that owner exists), and the KubeVirt VMI its
+// kubevirt.io/domain label names. Sorted, without repeats; nil for a pod
+// that runs no VM.
+func VMRefs(p *Pod) []VMRef {
+	var out []VMRef
+	if v := p.Labels[LabelNeonVM]; v != "" {
+		out = append(out, VMRef{"neonvm", p.Namespace, v})
+	}
+	if o := p.neonVMOwner(); o != nil {
+		out = append(out, VMRef{"neonvm", p.Namespace, o.Name})
+	}
+	if v := p.Labels[LabelKubeVirt]; v != "" {
+		out = append(out, VMRef{"kubevirt", p.Namespace, v})
+	}
+	if len(out) < 2 {
+		return out
+	}
+	slices.SortFunc(out, func(a, b VMRef) int {
+		return strings.Compare(a.Kind+"/"+a.Name, b.Kind+"/"+b.Name)
+	})
+	return slices.Compact(out)
 }
 
 // ParseVMs reads `kubectl get virtualmachines.vm.neon.tech -A -o json`,

@@ -5,6 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -29,12 +34,20 @@ type PodWatcher interface {
 	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 }
 
-// KubeSource lists this node's pods from an informer's cache: one watch
-// on the API server, however often the agent scans.
+// KubeSource lists this node's pods from an informer: one watch on the
+// API server, however often the agent scans. The informer keeps slim pods
+// (SlimPod); its events update a map of converted pods, and Pods returns
+// the same slice until an event changed one (so a caller can tell "no
+// change" by the slice alone, as hold.MetaSource does).
 type KubeSource struct {
-	store  cache.Store
 	synced cache.InformerSynced
 	stop   context.CancelFunc
+
+	mu    sync.Mutex
+	byUID map[types.UID]metadata.Pod
+	// list is what Pods returns, rebuilt from byUID when dirty.
+	list  []metadata.Pod
+	dirty bool
 }
 
 // ErrNotSynced is returned with a source whose first list did not complete
@@ -98,9 +111,23 @@ func NewKubernetes(ctx context.Context, pods PodWatcher, node string, timeout ti
 	// pods are a small list, and every API server (and client-go's fake)
 	// serves list+watch, whatever its feature gates.
 	inf := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, listThenWatch{}), &corev1.Pod{}, 0, cache.Indexers{})
+	if err := inf.SetTransform(SlimPod); err != nil {
+		return nil, err
+	}
+	k := &KubeSource{byUID: map[types.UID]metadata.Pod{}, list: []metadata.Pod{}}
+	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    k.set,
+		UpdateFunc: func(_, obj any) { k.set(obj) },
+		DeleteFunc: k.unset,
+	})
+	if err != nil {
+		return nil, err
+	}
 	ictx, stop := context.WithCancel(ctx)
 	go inf.Run(ictx.Done())
-	k := &KubeSource{store: inf.GetStore(), synced: inf.HasSynced, stop: stop}
+	// Synced once the first list has reached the handler, not only the
+	// store: Pods reads what the handler wrote.
+	k.synced, k.stop = reg.HasSynced, stop
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if !cache.WaitForCacheSync(wctx.Done(), k.synced) {
@@ -109,24 +136,60 @@ func NewKubernetes(ctx context.Context, pods PodWatcher, node string, timeout ti
 	return k, nil
 }
 
+// set records an added or updated pod; a pod whose metadata did not
+// change (a status condition, a resourceVersion) leaves the list as it is.
+func (k *KubeSource) set(obj any) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	m := metadata.FromAPI(p)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if old, ok := k.byUID[p.UID]; ok && reflect.DeepEqual(old, m) {
+		return
+	}
+	k.byUID[p.UID], k.dirty = m, true
+}
+
+func (k *KubeSource) unset(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if _, ok := k.byUID[p.UID]; ok {
+		delete(k.byUID, p.UID)
+		k.dirty = true
+	}
+}
+
 // listThenWatch tells the reflector not to use streaming lists.
 type listThenWatch struct{}
 
 func (listThenWatch) IsWatchListSemanticsUnSupported() bool { return true }
 
-// Pods implements Lister.
+// Pods implements Lister. The slice is shared: callers must not change
+// it. It is the same slice until a pod's metadata changes.
 func (k *KubeSource) Pods(context.Context) ([]metadata.Pod, error) {
 	if !k.synced() {
 		return nil, ErrNotSynced
 	}
-	items := k.store.List()
-	out := make([]metadata.Pod, 0, len(items))
-	for _, obj := range items {
-		if p, ok := obj.(*corev1.Pod); ok {
-			out = append(out, metadata.FromAPI(p))
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.dirty {
+		list := make([]metadata.Pod, 0, len(k.byUID))
+		for _, p := range k.byUID {
+			list = append(list, p)
 		}
+		slices.SortFunc(list, func(a, b metadata.Pod) int { return strings.Compare(a.UID, b.UID) })
+		k.list, k.dirty = list, false
 	}
-	return out, nil
+	return k.list, nil
 }
 
 // podClient lists and watches pods in all namespaces over REST, with a

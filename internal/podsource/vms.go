@@ -6,101 +6,445 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/cgwarden/cgwarden/internal/metadata"
 )
 
-// The VM objects whose sizes cgwarden reads: NeonVM VirtualMachines (their
-// spec.guest.cpus.use moves under NeonVM's autoscaler) and KubeVirt
-// VirtualMachineInstances.
-var vmResources = []schema.GroupVersionResource{
-	{Group: "vm.neon.tech", Version: "v1", Resource: "virtualmachines"},
-	{Group: "kubevirt.io", Version: "v1", Resource: "virtualmachineinstances"},
+// The VM objects whose sizes cgwarden reads, by metadata.VM.Kind: NeonVM
+// VirtualMachines (their spec.guest.cpus.use moves under NeonVM's
+// autoscaler) and KubeVirt VirtualMachineInstances.
+var vmResources = map[string]schema.GroupVersionResource{
+	"neonvm":   {Group: "vm.neon.tech", Version: "v1", Resource: "virtualmachines"},
+	"kubevirt": {Group: "kubevirt.io", Version: "v1", Resource: "virtualmachineinstances"},
 }
 
-// VMSource keeps the cluster's VM objects in informer caches, for the kinds
-// whose CRDs exist; a kind whose CRD appears later is picked up by Refresh.
-type VMSource struct {
-	dyn     dynamic.Interface
-	disc    discovery.DiscoveryInterface
-	log     *slog.Logger
-	watched map[schema.GroupVersionResource]cache.SharedIndexInformer
-	ctx     context.Context
+// Discovery of a VM kind the API server does not serve is retried after
+// discoveryFirst, then twice as long each time up to discoveryMax.
+const (
+	discoveryFirst = 15 * time.Second
+	discoveryMax   = 10 * time.Minute
+)
+
+// VMWatches keeps the VM objects that this node's pods reference, each
+// with a watch of its own — the kubelet's way with the Secrets and
+// ConfigMaps its pods use (pkg/kubelet/util/manager, watch_based_manager):
+// one list+watch per object, in the pod's namespace with the field
+// selector metadata.name=<name>, counted by the pods that reference it,
+// started with the first reference and stopped with the last. An agent's
+// VM traffic and memory then grow with its own node's VMs, not the
+// cluster's: a VM's size change reaches the agents of the nodes that run
+// it, no other.
+//
+// KubeVirt VMIs are watched the same way rather than by their
+// kubevirt.io/nodeName label: a migrating VMI has a virt-launcher pod on
+// the target node while its label still names the source, and one
+// mechanism for both kinds is one to test.
+//
+// Track (called with the node's pods when they change) sets the
+// references; VMs returns the VMs read so far and a generation that
+// changes with them. Discovery of a kind runs only once a pod references
+// a VM of it, in a goroutine of its own (never under a lock Track or VMs
+// take), and a kind the API server does not serve is looked for again
+// with a backoff up to 10 minutes.
+type VMWatches struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	log    *slog.Logger
+	// watch starts the watch of one VM object, feeding it to sink; stop
+	// ends it. disc says whether the API server serves a kind's resource.
+	watch func(ctx context.Context, ref metadata.VMRef, sink vmSink)
+	disc  func(gvr schema.GroupVersionResource) (bool, error)
+	// poke wakes the discovery goroutine.
+	poke chan struct{}
+
+	mu sync.Mutex
+	// pods are the references of each pod, by UID.
+	pods  map[string][]metadata.VMRef
+	items map[metadata.VMRef]*vmItem
+	// served are the kinds discovery found.
+	served map[string]bool
+	gen    uint64
+	// list is what VMs returns, rebuilt when listGen falls behind gen.
+	list    []metadata.VM
+	listGen uint64
 }
 
-// OpenVMs starts informers on the VM kinds the API server serves (none is
-// not an error: VMs then come only from files and pod annotations).
-func OpenVMs(ctx context.Context, rc *rest.Config, log *slog.Logger) (*VMSource, error) {
+// vmItem is one referenced VM object.
+type vmItem struct {
+	refs int
+	// stop ends its watch; nil while its kind is not served.
+	stop context.CancelFunc
+	vm   *metadata.VM
+}
+
+// vmSink receives one watched object's state: set with the object as
+// read, unset when it is gone.
+type vmSink interface {
+	set(obj map[string]any)
+	unset()
+}
+
+// OpenVMWatches returns VMWatches reading from the API server of rc. It
+// watches nothing until Track names VMs.
+func OpenVMWatches(ctx context.Context, rc *rest.Config, log *slog.Logger) (*VMWatches, error) {
 	dyn, err := dynamic.NewForConfig(rc)
 	if err != nil {
 		return nil, err
 	}
-	// Discovery runs again while serving: it must not hang on an API
-	// server that went away.
+	// Discovery must not hang on an API server that went away.
 	dc := rest.CopyConfig(rc)
 	dc.Timeout = 10 * time.Second
 	disc, err := discovery.NewDiscoveryClientForConfig(dc)
 	if err != nil {
 		return nil, err
 	}
+	return newVMWatches(ctx, log, dynamicWatch(dyn), serves(disc)), nil
+}
+
+func newVMWatches(ctx context.Context, log *slog.Logger, watch func(context.Context, metadata.VMRef, vmSink), disc func(schema.GroupVersionResource) (bool, error)) *VMWatches {
 	if log == nil {
 		log = slog.Default()
 	}
-	v := &VMSource{dyn: dyn, disc: disc, log: log.With("component", "vms"), watched: map[schema.GroupVersionResource]cache.SharedIndexInformer{}, ctx: ctx}
-	v.Refresh()
-	return v, nil
+	ctx, cancel := context.WithCancel(ctx)
+	v := &VMWatches{ctx: ctx, cancel: cancel, log: log.With("component", "vms"), watch: watch, disc: disc, poke: make(chan struct{}, 1),
+		pods: map[string][]metadata.VMRef{}, items: map[metadata.VMRef]*vmItem{}, served: map[string]bool{}, list: []metadata.VM{}}
+	go v.discover()
+	return v
 }
 
-// Refresh starts an informer for each VM kind whose CRD has appeared.
-func (v *VMSource) Refresh() {
-	for _, gvr := range vmResources {
-		if _, ok := v.watched[gvr]; ok {
+// Close stops every watch and the discovery.
+func (v *VMWatches) Close() { v.cancel() }
+
+// Track sets the pods whose VMs are watched: each pod's references
+// (metadata.VMRefs) are counted, a VM's watch starts with its first
+// reference and stops with its last. A pod's new references are counted
+// before its old ones are dropped, so a VM it keeps is not re-listed. It
+// returns at once: watches start in the background.
+func (v *VMWatches) Track(pods []metadata.Pod) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	seen := make(map[string]bool, len(pods))
+	wake := false
+	for i := range pods {
+		p := &pods[i]
+		seen[p.UID] = true
+		refs := metadata.VMRefs(p)
+		old := v.pods[p.UID]
+		if slices.Equal(refs, old) {
 			continue
 		}
-		list, err := v.disc.ServerResourcesForGroupVersion(gvr.GroupVersion().String())
-		if err != nil || !slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == gvr.Resource }) {
-			continue // the CRD is not there (yet)
+		for _, r := range refs {
+			wake = v.addRef(r) || wake
 		}
-		inf := dynamicinformer.NewFilteredDynamicInformer(v.dyn, gvr, "", 10*time.Minute, cache.Indexers{}, nil).Informer()
-		go inf.Run(v.ctx.Done())
-		sctx, cancel := context.WithTimeout(v.ctx, 30*time.Second)
-		cache.WaitForCacheSync(sctx.Done(), inf.HasSynced)
-		cancel()
-		v.watched[gvr] = inf
-		v.log.Info("watching VM objects", "resource", gvr.Resource, "group", gvr.Group)
+		for _, r := range old {
+			v.dropRef(r)
+		}
+		if len(refs) == 0 {
+			delete(v.pods, p.UID)
+		} else {
+			v.pods[p.UID] = refs
+		}
+	}
+	for uid, refs := range v.pods {
+		if !seen[uid] {
+			for _, r := range refs {
+				v.dropRef(r)
+			}
+			delete(v.pods, uid)
+		}
+	}
+	if wake {
+		select {
+		case v.poke <- struct{}{}:
+		default:
+		}
 	}
 }
 
-// VMs lists the VM objects the informers hold; objects whose size cannot
-// be read are left out (with their reason at debug level).
-func (v *VMSource) VMs() []metadata.VM {
-	var out []metadata.VM
-	for gvr, inf := range v.watched {
-		for _, o := range inf.GetStore().List() {
-			u, ok := o.(*unstructured.Unstructured)
-			if !ok {
-				continue
+// addRef counts a reference; it reports a new VM of a kind not known to
+// be served (discovery has work).
+func (v *VMWatches) addRef(r metadata.VMRef) bool {
+	it, ok := v.items[r]
+	if ok {
+		it.refs++
+		return false
+	}
+	it = &vmItem{refs: 1}
+	v.items[r] = it
+	if v.served[r.Kind] {
+		v.start(r, it)
+		return false
+	}
+	return true
+}
+
+func (v *VMWatches) dropRef(r metadata.VMRef) {
+	it, ok := v.items[r]
+	if !ok {
+		return
+	}
+	if it.refs--; it.refs > 0 {
+		return
+	}
+	if it.stop != nil {
+		it.stop()
+	}
+	delete(v.items, r)
+	if it.vm != nil {
+		v.gen++
+	}
+}
+
+// start runs the watch of one VM (v.mu held).
+func (v *VMWatches) start(r metadata.VMRef, it *vmItem) {
+	ctx, stop := context.WithCancel(v.ctx)
+	it.stop = stop
+	go v.watch(ctx, r, itemSink{v, r, it})
+}
+
+// itemSink records what a VM's watch reads on its item, if the item is
+// still the one referenced.
+type itemSink struct {
+	v   *VMWatches
+	ref metadata.VMRef
+	it  *vmItem
+}
+
+func (s itemSink) set(obj map[string]any) {
+	vm, err := metadata.VMFromObject(obj)
+	if err != nil {
+		s.v.log.Warn("VM object without a usable size", "kind", s.ref.Kind, "object", s.ref.Namespace+"/"+s.ref.Name, "err", err)
+	}
+	s.v.mu.Lock()
+	defer s.v.mu.Unlock()
+	if s.v.items[s.ref] != s.it {
+		return // no pod references it any more
+	}
+	switch {
+	case err != nil:
+		if s.it.vm != nil {
+			s.it.vm = nil
+			s.v.gen++
+		}
+	case s.it.vm == nil || *s.it.vm != vm:
+		s.it.vm = &vm
+		s.v.gen++
+	}
+}
+
+func (s itemSink) unset() {
+	s.v.mu.Lock()
+	defer s.v.mu.Unlock()
+	if s.v.items[s.ref] == s.it && s.it.vm != nil {
+		s.it.vm = nil
+		s.v.gen++
+	}
+}
+
+// VMs returns the VMs read so far, sorted, and a generation that changes
+// whenever they do; the slice is the same (and must not be changed) while
+// the generation is.
+func (v *VMWatches) VMs() ([]metadata.VM, uint64) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.listGen != v.gen {
+		list := make([]metadata.VM, 0, len(v.items))
+		for _, it := range v.items {
+			if it.vm != nil {
+				list = append(list, *it.vm)
 			}
-			vm, err := metadata.VMFromObject(u.Object)
-			if err != nil {
-				v.log.Debug("VM object without a usable size", "resource", gvr.Resource, "object", fmt.Sprintf("%s/%s", u.GetNamespace(), u.GetName()), "err", err)
-				continue
-			}
-			out = append(out, vm)
+		}
+		slices.SortFunc(list, func(a, b metadata.VM) int {
+			return strings.Compare(a.Kind+"/"+a.Namespace+"/"+a.Name, b.Kind+"/"+b.Namespace+"/"+b.Name)
+		})
+		v.list, v.listGen = list, v.gen
+	}
+	return v.list, v.gen
+}
+
+// Watches is the number of VM objects being watched: one list+watch on
+// the API server each.
+func (v *VMWatches) Watches() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	n := 0
+	for _, it := range v.items {
+		if it.stop != nil {
+			n++
 		}
 	}
-	slices.SortFunc(out, func(a, b metadata.VM) int {
-		return strings.Compare(a.Namespace+"/"+a.Name+"/"+a.Kind, b.Namespace+"/"+b.Name+"/"+b.Kind)
-	})
-	return out
+	return n
+}
+
+// discover looks for the VM kinds that pods reference and the API server
+// was not yet seen to serve, and starts their watches when it is. It
+// calls the API server with no lock held.
+func (v *VMWatches) discover() {
+	delay := backoff{first: discoveryFirst, max: discoveryMax}
+	var retry <-chan time.Time
+	for {
+		select {
+		case <-v.ctx.Done():
+			return
+		case <-v.poke:
+			if retry != nil {
+				continue // a retry is already due; pods do not hurry it
+			}
+		case <-retry:
+			retry = nil
+		}
+		missing := false
+		for kind, gvr := range vmResources {
+			if !v.wanted(kind) {
+				continue
+			}
+			ok, err := v.disc(gvr)
+			if err != nil {
+				v.log.Debug("VM kind not discovered", "resource", gvr.Resource, "group", gvr.Group, "err", err)
+			}
+			if !ok {
+				missing = true
+				continue
+			}
+			v.serve(kind)
+			v.log.Info("watching the VM objects this node's pods reference", "resource", gvr.Resource, "group", gvr.Group)
+		}
+		if missing {
+			d := delay.next()
+			v.log.Debug("VM kinds referenced but not served; looking again later", "after", d)
+			retry = time.After(d)
+		}
+	}
+}
+
+// wanted reports whether a pod references a VM of kind, not yet known to
+// be served.
+func (v *VMWatches) wanted(kind string) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.served[kind] {
+		return false
+	}
+	for r := range v.items {
+		if r.Kind == kind {
+			return true
+		}
+	}
+	return false
+}
+
+// serve notes that kind is served and starts its referenced VMs' watches.
+func (v *VMWatches) serve(kind string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.served[kind] = true
+	for r, it := range v.items {
+		if r.Kind == kind && it.stop == nil {
+			v.start(r, it)
+		}
+	}
+}
+
+// backoff is an exponential delay: first, then doubled each time up to
+// max.
+type backoff struct {
+	first, max, cur time.Duration
+}
+
+func (b *backoff) next() time.Duration {
+	switch {
+	case b.cur == 0:
+		b.cur = b.first
+	case b.cur < b.max:
+		b.cur = min(2*b.cur, b.max)
+	}
+	return b.cur
+}
+
+// serves asks discovery whether the API server serves gvr.
+func serves(disc discovery.DiscoveryInterface) func(schema.GroupVersionResource) (bool, error) {
+	return func(gvr schema.GroupVersionResource) (bool, error) {
+		list, err := disc.ServerResourcesForGroupVersion(gvr.GroupVersion().String())
+		if err != nil {
+			return false, err
+		}
+		return slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == gvr.Resource }), nil
+	}
+}
+
+// dynamicWatch watches one VM object through the dynamic client: a
+// list+watch in its namespace with the field selector metadata.name, the
+// object slimmed to what metadata.VMFromObject reads (slimVM) before it is
+// stored.
+func dynamicWatch(dyn dynamic.Interface) func(context.Context, metadata.VMRef, vmSink) {
+	return func(ctx context.Context, ref metadata.VMRef, sink vmSink) {
+		res := dyn.Resource(vmResources[ref.Kind]).Namespace(ref.Namespace)
+		selector := fields.OneTermEqualSelector("metadata.name", ref.Name).String()
+		lw := &cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				o.FieldSelector = selector
+				return res.List(ctx, o)
+			},
+			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				o.FieldSelector = selector
+				return res.Watch(ctx, o)
+			},
+		}
+		set := func(obj any) {
+			if u, ok := obj.(*unstructured.Unstructured); ok && u.GetName() == ref.Name {
+				sink.set(u.Object)
+			}
+		}
+		_, ctrl := cache.NewInformerWithOptions(cache.InformerOptions{
+			ListerWatcher: cache.ToListWatcherWithWatchListSemantics(lw, listThenWatch{}),
+			ObjectType:    &unstructured.Unstructured{},
+			Transform:     slimVM,
+			Handler: cache.ResourceEventHandlerFuncs{
+				AddFunc:    set,
+				UpdateFunc: func(_, obj any) { set(obj) },
+				DeleteFunc: func(any) { sink.unset() },
+			},
+		})
+		ctrl.RunWithContext(ctx)
+	}
+}
+
+// vmFields are the paths of a VM object that metadata.VMFromObject reads.
+var vmFields = [][]string{
+	{"apiVersion"}, {"kind"},
+	{"metadata", "name"}, {"metadata", "namespace"}, {"metadata", "uid"}, {"metadata", "resourceVersion"},
+	{"spec", "guest", "cpus"}, {"status", "podName"}, // NeonVM
+	{"spec", "domain", "cpu"}, // KubeVirt
+}
+
+// slimVM keeps of a VM object the fields metadata.VMFromObject reads
+// (vmFields): the informer then holds a few hundred bytes per VM, not its
+// whole spec and status.
+func slimVM(obj any) (any, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil
+	}
+	out := &unstructured.Unstructured{Object: map[string]any{}}
+	for _, path := range vmFields {
+		if val, found, err := unstructured.NestedFieldNoCopy(u.Object, path...); err == nil && found {
+			if err := unstructured.SetNestedField(out.Object, val, path...); err != nil { // a deep copy
+				return nil, fmt.Errorf("slimming %s %s/%s: %w", u.GetKind(), u.GetNamespace(), u.GetName(), err)
+			}
+		}
+	}
+	return out, nil
 }

@@ -1,0 +1,96 @@
+package podsource
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/cgwarden/cgwarden/internal/metadata"
+)
+
+// SlimPod is the pod informer's transform (cache.TransformFunc): it keeps
+// of a Pod only what metadata.FromAPI reads, so the informer's store holds
+// a few hundred bytes per pod instead of the whole object (managedFields,
+// env, volumes, probes, images and conditions are most of a pod's size and
+// none is read). Kept:
+//   - metadata: name, namespace, uid, resourceVersion (the store's and the
+//     reflector's), labels (VM runners, label selectors), the cgwarden.io/
+//     annotations (cgwarden.io/cpu, cgwarden.io/cpu-container) and the
+//     owner references (a NeonVM runner's owner);
+//   - spec: each init and app container's name, its cpu and memory
+//     requests and limits (sizes and the kubelet's QoS rule) and an init
+//     container's restartPolicy (sidecars); a NeonVM runner's command and
+//     arguments (its -vmspec); the pod's overhead and pod-level resources;
+//   - status: qosClass, startTime, and each container status's name,
+//     containerID and running start time.
+//
+// A test checks that a slim pod and its whole object yield the same
+// metadata.Pod. Anything else is returned unchanged (a
+// cache.DeletedFinalStateUnknown carries an object already slimmed).
+func SlimPod(obj any) (any, error) {
+	k, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	s := &corev1.Pod{TypeMeta: k.TypeMeta}
+	s.Name, s.Namespace, s.UID, s.ResourceVersion = k.Name, k.Namespace, k.UID, k.ResourceVersion
+	s.Labels, s.OwnerReferences = k.Labels, k.OwnerReferences
+	s.Annotations = metadata.OwnAnnotations(k.Annotations)
+	_, runner := k.Labels[metadata.LabelNeonVM]
+	s.Spec.InitContainers = slimContainers(k.Spec.InitContainers, false)
+	s.Spec.Containers = slimContainers(k.Spec.Containers, runner)
+	s.Spec.Overhead = slimResources(k.Spec.Overhead)
+	if r := k.Spec.Resources; r != nil {
+		s.Spec.Resources = &corev1.ResourceRequirements{Requests: slimResources(r.Requests), Limits: slimResources(r.Limits)}
+	}
+	s.Status.QOSClass, s.Status.StartTime = k.Status.QOSClass, k.Status.StartTime
+	s.Status.InitContainerStatuses = slimStatuses(k.Status.InitContainerStatuses)
+	s.Status.ContainerStatuses = slimStatuses(k.Status.ContainerStatuses)
+	s.Status.EphemeralContainerStatuses = slimStatuses(k.Status.EphemeralContainerStatuses)
+	return s, nil
+}
+
+var _ cache.TransformFunc = SlimPod
+
+func slimContainers(cs []corev1.Container, argv bool) []corev1.Container {
+	if cs == nil {
+		return nil
+	}
+	out := make([]corev1.Container, len(cs))
+	for i, c := range cs {
+		out[i] = corev1.Container{Name: c.Name, RestartPolicy: c.RestartPolicy, Resources: corev1.ResourceRequirements{
+			Requests: slimResources(c.Resources.Requests), Limits: slimResources(c.Resources.Limits)}}
+		if argv {
+			out[i].Command, out[i].Args = c.Command, c.Args
+		}
+	}
+	return out
+}
+
+// slimResources keeps cpu and memory: the kubelet's QoS rule reads both,
+// sizes read cpu.
+func slimResources(l corev1.ResourceList) corev1.ResourceList {
+	if l == nil {
+		return nil
+	}
+	out := make(corev1.ResourceList, 2)
+	for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		if q, ok := l[r]; ok {
+			out[r] = q
+		}
+	}
+	return out
+}
+
+func slimStatuses(ss []corev1.ContainerStatus) []corev1.ContainerStatus {
+	if ss == nil {
+		return nil
+	}
+	out := make([]corev1.ContainerStatus, len(ss))
+	for i, st := range ss {
+		out[i] = corev1.ContainerStatus{Name: st.Name, ContainerID: st.ContainerID}
+		if r := st.State.Running; r != nil {
+			out[i].State.Running = &corev1.ContainerStateRunning{StartedAt: r.StartedAt}
+		}
+	}
+	return out
+}
