@@ -111,17 +111,17 @@ func OpenVMWatches(ctx context.Context, rc *rest.Config, log *slog.Logger) (*VMW
 	if err != nil {
 		return nil, err
 	}
-	return newVMWatches(ctx, log, dynamicWatch(dyn), serves(disc)), nil
+	return newVMWatches(ctx, log, dynamicWatch(dyn), serves(disc), backoff{first: discoveryFirst, max: discoveryMax}), nil
 }
 
-func newVMWatches(ctx context.Context, log *slog.Logger, watch func(context.Context, metadata.VMRef, vmSink), disc func(schema.GroupVersionResource) (bool, error)) *VMWatches {
+func newVMWatches(ctx context.Context, log *slog.Logger, watch func(context.Context, metadata.VMRef, vmSink), disc func(schema.GroupVersionResource) (bool, error), retry backoff) *VMWatches {
 	if log == nil {
 		log = slog.Default()
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	v := &VMWatches{ctx: ctx, cancel: cancel, log: log.With("component", "vms"), watch: watch, disc: disc, poke: make(chan struct{}, 1),
 		pods: map[string][]metadata.VMRef{}, items: map[metadata.VMRef]*vmItem{}, served: map[string]bool{}, list: []metadata.VM{}}
-	go v.discover()
+	go v.discover(retry)
 	return v
 }
 
@@ -292,8 +292,7 @@ func (v *VMWatches) Watches() int {
 // discover looks for the VM kinds that pods reference and the API server
 // was not yet seen to serve, and starts their watches when it is. It
 // calls the API server with no lock held.
-func (v *VMWatches) discover() {
-	delay := backoff{first: discoveryFirst, max: discoveryMax}
+func (v *VMWatches) discover(delay backoff) {
 	var retry <-chan time.Time
 	for {
 		select {
