@@ -6,10 +6,14 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -18,10 +22,13 @@ import (
 )
 
 // TestAgentFollowsLiveVMSize: a NeonVM-shaped VirtualMachine (use 2) and
-// its runner pod, BestEffort (no sizer here); the agent in fix mode reads
-// the VM through its dynamic informer and weighs the pod for 2 CPUs; the
-// VM's use moves to 3 (NeonVM's autoscaler does this) and the pod's weight
-// follows within 15 s.
+// its runner pod, BestEffort (no sizer here), beside a VirtualMachine no
+// pod runs; the agent in fix mode watches the runner's VM (one watch, by
+// name) and weighs the pod for 2 CPUs; the VM's use moves to 3 (NeonVM's
+// autoscaler does this) and the pod's weight follows within 15 s. The API
+// server's own count of watches says the agent watches that one VM and
+// not the other, stops when the runner pod goes, and holds no
+// cluster-wide VirtualMachine watch.
 func TestAgentFollowsLiveVMSize(t *testing.T) {
 	e := cluster(t)
 	ctx := context.Background()
@@ -42,6 +49,11 @@ func TestAgentFollowsLiveVMSize(t *testing.T) {
 		"spec":     map[string]any{"guest": map[string]any{"cpus": map[string]any{"min": 1, "max": 4, "use": 2}}},
 	}}
 	if _, err := dyn.Resource(vmGVR).Namespace(ns).Create(ctx, vm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	other := vm.DeepCopy()
+	other.SetName("no-pod-here")
+	if _, err := dyn.Resource(vmGVR).Namespace(ns).Create(ctx, other, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	zero := int64(1)
@@ -77,7 +89,76 @@ func TestAgentFollowsLiveVMSize(t *testing.T) {
 		return w == 3072, fmt.Sprintf("weight %d", w), nil
 	})
 	t.Logf("use 2 → 3: the pod's cpu.shares 2048 → 3072 in %v", time.Since(from).Round(10*time.Millisecond))
+
+	// The API server's count: one watch of one named VirtualMachine (scope
+	// "resource": a watch with a metadata.name field selector) — db's, not
+	// no-pod-here's. No other client of this lane watches VirtualMachines
+	// by name (the controller manager's garbage collector watches them
+	// cluster-wide).
+	withAgent := vmWatches(t, e)
+	if withAgent["resource"] != 1 {
+		t.Errorf("VirtualMachine watches by name: %d, want 1 (the runner's VM only); by scope %v", withAgent["resource"], withAgent)
+	}
+	// The runner pod goes: its VM's watch stops.
+	if err := e.cs.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 60*time.Second, "no VirtualMachine watched by name once the runner pod is gone", func() (bool, string, error) {
+		w := vmWatches(t, e)
+		return w["resource"] == 0, fmt.Sprintf("by scope %v", w), nil
+	})
+	// Without the agent there are as many cluster-wide VirtualMachine
+	// watches as with it: it held none. (The garbage collector may open
+	// its own meanwhile, never close it.)
+	if out, err := kubectl("delete", "-k", "testdata/agent-fix", "--wait=true", "--timeout=120s"); err != nil {
+		t.Fatalf("kubectl delete -k: %v\n%s", err, out)
+	}
+	poll(t, 120*time.Second, "the agent's pod gone", func() (bool, string, error) {
+		pods, err := e.cs.CoreV1().Pods("cgwarden-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=cgwarden"})
+		if apierrors.IsNotFound(err) {
+			return true, "", nil
+		}
+		if err != nil {
+			return false, "", err
+		}
+		return len(pods.Items) == 0, fmt.Sprintf("%d agent pods", len(pods.Items)), nil
+	})
+	if without := vmWatches(t, e); without["cluster"] < withAgent["cluster"] {
+		t.Errorf("cluster-wide VirtualMachine watches: %d with the agent, %d without: the agent held one", withAgent["cluster"], without["cluster"])
+	} else {
+		t.Logf("VirtualMachine watches with the agent %v, without %v", withAgent, without)
+	}
 }
+
+// vmWatches reads from the API server's /metrics the VirtualMachine
+// watches it serves now (apiserver_longrunning_requests), by scope:
+// "resource" for a watch of one object by name, "namespace", "cluster".
+func vmWatches(t *testing.T, e *env) map[string]int {
+	t.Helper()
+	out, err := runKubectl(e, "get", "--raw", "/metrics")
+	if err != nil {
+		t.Fatalf("API server /metrics: %v", err)
+	}
+	w := map[string]int{}
+	for _, line := range strings.Split(out, "\n") {
+		if !strings.HasPrefix(line, "apiserver_longrunning_requests{") || !strings.Contains(line, `group="vm.neon.tech"`) ||
+			!strings.Contains(line, `resource="virtualmachines"`) || !strings.Contains(line, `verb="WATCH"`) {
+			continue
+		}
+		m := scopeRE.FindStringSubmatch(line)
+		if m == nil {
+			t.Fatalf("no scope or value in %q", line)
+		}
+		n, err := strconv.ParseFloat(m[2], 64)
+		if err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		w[m[1]] += int(n)
+	}
+	return w
+}
+
+var scopeRE = regexp.MustCompile(`scope="([a-z]*)".*\}\s+([0-9.e+]+)$`)
 
 // runKubectl runs the cluster's kubectl with its admin kubeconfig.
 func runKubectl(e *env, args ...string) (string, error) {
