@@ -15,7 +15,9 @@
 // instead of scanning itself. One applier goroutine makes every write of
 // the agent, so the holder's restores and the adopter's moves never
 // interleave. /metrics counts what the agent holds open on the host
-// (cgwarden_agent_*): one scanner's descriptors and one inotify instance.
+// (cgwarden_agent_*): one scanner's descriptors and one inotify instance,
+// and the VM objects it watches (podsource.VMWatches: one per VM its
+// node's pods reference, none other).
 // The holder's and the adopter's engines share one journal (its lock
 // makes them wait for each other); the metadata source believes only the
 // sizes the size-trust checker allows (sizetrust, --trust-size-annotations);

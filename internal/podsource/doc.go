@@ -8,8 +8,15 @@
 //     Needs no credentials and no API server, only the socket.
 //   - Kubernetes: an informer on the API server limited to this node's
 //     pods (field selector spec.nodeName), in-cluster config or a
-//     kubeconfig.
+//     kubeconfig; it keeps slim pods (SlimPod) and returns the same slice
+//     until one changes.
 //   - File: the output of `kubectl get pods -A -o json`, read once.
+//
+// VMWatches reads, for the agent's live VM sizes, the NeonVM
+// VirtualMachines and KubeVirt VMIs this node's pods reference, one watch
+// per VM (the kubelet's way with its pods' Secrets), counted by the pods
+// and stopped with the last. OpenNode puts the pod informer and the VM
+// watches together without the cgroup side (for simulated agents).
 //
 // Every source is a Lister (one method). A source that fails keeps
 // failing softly: the agent logs it and serves pods by UID. Open never
