@@ -88,6 +88,8 @@ type vmItem struct {
 	// stop ends its watch; nil while its kind is not served.
 	stop context.CancelFunc
 	vm   *metadata.VM
+	// bad is why the object's size does not read, logged once per reason.
+	bad string
 }
 
 // vmSink receives one watched object's state: set with the object as
@@ -225,24 +227,32 @@ type itemSink struct {
 
 func (s itemSink) set(obj map[string]any) {
 	vm, err := metadata.VMFromObject(obj)
-	if err != nil {
+	if s.record(vm, err) {
 		s.v.log.Warn("VM object without a usable size", "kind", s.ref.Kind, "object", s.ref.Namespace+"/"+s.ref.Name, "err", err)
 	}
+}
+
+// record notes what was read of the VM; it reports an error not seen
+// before, for the caller to log (outside the lock).
+func (s itemSink) record(vm metadata.VM, err error) (newErr bool) {
 	s.v.mu.Lock()
 	defer s.v.mu.Unlock()
 	if s.v.items[s.ref] != s.it {
-		return // no pod references it any more
+		return false // no pod references it any more
 	}
 	switch {
 	case err != nil:
+		newErr = s.it.bad != err.Error()
+		s.it.bad = err.Error()
 		if s.it.vm != nil {
 			s.it.vm = nil
 			s.v.gen++
 		}
 	case s.it.vm == nil || *s.it.vm != vm:
-		s.it.vm = &vm
+		s.it.vm, s.it.bad = &vm, ""
 		s.v.gen++
 	}
+	return newErr
 }
 
 func (s itemSink) unset() {
@@ -294,13 +304,20 @@ func (v *VMWatches) Watches() int {
 // calls the API server with no lock held.
 func (v *VMWatches) discover(delay backoff) {
 	var retry <-chan time.Time
+	// earliest is when discovery may ask again after a kind was missing:
+	// pods that come and go do not hurry it.
+	var earliest time.Time
 	for {
 		select {
 		case <-v.ctx.Done():
 			return
 		case <-v.poke:
 			if retry != nil {
-				continue // a retry is already due; pods do not hurry it
+				continue // a retry is due already
+			}
+			if wait := time.Until(earliest); wait > 0 {
+				retry = time.After(wait)
+				continue
 			}
 		case <-retry:
 			retry = nil
@@ -324,7 +341,7 @@ func (v *VMWatches) discover(delay backoff) {
 		if missing {
 			d := delay.next()
 			v.log.Debug("VM kinds referenced but not served; looking again later", "after", d)
-			retry = time.After(d)
+			retry, earliest = time.After(d), time.Now().Add(d)
 		}
 	}
 }
