@@ -2,7 +2,6 @@ package podsource
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -448,19 +447,30 @@ var vmFields = [][]string{
 
 // slimVM keeps of a VM object the fields metadata.VMFromObject reads
 // (vmFields): the informer then holds a few hundred bytes per VM, not its
-// whole spec and status.
+// whole spec and status. The kept values are shared with the object, which
+// the informer drops (no copy, so no value of an odd type can make a deep
+// copy panic).
 func slimVM(obj any) (any, error) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
 		return obj, nil
 	}
-	out := &unstructured.Unstructured{Object: map[string]any{}}
+	out := map[string]any{}
 	for _, path := range vmFields {
-		if val, found, err := unstructured.NestedFieldNoCopy(u.Object, path...); err == nil && found {
-			if err := unstructured.SetNestedField(out.Object, val, path...); err != nil { // a deep copy
-				return nil, fmt.Errorf("slimming %s %s/%s: %w", u.GetKind(), u.GetNamespace(), u.GetName(), err)
-			}
+		val, found, err := unstructured.NestedFieldNoCopy(u.Object, path...)
+		if err != nil || !found {
+			continue
 		}
+		m := out
+		for _, k := range path[:len(path)-1] {
+			next, ok := m[k].(map[string]any)
+			if !ok {
+				next = map[string]any{}
+				m[k] = next
+			}
+			m = next
+		}
+		m[path[len(path)-1]] = val
 	}
-	return out, nil
+	return &unstructured.Unstructured{Object: out}, nil
 }

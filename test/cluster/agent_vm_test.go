@@ -43,18 +43,15 @@ func TestAgentFollowsLiveVMSize(t *testing.T) {
 	ensureCRD(t, dyn)
 	importAgentImage(t)
 	ns := e.namespace(t)
-	vm := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "vm.neon.tech/v1", "kind": "VirtualMachine",
-		"metadata": map[string]any{"name": "db", "namespace": ns},
-		"spec":     map[string]any{"guest": map[string]any{"cpus": map[string]any{"min": 1, "max": 4, "use": 2}}},
-	}}
-	if _, err := dyn.Resource(vmGVR).Namespace(ns).Create(ctx, vm, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	other := vm.DeepCopy()
-	other.SetName("no-pod-here")
-	if _, err := dyn.Resource(vmGVR).Namespace(ns).Create(ctx, other, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	for _, name := range []string{"db", "no-pod-here"} {
+		vm := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "vm.neon.tech/v1", "kind": "VirtualMachine",
+			"metadata": map[string]any{"name": name, "namespace": ns},
+			"spec":     map[string]any{"guest": map[string]any{"cpus": map[string]any{"min": 1, "max": 4, "use": 2}}},
+		}}
+		if _, err := dyn.Resource(vmGVR).Namespace(ns).Create(ctx, vm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	zero := int64(1)
 	p, err := e.cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
