@@ -6,13 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
+	"slices"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/cgwarden/cgwarden/internal/inspect"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
@@ -33,6 +37,11 @@ type Options struct {
 	AgentSelector  string
 	AgentPort      int
 	Timeout        time.Duration
+	Parallel       int
+
+	Prometheus        string
+	PrometheusService string
+	PrometheusJob     string
 
 	loading   *clientcmd.ClientConfigLoadingRules
 	overrides clientcmd.ConfigOverrides
@@ -58,7 +67,11 @@ func NewRoot(out, errOut io.Writer) *cobra.Command {
 	f.StringVar(&o.AgentNamespace, "agent-namespace", DefaultAgentNamespace, "namespace of the cgwarden agent's DaemonSet")
 	f.StringVar(&o.AgentSelector, "agent-selector", DefaultAgentSelector, "label selector of the agent's pods")
 	f.IntVar(&o.AgentPort, "agent-port", DefaultAgentPort, "the agent's --local-listen port (in its pod)")
-	f.DurationVar(&o.Timeout, "timeout", 30*time.Second, "per node")
+	f.DurationVar(&o.Timeout, "timeout", 30*time.Second, "per node: the port-forward's dial, the request and the whole answer (a node past it is reported, the others are not held up); with --prometheus, the query")
+	f.IntVar(&o.Parallel, "parallel", DefaultParallel, "how many nodes are asked at once (each a port-forward through the API server)")
+	f.StringVar(&o.Prometheus, "prometheus", "", "read the fleet from the Prometheus at this `URL` (one query; the agents' series as last scraped) instead of a port-forward per node")
+	f.StringVar(&o.PrometheusService, "prometheus-service", "", "as --prometheus, through the API server's service proxy to `NAMESPACE/[SCHEME:]NAME:PORT` with your kubeconfig's credentials (get and create on services/proxy there)")
+	f.StringVar(&o.PrometheusJob, "prometheus-job", DefaultPrometheusJob, "with --prometheus: the job the agents are scraped as")
 	f.StringVar(&o.loading.ExplicitPath, "kubeconfig", "", "path to the kubeconfig file (default: $KUBECONFIG, else ~/.kube/config)")
 	clientcmd.BindOverrideFlags(&o.overrides, f, clientcmd.RecommendedConfigOverrideFlags(""))
 	for _, k := range []kind{auditKind, inspectKind} {
@@ -102,35 +115,69 @@ func newReportCommand(o *Options, k kind) *cobra.Command {
 	}
 }
 
-// validate checks the flags and returns the client configuration and
-// the pods to show.
-func (o *Options) validate() (*rest.Config, selection, error) {
+// checkFlags checks the flags alone.
+func (o *Options) checkFlags() error {
 	if o.Output != "table" && o.Output != "json" {
-		return nil, selection{}, fmt.Errorf("-o %q: want table or json", o.Output)
+		return fmt.Errorf("-o %q: want table or json", o.Output)
 	}
 	if o.AgentPort < 1 || o.AgentPort > 65535 {
-		return nil, selection{}, fmt.Errorf("--agent-port %d: want 1-65535", o.AgentPort)
+		return fmt.Errorf("--agent-port %d: want 1-65535", o.AgentPort)
 	}
 	if o.Timeout <= 0 {
-		return nil, selection{}, errors.New("--timeout must be above 0")
+		return errors.New("--timeout must be above 0")
 	}
-	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(o.loading, &o.overrides)
-	cfg, err := cc.ClientConfig()
-	if err != nil {
-		return nil, selection{}, fmt.Errorf("kubeconfig: %w", err)
+	if o.Parallel < 1 {
+		return fmt.Errorf("--parallel %d: want 1 or more", o.Parallel)
+	}
+	if o.Prometheus != "" && o.PrometheusService != "" {
+		return errors.New("--prometheus and --prometheus-service: give one")
+	}
+	if o.Prometheus != "" {
+		if u, err := url.Parse(o.Prometheus); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("--prometheus %q: want an http or https URL", o.Prometheus)
+		}
+	}
+	if o.PrometheusService != "" {
+		ns, svc, ok := strings.Cut(o.PrometheusService, "/")
+		if !ok || ns == "" || svc == "" || strings.Contains(svc, "/") {
+			return fmt.Errorf("--prometheus-service %q: want NAMESPACE/NAME:PORT (e.g. monitoring/prometheus-k8s:web)", o.PrometheusService)
+		}
+	}
+	if (o.Prometheus != "" || o.PrometheusService != "") && o.PrometheusJob == "" {
+		return errors.New("--prometheus-job must not be empty")
+	}
+	return nil
+}
+
+// selection is the pods to show: -A, else the namespace of -n or of the
+// kubeconfig's context.
+func (o *Options) selection(cc clientcmd.ClientConfig) (selection, error) {
+	if o.AllNamespaces {
+		return selection{all: true}, nil
 	}
 	ns, _, err := cc.Namespace()
 	if err != nil {
-		return nil, selection{}, fmt.Errorf("kubeconfig: %w", err)
+		return selection{}, fmt.Errorf("kubeconfig: %w", err)
 	}
-	return cfg, selection{all: o.AllNamespaces, namespace: ns}, nil
+	return selection{namespace: ns}, nil
 }
 
-// run asks every agent and writes one table or document.
+// run asks every agent, or Prometheus, and writes one table or document.
 func (o *Options) run(ctx context.Context, out, errOut io.Writer, k kind) error {
-	cfg, sel, err := o.validate()
+	if err := o.checkFlags(); err != nil {
+		return err
+	}
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(o.loading, &o.overrides)
+	sel, err := o.selection(cc)
 	if err != nil {
 		return err
+	}
+	if o.Prometheus != "" || o.PrometheusService != "" {
+		return o.runPrometheus(ctx, out, errOut, cc, sel, k)
+	}
+	cfg, err := cc.ClientConfig()
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
 	}
 	core, err := v1.NewForConfig(cfg)
 	if err != nil {
@@ -140,11 +187,17 @@ func (o *Options) run(ctx context.Context, out, errOut io.Writer, k kind) error 
 	if err != nil {
 		return err
 	}
+	if !sel.all && o.Node == "" {
+		if agents, err = namespaceAgents(ctx, errOut, core, agents, sel.namespace); err != nil {
+			return err
+		}
+	}
 	token, err := bearerToken(cfg)
 	if err != nil {
 		return err
 	}
-	results := fetchAll(ctx, cfg, core, agents, o.AgentPort, k.path, token, o.Timeout)
+	results := FetchAll(ctx, agents, portForward{cfg: cfg, core: core, port: o.AgentPort},
+		FetchOptions{Path: k.path, Token: token, Parallel: o.Parallel, Timeout: o.Timeout, Port: o.AgentPort})
 	doc, failed := o.render(results, sel, k)
 	for _, n := range doc.Nodes {
 		if n.Error != "" {
@@ -154,10 +207,59 @@ func (o *Options) run(ctx context.Context, out, errOut io.Writer, k kind) error 
 	if err := o.write(out, doc, k); err != nil {
 		return err
 	}
+	summary := Summarize(results, failed)
 	if failed > 0 {
-		return fmt.Errorf("%d of %d nodes could not be read", failed, len(results))
+		return errors.New(summary)
 	}
+	fmt.Fprintln(errOut, summary)
 	return nil
+}
+
+// namespaceAgents keeps the agents of the nodes that run pods of ns (one
+// pod LIST in ns). A user who may not list pods there is told, and every
+// agent is asked, as before.
+func namespaceAgents(ctx context.Context, errOut io.Writer, core v1.PodsGetter, agents []Agent, ns string) ([]Agent, error) {
+	nodes, err := nodesOfNamespace(ctx, core, ns)
+	if apierrors.IsForbidden(err) {
+		fmt.Fprintf(errOut, "%v\nasking every node's agent instead (allow list on pods in %s to ask only the nodes that run them)\n", err, ns)
+		return agents, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	kept := onNodes(agents, nodes)
+	var without []string
+	for n := range nodes {
+		if !slices.ContainsFunc(kept, func(a Agent) bool { return a.Node == n }) {
+			without = append(without, n)
+		}
+	}
+	sort.Strings(without)
+	fmt.Fprintf(errOut, "namespace %s has running pods on %d nodes: asking %d of %d agents\n", ns, len(nodes), len(kept), len(agents))
+	if len(without) > 0 {
+		if len(without) > 10 {
+			without = append(without[:10], "…")
+		}
+		fmt.Fprintf(errOut, "no running cgwarden agent on %d of those nodes: %s\n", len(nodes)-len(kept), strings.Join(without, ", "))
+	}
+	return kept, nil
+}
+
+// Summarize is the line that ends every run: how many nodes answered, and
+// of those that did not, how many ran out of --timeout.
+func Summarize(results []Result, failed int) string {
+	timedOut := 0
+	for _, r := range results {
+		var te *TimeoutError
+		if errors.As(r.Err, &te) {
+			timedOut++
+		}
+	}
+	s := fmt.Sprintf("%d of %d nodes answered", len(results)-failed, len(results))
+	if failed > 0 {
+		s += fmt.Sprintf("; %d gave no answer within --timeout, %d failed otherwise (each named above)", timedOut, failed-timedOut)
+	}
+	return s
 }
 
 // ClusterReport is -o json: every node's report, as `cgwarden audit -o

@@ -2,95 +2,182 @@ package kubectlplugin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
-
-	"k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/rest"
 )
 
 // maxReport bounds what one agent may send (a node with thousands of
 // containers is a few MB).
 const maxReport = 64 << 20
 
-// parallel is how many nodes are asked at once.
-const parallel = 8
+// DefaultParallel is how many nodes are asked at once unless --parallel
+// says otherwise: each is a port-forward, i.e. a stream the API server
+// holds open to the node's kubelet for the time of one request.
+const DefaultParallel = 8
 
-// nodeResult is one node's report as its agent sent it, or why not.
-type nodeResult struct {
-	agent
-	body []byte
-	err  error
+// Opener opens a session to one agent, through which the requests to it
+// go: a port-forward through the API server (portForward, tunnel.go), or a
+// plain TCP connection (Direct) for tests and for simulated agents. Open
+// is given the node's deadline in ctx and must return by it.
+type Opener interface {
+	Open(ctx context.Context, a Agent) (Session, error)
 }
 
-// fetchAll asks every agent for path, parallel at a time, and returns the
-// results in the agents' order.
-func fetchAll(ctx context.Context, cfg *rest.Config, core v1.CoreV1Interface, agents []agent, port int, path, token string, timeout time.Duration) []nodeResult {
-	out := make([]nodeResult, len(agents))
-	sem := make(chan struct{}, parallel)
+// Session carries connections to one agent's port. FetchAll closes it
+// when the node's deadline passes, which must end any read or dial still
+// under way in it.
+type Session interface {
+	DialContext(ctx context.Context, network, addr string) (net.Conn, error)
+	Close() error
+}
+
+// FetchOptions say what to ask every agent, how many at once, and for how
+// long.
+type FetchOptions struct {
+	Path  string // /audit or /inspect
+	Token string // the user's bearer token; "" sends none
+	// Parallel is how many nodes are asked at once (at least 1).
+	Parallel int
+	// Timeout bounds each node: the session's open (the port-forward's
+	// dial and upgrade), the connection through it, the request and the
+	// whole answer. A node still waiting for its turn is not timed.
+	Timeout time.Duration
+	// Port is the agent's port, named in errors (the Opener dials it).
+	Port int
+}
+
+// Result is one node's report as its agent sent it, or why not.
+type Result struct {
+	Agent
+	Body []byte
+	Err  error
+}
+
+// TimeoutError is a node that did not answer within FetchOptions.Timeout
+// (the node is reported, the others are not held up).
+type TimeoutError struct {
+	Timeout time.Duration
+	Err     error
+}
+
+func (e *TimeoutError) Error() string {
+	return fmt.Sprintf("no answer within %s (--timeout): %v", e.Timeout, e.Err)
+}
+
+func (e *TimeoutError) Unwrap() error { return e.Err }
+
+// FetchAll asks every agent for o.Path, o.Parallel at a time, each within
+// o.Timeout, through sessions op opens, and returns the results in the
+// agents' order. A node that fails or does not answer is one Result with
+// its Err; it never stops the others. Cancelling ctx stops them all.
+func FetchAll(ctx context.Context, agents []Agent, op Opener, o FetchOptions) []Result {
+	out := make([]Result, len(agents))
+	workers := max(1, min(o.Parallel, len(agents)))
+	next := make(chan int)
 	var wg sync.WaitGroup
-	for i, a := range agents {
+	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			ctx, cancel := context.WithTimeout(ctx, timeout)
-			defer cancel()
-			body, err := fetch(ctx, cfg, core, a, port, path, token)
-			out[i] = nodeResult{agent: a, body: body, err: err}
+			for i := range next {
+				out[i] = fetchOne(ctx, op, agents[i], o)
+			}
 		}()
 	}
+	for i := range agents {
+		next <- i
+	}
+	close(next)
 	wg.Wait()
 	return out
 }
 
-// fetch GETs path from one agent's loopback port through a port-forward,
-// with the user's bearer token (none when "").
-func fetch(ctx context.Context, cfg *rest.Config, core v1.CoreV1Interface, a agent, port int, path, token string) ([]byte, error) {
-	u := core.RESTClient().Post().Resource("pods").Namespace(a.namespace).Name(a.pod).SubResource("portforward").URL()
-	t, err := openTunnel(cfg, u, port)
+// fetchOne asks one agent, within o.Timeout.
+func fetchOne(ctx context.Context, op Opener, a Agent, o FetchOptions) Result {
+	nctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	body, err := fetch(nctx, op, a, o)
+	if err != nil && ctx.Err() == nil && errors.Is(nctx.Err(), context.DeadlineExceeded) {
+		err = &TimeoutError{Timeout: o.Timeout, Err: err}
+	}
+	return Result{Agent: a, Body: body, Err: err}
+}
+
+// fetch GETs o.Path from one agent through a session of its own, with the
+// user's bearer token (none when ""). The session is closed when ctx ends,
+// so that nothing in it (a stream being opened, a read) outlives the
+// node's deadline.
+func fetch(ctx context.Context, op Opener, a Agent, o FetchOptions) ([]byte, error) {
+	s, err := op.Open(ctx, a)
 	if err != nil {
-		err = fmt.Errorf("port-forward to pod %s/%s: %w", a.namespace, a.pod, err)
-		if strings.Contains(err.Error(), "forbidden") {
-			err = fmt.Errorf("%w\n%s", err, rbacHint(a.namespace))
+		return nil, err
+	}
+	stop := context.AfterFunc(ctx, func() { _ = s.Close() })
+	defer func() {
+		if stop() {
+			_ = s.Close()
 		}
-		return nil, err
-	}
-	defer t.Close()
-	client := &http.Client{Transport: &http.Transport{DialContext: t.DialContext, DisableKeepAlives: true}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://agent"+path, nil)
+	}()
+	client := &http.Client{Transport: &http.Transport{DialContext: s.DialContext, DisableKeepAlives: true}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://agent"+o.Path, nil)
 	if err != nil {
 		return nil, err
 	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+	if o.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+o.Token)
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("GET %s from pod %s/%s port %d (is the agent serving --local-listen on 127.0.0.1:%d?): %w", path, a.namespace, a.pod, port, port, err)
+		return nil, fmt.Errorf("GET %s from pod %s/%s port %d (is the agent serving --local-listen on 127.0.0.1:%d?): %w", o.Path, a.Namespace, a.Pod, o.Port, o.Port, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxReport+1))
 	if err != nil {
-		return nil, fmt.Errorf("GET %s from pod %s/%s: %w", path, a.namespace, a.pod, err)
+		return nil, fmt.Errorf("GET %s from pod %s/%s: reading the answer: %w", o.Path, a.Namespace, a.Pod, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		err := fmt.Errorf("GET %s from pod %s/%s: %s: %s", path, a.namespace, a.pod, resp.Status, strings.TrimSpace(string(body)))
+		err := fmt.Errorf("GET %s from pod %s/%s: %s: %s", o.Path, a.Namespace, a.Pod, resp.Status, strings.TrimSpace(string(body)))
 		switch {
-		case resp.StatusCode == http.StatusUnauthorized && token == "":
+		case resp.StatusCode == http.StatusUnauthorized && o.Token == "":
 			err = fmt.Errorf("%w\n%s", err, noTokenHint)
 		case resp.StatusCode == http.StatusForbidden:
-			err = fmt.Errorf("%w\nthe agent needs your user to be allowed get on nodes/stats of node %s (what /stats/summary needs; see docs/kubectl-plugin.md)", err, a.node)
+			err = fmt.Errorf("%w\nthe agent needs your user to be allowed get on nodes/stats of node %s (what /stats/summary needs; see docs/kubectl-plugin.md)", err, a.Node)
 		}
 		return nil, err
 	}
 	if len(body) > maxReport {
-		return nil, fmt.Errorf("GET %s from pod %s/%s: the report is over %d MiB", path, a.namespace, a.pod, maxReport>>20)
+		return nil, fmt.Errorf("GET %s from pod %s/%s: the report is over %d MiB", o.Path, a.Namespace, a.Pod, maxReport>>20)
 	}
 	return body, nil
 }
+
+// Direct is an Opener that dials each agent's address over TCP, without
+// the API server: for tests and for simulated agents (the scale lane),
+// which listen where Addr says. Its sessions hold no connection of their
+// own; each request dials afresh.
+type Direct struct {
+	// Addr is the host:port of a's agent.
+	Addr func(a Agent) string
+}
+
+var _ Opener = Direct{}
+
+// Open returns a session that dials Addr(a).
+func (d Direct) Open(_ context.Context, a Agent) (Session, error) {
+	return directSession(d.Addr(a)), nil
+}
+
+type directSession string
+
+func (s directSession) DialContext(ctx context.Context, network, _ string) (net.Conn, error) {
+	var d net.Dialer
+	return d.DialContext(ctx, network, string(s))
+}
+
+func (directSession) Close() error { return nil }

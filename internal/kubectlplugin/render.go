@@ -7,13 +7,13 @@ import (
 
 // render selects each node's pods and gathers the nodes into one report;
 // failed counts the nodes that could not be read.
-func (o *Options) render(results []nodeResult, sel selection, k kind) (doc *ClusterReport, failed int) {
+func (o *Options) render(results []Result, sel selection, k kind) (doc *ClusterReport, failed int) {
 	doc = &ClusterReport{Kind: k.name, Nodes: []NodeReport{}}
 	for _, r := range results {
-		n := NodeReport{Name: r.node, AgentPod: r.namespace + "/" + r.pod}
-		err := r.err
+		n := NodeReport{Name: r.Node, AgentPod: r.Namespace + "/" + r.Pod}
+		err := r.Err
 		if err == nil {
-			err = doc.add(&n, r.body, sel, k)
+			err = doc.add(&n, r.Body, sel, k)
 		}
 		if err != nil {
 			n.Error = err.Error()
@@ -47,12 +47,17 @@ func (doc *ClusterReport) add(n *NodeReport, body []byte, sel selection, k kind)
 // write writes the report as a table or as JSON.
 func (o *Options) write(w io.Writer, doc *ClusterReport, k kind) error {
 	if o.Output == "json" {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(doc)
+		return writeJSON(w, doc)
 	}
 	if k == auditKind {
 		return writeAuditTable(w, doc.audits)
 	}
 	return writeInspectTable(w, doc.inspects)
+}
+
+// writeJSON writes v indented, as every -o json document.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }

@@ -76,11 +76,11 @@ func TestClusterTables(t *testing.T) {
 			name string
 			sel  selection
 		}{{"all", selection{all: true}}, {"default", selection{namespace: "default"}}} {
-			var results []nodeResult
+			var results []Result
 			for _, n := range nodes {
-				results = append(results, nodeResult{agent: agent{node: n, namespace: "cgwarden-system", pod: "cgwarden-" + n[:4]}, body: agentBody(t, n, k.path)})
+				results = append(results, Result{Agent: Agent{Node: n, Namespace: "cgwarden-system", Pod: "cgwarden-" + n[:4]}, Body: agentBody(t, n, k.path)})
 			}
-			results = append(results, nodeResult{agent: agent{node: "down", namespace: "cgwarden-system", pod: "cgwarden-down"}, err: errString("GET /audit: connection refused")})
+			results = append(results, Result{Agent: Agent{Node: "down", Namespace: "cgwarden-system", Pod: "cgwarden-down"}, Err: errString("GET /audit: connection refused")})
 			for _, out := range []string{"table", "json"} {
 				o := &Options{Output: out}
 				doc, failed := o.render(results, c.sel, k)

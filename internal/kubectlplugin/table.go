@@ -107,3 +107,62 @@ func misplaced(p inspect.PodJSON) int {
 	}
 	return n
 }
+
+// writePromAuditTable writes NODE SEVERITY RULE FINDINGS: the findings of
+// each node's audit counted by rule, as Prometheus last scraped them.
+func writePromAuditTable(w io.Writer, nodes []PromNode) error {
+	tw := newTable(w)
+	fmt.Fprintln(tw, "NODE\tSEVERITY\tRULE\tFINDINGS")
+	for _, n := range nodes {
+		for _, f := range n.Findings {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", n.Name, f.Severity, f.Rule, f.Count)
+		}
+	}
+	return tw.Flush()
+}
+
+// writePromInspectTable writes the inspect table without QOS (no series
+// carries it): NODE NAMESPACE POD WEIGHT GUARANTEED USED MEMORY
+// CONTAINERS MISPLACED, in the same units; "-" is a series Prometheus
+// does not have.
+func writePromInspectTable(w io.Writer, nodes []PromNode) error {
+	tw := newTable(w)
+	fmt.Fprintln(tw, "NODE\tNAMESPACE\tPOD\tWEIGHT\tGUARANTEED\tUSED\tMEMORY\tCONTAINERS\tMISPLACED")
+	for _, n := range nodes {
+		for _, p := range n.Pods {
+			name := p.Pod
+			if name == "" {
+				name = p.UID
+			}
+			ns := p.Namespace
+			if ns == "" {
+				ns = "-"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Name, ns, name,
+				promNumber(p.Weight, "%.0f"), promNumber(p.GuaranteedCores, "%.3f"), promNumber(p.UsageCores, "%.3f"),
+				promMiB(p.WorkingSetBytes), promCount(p.Containers), promCount(p.Misplaced))
+		}
+	}
+	return tw.Flush()
+}
+
+func promNumber(v *float64, format string) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf(format, *v)
+}
+
+func promMiB(v *float64) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.1fMi", *v/(1<<20))
+}
+
+func promCount(v *int) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprint(*v)
+}

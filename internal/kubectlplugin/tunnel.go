@@ -9,15 +9,20 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/httpstream"
+	spdystream "k8s.io/apimachinery/pkg/util/httpstream/spdy"
+	pfconst "k8s.io/apimachinery/pkg/util/portforward"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/spdy"
+	"k8s.io/client-go/transport/websocket"
 )
 
 // tunnel is one port-forward session to a pod: each connection an HTTP
@@ -30,35 +35,141 @@ type tunnel struct {
 	next atomic.Int64
 }
 
+// portForward is the Opener of the plugin: a port-forward session to each
+// agent's pod, through the API server, with the user's credentials.
+type portForward struct {
+	cfg  *rest.Config
+	core corev1client.CoreV1Interface
+	port int
+}
+
+var _ Opener = portForward{}
+
+// Open opens a port-forward to a's pod, by ctx's deadline.
+func (p portForward) Open(ctx context.Context, a Agent) (Session, error) {
+	u := p.core.RESTClient().Post().Resource("pods").Namespace(a.Namespace).Name(a.Pod).SubResource("portforward").URL()
+	t, err := openTunnel(ctx, p.cfg, u, p.port)
+	if err != nil {
+		err = fmt.Errorf("port-forward to pod %s/%s: %w", a.Namespace, a.Pod, err)
+		if strings.Contains(err.Error(), "forbidden") {
+			err = fmt.Errorf("%w\n%s", err, rbacHint(a.Namespace))
+		}
+		return nil, err
+	}
+	return t, nil
+}
+
 // openTunnel starts a port-forward session to pod (through the API server,
 // with cfg's credentials): over WebSockets first, as kubectl does since
 // v1.31, falling back to SPDY when the API server cannot upgrade to them.
-func openTunnel(cfg *rest.Config, podURL *url.URL, port int) (*tunnel, error) {
-	transport, upgrader, err := spdy.RoundTripperFor(cfg)
+// It returns by ctx's deadline: the requests carry ctx (their TCP and TLS
+// dials and the WebSocket handshake end with it), and the SPDY upgrade,
+// whose answer client-go reads without a deadline, is waited for only
+// until ctx ends; a session that opens after that is closed.
+func openTunnel(ctx context.Context, cfg *rest.Config, podURL *url.URL, port int) (*tunnel, error) {
+	type opened struct {
+		conn httpstream.Connection
+		err  error
+	}
+	done := make(chan opened, 1)
+	go func() {
+		conn, err := dialPortForward(ctx, cfg, podURL)
+		done <- opened{conn, err}
+	}()
+	select {
+	case o := <-done:
+		if o.err != nil {
+			return nil, o.err
+		}
+		return &tunnel{conn: o.conn, port: port}, nil
+	case <-ctx.Done():
+		go func() {
+			if o := <-done; o.conn != nil {
+				_ = o.conn.Close()
+			}
+		}()
+		return nil, fmt.Errorf("opening the session: %w", context.Cause(ctx))
+	}
+}
+
+// dialPortForward is portforward.NewFallbackDialer of a WebSocket and a
+// SPDY dialer, as kubectl port-forward builds it, with ctx on the
+// requests: client-go's dialers make their requests without a context
+// (tunneling_dialer.go: "There is no passed context"), so this assembles
+// the same exported pieces with one.
+func dialPortForward(ctx context.Context, cfg *rest.Config, podURL *url.URL) (httpstream.Connection, error) {
+	conn, err := dialWebSocket(ctx, cfg, podURL)
+	if err == nil || !(httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)) {
+		return conn, err
+	}
+	return dialSPDY(ctx, cfg, podURL)
+}
+
+// dialWebSocket is portforward's tunnelingDialer.Dial: SPDY streams
+// tunnelled in a WebSocket (GET, RBAC verb get on pods/portforward).
+func dialWebSocket(ctx context.Context, cfg *rest.Config, podURL *url.URL) (httpstream.Connection, error) {
+	rt, holder, err := websocket.RoundTripperFor(cfg)
 	if err != nil {
 		return nil, err
 	}
-	var dialer httpstream.Dialer = spdy.NewDialer(upgrader, &http.Client{Transport: transport}, http.MethodPost, podURL)
-	ws, err := portforward.NewSPDYOverWebsocketDialer(podURL, cfg)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, podURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
-	dialer = portforward.NewFallbackDialer(ws, dialer, func(err error) bool {
-		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
-	})
-	conn, _, err := dialer.Dial(portforward.PortForwardProtocolV1Name)
+	ws, err := websocket.Negotiate(rt, holder, req, pfconst.WebsocketsSPDYTunnelingPortForwardV1)
 	if err != nil {
 		return nil, err
 	}
-	return &tunnel{conn: conn, port: port}, nil
+	return spdystream.NewClientConnectionWithPings(portforward.NewTunnelingConnection("client", ws), portforward.PingPeriod)
+}
+
+// dialSPDY is spdy's dialer: an upgrade to SPDY (POST, RBAC verb create
+// on pods/portforward).
+func dialSPDY(ctx context.Context, cfg *rest.Config, podURL *url.URL) (httpstream.Connection, error) {
+	rt, upgrader, err := spdy.RoundTripperFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, podURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	conn, _, err := spdy.Negotiate(upgrader, &http.Client{Transport: rt}, req, portforward.PortForwardProtocolV1Name)
+	return conn, err
 }
 
 // Close ends the session.
 func (t *tunnel) Close() error { return t.conn.Close() }
 
 // DialContext opens one connection to the pod's port (for an
-// http.Transport; network and address are ignored).
-func (t *tunnel) DialContext(_ context.Context, _, _ string) (net.Conn, error) {
+// http.Transport; network and address are ignored), by ctx's deadline:
+// opening a stream waits for the kubelet's reply (client-go waits up to
+// 30 s); past ctx, the caller closes the session, which ends the wait.
+func (t *tunnel) DialContext(ctx context.Context, _, _ string) (net.Conn, error) {
+	type dialed struct {
+		c   net.Conn
+		err error
+	}
+	done := make(chan dialed, 1)
+	go func() {
+		c, err := t.dial()
+		done <- dialed{c, err}
+	}()
+	select {
+	case d := <-done:
+		return d.c, d.err
+	case <-ctx.Done():
+		go func() {
+			if d := <-done; d.c != nil {
+				_ = d.c.Close()
+			}
+		}()
+		return nil, fmt.Errorf("opening a stream to port %d: %w", t.port, context.Cause(ctx))
+	}
+}
+
+// dial opens the pair of streams of one connection.
+func (t *tunnel) dial() (net.Conn, error) {
 	h := http.Header{}
 	h.Set(corev1.StreamType, corev1.StreamTypeError)
 	h.Set(corev1.PortHeader, strconv.Itoa(t.port))
