@@ -118,10 +118,16 @@ func fetch(ctx context.Context, op Opener, a Agent, o FetchOptions) ([]byte, err
 	if err != nil {
 		return nil, err
 	}
-	stop := context.AfterFunc(ctx, func() { _ = s.Close() })
+	closed := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		_ = s.Close()
+		close(closed)
+	})
 	defer func() {
 		if stop() {
 			_ = s.Close()
+		} else {
+			<-closed // the session is gone before the worker takes the next node
 		}
 	}()
 	client := &http.Client{Transport: &http.Transport{DialContext: s.DialContext, DisableKeepAlives: true}}

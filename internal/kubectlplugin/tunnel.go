@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/spdy"
 	"k8s.io/client-go/transport/websocket"
+	streamhttp "k8s.io/streaming/pkg/httpstream"
 )
 
 // tunnel is one port-forward session to a pod: each connection an HTTP
@@ -99,10 +100,20 @@ func openTunnel(ctx context.Context, cfg *rest.Config, podURL *url.URL, port int
 // the same exported pieces with one.
 func dialPortForward(ctx context.Context, cfg *rest.Config, podURL *url.URL) (httpstream.Connection, error) {
 	conn, err := dialWebSocket(ctx, cfg, podURL)
-	if err == nil || !(httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)) {
+	if err == nil || !upgradeRefused(err) {
 		return conn, err
 	}
 	return dialSPDY(ctx, cfg, podURL)
+}
+
+// upgradeRefused says the API server would not upgrade to WebSockets (or
+// a proxy cannot carry them): kubectl's condition to fall back to SPDY.
+// client-go's WebSocket round tripper returns k8s.io/streaming's
+// UpgradeFailureError, which apimachinery's IsUpgradeFailure (what
+// kubectl's fallback predicate reads) does not recognise since the two
+// were split: both are asked.
+func upgradeRefused(err error) bool {
+	return streamhttp.IsUpgradeFailure(err) || httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
 }
 
 // dialWebSocket is portforward's tunnelingDialer.Dial: SPDY streams
