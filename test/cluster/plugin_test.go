@@ -290,6 +290,7 @@ func TestKubectlPlugin(t *testing.T) {
 	}
 	comparePluginWithHost(t, e, dir, kc, bin, ns)
 	checkPluginTables(t, e, dir, kc, ns, agent)
+	checkPluginNamespace(t, e, dir, kc, ns)
 	checkPluginRBAC(t, e, dir, ns)
 	// The lane's admin signs in with a client certificate: no token for
 	// the agent, which answers 401, and the plugin says what to do.
@@ -399,6 +400,63 @@ func checkPluginTables(t *testing.T, e *env, dir, kc, ns string, agent *corev1.P
 	}
 	if _, stderr, err := e.plugin(t, dir, kc, "audit", "--node", "no-such-node"); err == nil || !strings.Contains(stderr, "no running cgwarden agent on node no-such-node") {
 		t.Errorf("--node no-such-node: %v: %s", err, stderr)
+	}
+}
+
+// checkPluginNamespace: with -n, the plugin lists the namespace's pods
+// and asks only the agents of their nodes. Without list on pods there it
+// says so and asks every agent (what the checks above ran with); once
+// allowed, -n of the test's namespace asks the lane's node, and -n of a
+// namespace with no pods asks no agent at all (no port-forward).
+func checkPluginNamespace(t *testing.T, e *env, dir, kc, ns string) {
+	t.Helper()
+	if _, stderr, err := e.plugin(t, dir, kc, "inspect", "-n", ns); err != nil || !strings.Contains(stderr, "asking every node's agent instead") {
+		t.Errorf("-n %s without list on its pods: %v: %s", ns, err, stderr)
+	}
+	empty := e.namespace(t)
+	for _, n := range []string{ns, empty} {
+		e.grantIn(t, n, ns, "plugin-user", []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}}})
+	}
+	for _, c := range []struct {
+		namespace string
+		nodes     int
+		say       string
+	}{
+		{ns, 1, fmt.Sprintf("namespace %s has running pods on 1 nodes: asking 1 of 1 agents", ns)},
+		{empty, 0, fmt.Sprintf("namespace %s has running pods on 0 nodes: asking 0 of 1 agents", empty)},
+	} {
+		var out, stderr string
+		var err error
+		for i := 0; i < 10; i++ { // RBAC reaches the authorizer within a few seconds
+			out, stderr, err = e.plugin(t, dir, kc, "audit", "-n", c.namespace, "-o", "json")
+			if err == nil && strings.Contains(stderr, c.say) {
+				break
+			}
+			time.Sleep(time.Second)
+		}
+		t.Logf("kubectl cgwarden audit -n %s: %v\n%s", c.namespace, err, stderr)
+		var d pluginDoc
+		if err != nil || json.Unmarshal([]byte(out), &d) != nil || len(d.Nodes) != c.nodes || !strings.Contains(stderr, c.say) {
+			t.Errorf("kubectl cgwarden audit -n %s: %v: %d nodes, want %d; stderr %q, want %q", c.namespace, err, len(d.Nodes), c.nodes, stderr, c.say)
+		}
+		if c.nodes == 1 && len(d.Nodes) == 1 && (d.Nodes[0].Name != e.node || d.Nodes[0].Error != "") {
+			t.Errorf("kubectl cgwarden audit -n %s: node %q error %q", c.namespace, d.Nodes[0].Name, d.Nodes[0].Error)
+		}
+	}
+}
+
+// grantIn binds a Role with rules in namespace ns to saNS/sa.
+func (e *env) grantIn(t *testing.T, ns, saNS, sa string, rules []rbacv1.PolicyRule) {
+	t.Helper()
+	ctx := context.Background()
+	name := "cgwarden-test-" + sa
+	if _, err := e.cs.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.cs.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: saNS}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 }
 
