@@ -9,6 +9,8 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"os"
 	"os/exec"
@@ -278,6 +280,42 @@ func TestPrometheusFleet(t *testing.T) {
 		}
 		table, _, _ := runPlugin(t, "inspect", "-A", "--prometheus", base)
 		golden(t, "prom-inspect-all.table", []byte(table))
+	})
+
+	t.Run("through the API server's service proxy", func(t *testing.T) {
+		// A stand-in for the API server's service proxy (the lane's API
+		// server refuses to proxy to a loopback endpoint, and everything
+		// here is on loopback): it checks the path and the kubeconfig's
+		// token, strips the prefix and passes the request to the real
+		// Prometheus, as the API server would. HTTPS: client-go sends a
+		// kubeconfig's credentials only over TLS.
+		target, _ := url.Parse(base)
+		const prefix = "/api/v1/namespaces/monitoring/services/prometheus:9090/proxy"
+		var seen []string
+		apiserver := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			seen = append(seen, r.Method+" "+r.URL.Path+" "+r.Header.Get("Authorization"))
+			if !strings.HasPrefix(r.URL.Path, prefix+"/") || r.Header.Get("Authorization") != "Bearer s3cret" {
+				http.Error(w, "forbidden", http.StatusForbidden)
+				return
+			}
+			r.URL.Path = strings.TrimPrefix(r.URL.Path, prefix)
+			r.Header.Del("Authorization")
+			httputil.NewSingleHostReverseProxy(target).ServeHTTP(w, r)
+		}))
+		defer apiserver.Close()
+		kc := filepath.Join(t.TempDir(), "kubeconfig")
+		cfg := fmt.Sprintf("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: %q, insecure-skip-tls-verify: true}}]\nusers: [{name: u, user: {token: s3cret}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n", apiserver.URL)
+		if err := os.WriteFile(kc, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		direct, _, _ := runPlugin(t, "audit", "-A", "--prometheus", base)
+		out, stderr, code := runPlugin(t, "audit", "-A", "--kubeconfig", kc, "--prometheus-service", "monitoring/prometheus:9090")
+		if code != 1 || out != direct {
+			t.Errorf("exit %d (want 1: node gone), table:\n%s\nwant, as --prometheus:\n%s\nstderr: %s", code, out, direct, stderr)
+		}
+		if len(seen) != 1 || !strings.HasPrefix(seen[0], "POST "+prefix+"/api/v1/query ") {
+			t.Errorf("the API server saw %q, want one POST of %s/api/v1/query", seen, prefix)
+		}
 	})
 
 	t.Run("one namespace, one node", func(t *testing.T) {
