@@ -15,6 +15,15 @@
 // loopback); port-forward has neither limit. docs/kubectl-plugin.md says
 // what this means for security.
 //
+// Nodes are asked --parallel at a time, each within --timeout (the
+// port-forward's dial, the stream, the request and the answer): FetchAll,
+// which takes any Opener, so that tests and simulated agents dial agents
+// directly (Direct) where the plugin opens a port-forward (tunnel.go). With
+// a namespace, only the nodes that run its pods are asked (one pod LIST).
+// With --prometheus the fleet comes from one PromQL query of the agents'
+// series instead (prometheus.go); a node's full audit stays the
+// port-forward.
+//
 // The reports are the documents `cgwarden audit -o json` and `cgwarden
 // inspect -o json` write; this package only selects pods (by namespace)
 // and lays them out, and passes every finding and pod through as the
