@@ -2,7 +2,6 @@ package kubectlplugin
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -103,7 +102,7 @@ func fetchOne(ctx context.Context, op Opener, a Agent, o FetchOptions) Result {
 	nctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	body, err := fetch(nctx, op, a, o)
-	if err != nil && ctx.Err() == nil && errors.Is(nctx.Err(), context.DeadlineExceeded) {
+	if err != nil && ctx.Err() == nil && pastDeadline(nctx) {
 		err = &TimeoutError{Timeout: o.Timeout, Err: err}
 	}
 	return Result{Agent: a, Body: body, Err: err}

@@ -71,15 +71,31 @@ func newFleet(t *testing.T, n int, kindOf func(i int) behaviour) *fleet {
 			go f.holdSilently(l)
 			f.addr[node] = l.Addr().String()
 		case refuses:
-			l, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			f.addr[node] = l.Addr().String()
-			l.Close()
+			f.addr[node] = boundNotListening(t)
 		}
 	}
 	return f
+}
+
+// boundNotListening is a loopback port that refuses connections and that
+// no other listener can take while the test runs: a socket bound to it
+// that never listens (a closed listener's port could be given to the
+// next one).
+func boundNotListening(t *testing.T) string {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
 }
 
 // holdSilently accepts connections and reads them to their end without

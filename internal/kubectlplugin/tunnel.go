@@ -79,6 +79,12 @@ func openTunnel(ctx context.Context, cfg *rest.Config, podURL *url.URL, port int
 	}()
 	select {
 	case o := <-done:
+		if o.err != nil && pastDeadline(ctx) {
+			// Ended by the deadline as it passed (the WebSocket dialer
+			// sets it on the connection, whose i/o timeout can come
+			// before ctx says it is done): say it is the deadline.
+			return nil, fmt.Errorf("opening the session: %w (%v)", context.DeadlineExceeded, o.err)
+		}
 		if o.err != nil {
 			return nil, o.err
 		}
@@ -91,6 +97,13 @@ func openTunnel(ctx context.Context, cfg *rest.Config, podURL *url.URL, port int
 		}()
 		return nil, fmt.Errorf("opening the session: %w", context.Cause(ctx))
 	}
+}
+
+// pastDeadline says ctx's deadline has passed, even if its timer has not
+// fired yet.
+func pastDeadline(ctx context.Context) bool {
+	dl, ok := ctx.Deadline()
+	return ctx.Err() != nil || ok && !time.Now().Before(dl)
 }
 
 // dialPortForward is portforward.NewFallbackDialer of a WebSocket and a
