@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -501,6 +502,91 @@ func checkPluginRBAC(t *testing.T, e *env, dir, ns string) {
 			if !strings.Contains(stderr, w) {
 				t.Errorf("%s: stderr lacks %q: %s", c.who, w, stderr)
 			}
+		}
+	}
+}
+
+// TestKubectlPluginPrometheus: with Prometheus scraping the lane's agent
+// as deploy/prometheus/scrape.yaml says (prometheus_test.go's
+// startPrometheus), `kubectl cgwarden audit -A --prometheus URL` prints,
+// from one query, the lane node's findings counted by rule and severity
+// exactly as the port-forward path's findings count them, and `inspect -n
+// NS --prometheus URL` the test's pods with the weights the port-forward
+// path shows.
+func TestKubectlPluginPrometheus(t *testing.T) {
+	bin, err := exec.LookPath("prometheus")
+	if err != nil {
+		msg := "no prometheus binary (Debian package prometheus; .ci/run installs it)"
+		if os.Getenv("CGWARDEN_REQUIRE_REAL") == "1" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	e := cluster(t)
+	ns := e.namespace(t)
+	e.runBurstable(t, ns, "reserver", "exec sleep 3600", "500m", "", "")
+	e.runPod(t, ns, "sleeper", "exec sleep 3600")
+	installAgent(t, e, "testdata/agent-prom")
+	prom := e.startPrometheus(t, bin, ns)
+	dir := buildPlugin(t)
+	kc := e.saKubeconfig(t, ns, "plugin-user")
+	e.grant(t, ns, "plugin-user", []rbacv1.PolicyRule{pluginRead, pluginForward})
+	e.grantNodes(t, ns, "plugin-user", "nodes/stats")
+
+	var last string
+	poll(t, 120*time.Second, "the same findings from Prometheus as through the port-forward", func() (bool, string, error) {
+		viaAgent, viaProm := map[string]int{}, map[string]int{}
+		out, stderr, err := e.plugin(t, dir, kc, "audit", "-A", "-o", "json")
+		var d pluginDoc
+		if err != nil || json.Unmarshal([]byte(out), &d) != nil || len(d.Nodes) != 1 {
+			return false, fmt.Sprintf("port-forward: %v: %s", err, stderr), nil
+		}
+		var r struct {
+			Findings []struct{ Rule, Severity string }
+		}
+		if err := json.Unmarshal(d.Nodes[0].Report, &r); err != nil {
+			return false, "", err
+		}
+		for _, f := range r.Findings {
+			viaAgent[f.Rule+" "+f.Severity]++
+		}
+		out, stderr, err = e.plugin(t, dir, kc, "audit", "-A", "--prometheus", prom.base, "-o", "json")
+		var p struct {
+			Nodes []struct {
+				Name     string
+				Error    string
+				Findings []struct {
+					Rule, Severity string
+					Count          int
+				}
+			}
+		}
+		if err != nil || json.Unmarshal([]byte(out), &p) != nil || len(p.Nodes) != 1 || p.Nodes[0].Name != e.node {
+			return false, fmt.Sprintf("--prometheus: %v: %s %s", err, out, stderr), nil
+		}
+		for _, f := range p.Nodes[0].Findings {
+			viaProm[f.Rule+" "+f.Severity] += f.Count
+		}
+		last = stderr
+		return len(viaAgent) > 0 && fmt.Sprint(viaAgent) == fmt.Sprint(viaProm), fmt.Sprintf("port-forward %v, Prometheus %v", viaAgent, viaProm), nil
+	})
+	t.Logf("kubectl cgwarden audit -A --prometheus: %s", last)
+
+	table, stderr, err := e.plugin(t, dir, kc, "inspect", "-n", ns, "--prometheus", prom.base)
+	t.Logf("kubectl cgwarden inspect -n %s --prometheus:\n%s%s", ns, table, stderr)
+	if err != nil {
+		t.Fatalf("inspect --prometheus: %v", err)
+	}
+	pf, stderr, err := e.plugin(t, dir, kc, "inspect", "-n", ns, "-o", "json")
+	var d pluginDoc
+	if err != nil || json.Unmarshal([]byte(pf), &d) != nil || len(d.Nodes) != 1 {
+		t.Fatalf("inspect through the port-forward: %v: %s", err, stderr)
+	}
+	for key, p := range inspectPods(t, d.Nodes[0].Report) {
+		name := strings.TrimPrefix(key, ns+"/")
+		row := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(e.node) + `\s+` + regexp.QuoteMeta(ns) + `\s+` + regexp.QuoteMeta(name) + `\s+(\d+)\s`).FindStringSubmatch(table)
+		if row == nil || row[1] != fmt.Sprint(p.CPU.Weight) {
+			t.Errorf("pod %s: weight %d through the port-forward, row %q from Prometheus", key, p.CPU.Weight, row)
 		}
 	}
 }
