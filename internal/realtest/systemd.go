@@ -86,9 +86,8 @@ type SystemdTree struct {
 func NewSystemdTree(t testing.TB) *SystemdTree {
 	t.Helper()
 	RequireSystemd(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := sd.NewSystemConnectionContext(ctx)
+	// The connection lives as long as its context: the test's.
+	conn, err := sd.NewSystemConnectionContext(context.Background())
 	if err != nil {
 		t.Fatalf("connecting to systemd: %v", err)
 	}

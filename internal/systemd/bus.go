@@ -31,7 +31,8 @@ type Bus struct {
 
 // Open connects to systemd through the system bus socket (a path beneath
 // the host root; Node.Socket), as the kubelet does: authenticated as this
-// process's user, with the bus's Hello.
+// process's user, with the bus's Hello. The connection lives as long as
+// ctx: it is closed when ctx is done.
 func Open(ctx context.Context, socket string) (*Bus, error) {
 	if socket == "" {
 		socket = BusSocket
