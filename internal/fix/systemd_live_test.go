@@ -102,10 +102,10 @@ func TestSystemdWeightsThroughUnits(t *testing.T) {
 		}
 	}
 	check("after apply")
-	for i := range 3 {
-		tree.Reload()
-		check("after daemon-reload " + strconv.Itoa(i+1))
-	}
+	// One daemon-reload is enough to reset a direct write (docs/systemd.md);
+	// the holder's test does five. Each costs 10-40 s under TCG.
+	tree.Reload()
+	check("after daemon-reload")
 	// A new container in a sized pod makes systemd realize the slice
 	// again.
 	tree.Scope(vms[0].slice, strings.Repeat("e", 64))
