@@ -4,6 +4,8 @@ go 1.26.0
 
 require (
 	github.com/containerd/nri v0.12.5
+	github.com/coreos/go-systemd/v22 v22.7.0
+	github.com/godbus/dbus/v5 v5.1.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.74.0

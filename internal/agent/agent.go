@@ -26,6 +26,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/podsource"
 	"github.com/cgwarden/cgwarden/internal/serve"
 	"github.com/cgwarden/cgwarden/internal/sizetrust"
+	"github.com/cgwarden/cgwarden/internal/systemd"
 )
 
 // Agent is a completed configuration, ready to Run.
@@ -40,7 +41,10 @@ type Agent struct {
 	source string
 	note   *events.Notifier
 
-	host   *cgroupfs.Host
+	host *cgroupfs.Host
+	// units is systemd's door when systemd runs the node (nil
+	// otherwise): the fixers set the weights of its units through it.
+	units  *systemd.Bus
 	hub    *cgroupfs.Hub
 	steady *inventory.Steady
 	holder *hold.Holder
@@ -119,6 +123,18 @@ func (a *Agent) completeLive(ctx context.Context, lister podsource.Lister, scfg 
 		return err
 	}
 	a.host = host
+	if len(c.Weights) > 0 || c.Adopt {
+		b, why, err := systemd.OpenNode(ctx, c.HostRoot)
+		if err != nil {
+			a.log.Warn(err.Error())
+		} else {
+			a.log.Info(why)
+		}
+		if b != nil {
+			a.units = b
+			a.closes = append(a.closes, func() { _ = b.Close() })
+		}
+	}
 	sc, err := inventory.Open(host)
 	if err != nil {
 		return err
@@ -180,7 +196,11 @@ func (a *Agent) completeLive(ctx context.Context, lister podsource.Lister, scfg 
 
 // engine is a fix engine of the agent: journaled applies through the host.
 func (a *Agent) engine() *fix.Engine {
-	return &fix.Engine{FS: a.host, JournalDir: a.cfg.JournalDir, Journal: a.journal, Log: a.log.With("component", "fix")}
+	e := &fix.Engine{FS: a.host, JournalDir: a.cfg.JournalDir, Journal: a.journal, Log: a.log.With("component", "fix")}
+	if a.units != nil {
+		e.Units = a.units
+	}
+	return e
 }
 
 // sizeTrust starts the live agent's check of which pod sizes it may

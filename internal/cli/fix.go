@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"slices"
 	"strings"
 
@@ -14,6 +16,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/journal"
 	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/plan"
+	"github.com/cgwarden/cgwarden/internal/systemd"
 )
 
 type fixFlags struct {
@@ -101,7 +104,25 @@ func (o *Options) fixEngine(f *fixFlags) (*fix.Engine, func(), error) {
 		return nil, nil, err
 	}
 	e.FS = host
-	return e, func() { host.Close() }, nil
+	closeUnits := openUnits(e, o.HostRoot)
+	return e, func() { closeUnits(); host.Close() }, nil
+}
+
+// openUnits gives e systemd's door when systemd runs the node (the
+// weights of its units are then set as unit properties), and returns what
+// closes it.
+func openUnits(e *fix.Engine, root string) func() {
+	b, why, err := systemd.OpenNode(context.Background(), root)
+	if err != nil {
+		slog.Warn(err.Error())
+	}
+	if b == nil {
+		slog.Debug(why)
+		return func() {}
+	}
+	slog.Debug(why)
+	e.Units = b
+	return func() { _ = b.Close() }
 }
 
 func newFix(o *Options) *cobra.Command {

@@ -43,6 +43,7 @@ func runRevert(out io.Writer, o *Options, dir string, all bool) error {
 	}
 	defer host.Close()
 	e := &fix.Engine{FS: host, JournalDir: dir}
+	defer openUnits(e, o.HostRoot)()
 	rep, err := e.Revert(all)
 	if rep != nil {
 		if werr := fix.WriteRevert(out, o.Output, rep); werr != nil && err == nil {

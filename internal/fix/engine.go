@@ -22,6 +22,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/mounts"
 	"github.com/cgwarden/cgwarden/internal/plan"
+	"github.com/cgwarden/cgwarden/internal/systemd"
 )
 
 // Stage is a point of an apply where the Hook is called.
@@ -59,6 +60,15 @@ type granter interface {
 	Grant(trees, exact []string) *cgroupfs.Grant
 }
 
+// UnitDoor is systemd on a node it runs (systemd.Bus), the second door:
+// the weight plan asks it which cgroups are its units and what their
+// weight properties hold, and an apply sets them through a grant bound to
+// the units its checked plan names.
+type UnitDoor interface {
+	plan.Units
+	Grant(units []string) *systemd.Grant
+}
+
 // writer is what an apply writes through: a grant of the door bound to
 // pol (ended by the returned func), or the FS itself when it grants
 // nothing (a test's fake).
@@ -85,6 +95,10 @@ type Engine struct {
 	// engine keeps its own, made on first use and closed by Close.
 	Journal *journal.Journal
 	own     *journal.Journal
+	// Units is systemd on a node it runs (systemd.Detect), nil on any
+	// other: the weights of its units are then set as unit properties
+	// (plan.Property), which systemd keeps across daemon-reload.
+	Units UnitDoor
 	// Meta names pods for --pod NAME; may be nil.
 	Meta *metadata.Set
 	Log  *slog.Logger
@@ -160,7 +174,7 @@ func (e *Engine) gone(s *journal.Step) bool {
 		return errors.Is(err, fs.ErrNotExist)
 	}
 	switch s.Op.Kind {
-	case plan.Write:
+	case plan.Write, plan.Property:
 		_, err := e.FS.ReadFile(s.Op.Path)
 		return errors.Is(err, fs.ErrNotExist)
 	case plan.Mkdir:
@@ -214,6 +228,32 @@ type Options struct {
 // processes after this many passes is being refilled by its runtime.
 const MaxMoveRounds = 100
 
+// units is e.Units as the plan takes it: a nil interface when unset.
+func (e *Engine) units() plan.Units {
+	if e.Units == nil {
+		return nil
+	}
+	return e.Units
+}
+
+// unitWriter is the grant an apply sets unit properties through, bound
+// to the units its Property operations name (nil when there are none).
+func (e *Engine) unitWriter(ops []plan.Op) (*systemd.Grant, error) {
+	var units []string
+	for _, op := range ops {
+		if op.Kind == plan.Property && !slices.Contains(units, op.Unit) {
+			units = append(units, op.Unit)
+		}
+	}
+	if len(units) == 0 {
+		return nil, nil
+	}
+	if e.Units == nil {
+		return nil, fmt.Errorf("the plan sets properties of systemd units %v, but cgwarden has no connection to systemd: nothing applied", units)
+	}
+	return e.Units.Grant(units), nil
+}
+
 func (e *Engine) log() *slog.Logger {
 	if e.Log == nil {
 		return slog.Default().With("component", "fix")
@@ -256,7 +296,7 @@ func (e *Engine) plan(o Options, owned []string) (*plan.Plan, plan.Policy, error
 // planNode plans from a scan made elsewhere.
 func (e *Engine) planNode(n *inventory.Node, places mounts.Places, o Options, owned []string) (*plan.Plan, plan.Policy, error) {
 	return Plan(plan.Input{
-		Node: n, Places: places, FS: e.FS, Pod: o.Pod, Only: o.Only, RemoveEmptySource: o.RemoveEmptySource,
+		Node: n, Places: places, FS: e.FS, Pod: o.Pod, Only: o.Only, RemoveEmptySource: o.RemoveEmptySource, Units: e.units(),
 		Owned: func(p string) bool { return slices.Contains(owned, path.Clean(p)) },
 	}, e.Meta, o.MaxTierMilliCPU)
 }
@@ -269,7 +309,7 @@ func Plan(in plan.Input, meta *metadata.Set, maxTierMilli int64) (*plan.Plan, pl
 		return nil, pol, err
 	}
 	wp, wpol, err := plan.Weights(plan.WeightInput{Node: in.Node, Places: in.Places, FS: in.FS, Meta: meta,
-		Pod: in.Pod, Only: in.Only, MaxTierMilliCPU: maxTierMilli})
+		Pod: in.Pod, Only: in.Only, MaxTierMilliCPU: maxTierMilli, Units: in.Units})
 	if err != nil {
 		return nil, pol, err
 	}
@@ -357,9 +397,16 @@ func (e *Engine) applyPlan(j *journal.Journal, runs []*journal.Run, p *plan.Plan
 	if pol.RemoveSources {
 		exact = pol.Sources
 	}
+	ug, err := e.unitWriter(p.Ops)
+	if err != nil {
+		return res, err
+	}
+	if ug != nil {
+		defer ug.End()
+	}
 	gw, end := e.writer(pol.Trees, exact)
 	defer end()
-	w := &guard{w: gw, check: applyCheck(pol)}
+	w := &guard{w: gw, check: applyCheck(pol), units: ug, checkUnit: pol.Check}
 	begin := journal.Entry{Type: journal.Begin}
 	if unfinished != nil {
 		res.Run, res.Resumed = unfinished.ID, true
@@ -442,6 +489,8 @@ func (e *Engine) applyOne(j *journal.Journal, w *guard, run string, i int, op pl
 		opErr = w.Rmdir(op.Path)
 	case plan.Move:
 		sr.Moved, sr.Exited, opErr = e.move(j, w, run, intent.Seq, i, op)
+	case plan.Property:
+		opErr = w.SetProperty(op, op.Value)
 	}
 	e.hook(StageApplied, i, 0)
 	gone := opErr != nil && op.IfGone != "" && errors.Is(opErr, fs.ErrNotExist)
@@ -499,6 +548,16 @@ func (e *Engine) prevState(op plan.Op) (plan.Prev, error) {
 			}
 			prev.Pids[pr.Source] = pids
 		}
+	case plan.Property:
+		if e.Units == nil {
+			return prev, fmt.Errorf("no connection to systemd to read %s of %s", op.Property, op.Unit)
+		}
+		v, err := e.Units.Property(op.Unit, op.Property)
+		if err != nil {
+			return prev, err
+		}
+		s := strconv.FormatUint(v, 10)
+		prev.Value = &s
 	case plan.Rmdir:
 		prev.Values = map[string]string{}
 		for _, f := range op.Keep {

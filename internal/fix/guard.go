@@ -10,6 +10,7 @@ import (
 
 	"github.com/cgwarden/cgwarden/internal/cgroupfs"
 	"github.com/cgwarden/cgwarden/internal/plan"
+	"github.com/cgwarden/cgwarden/internal/systemd"
 )
 
 var errESRCH = unix.ESRCH
@@ -22,6 +23,27 @@ type guard struct {
 	// moving is the process a move is writing right now; a cgroup.procs
 	// write of anything else is refused.
 	moving map[int]bool
+	// units sets systemd unit properties (nil: none may be set), each
+	// checked by checkUnit first.
+	units     *systemd.Grant
+	checkUnit func(plan.Op) error
+}
+
+// SetProperty sets op's unit property to value (op.Value on apply, the
+// journaled old value on revert) after checking op.
+func (g *guard) SetProperty(op plan.Op, value string) error {
+	op.Value = value
+	if g.units == nil || g.checkUnit == nil {
+		return fmt.Errorf("%s of %s: no systemd grant: %w", op.Property, op.Unit, plan.ErrPolicy)
+	}
+	if err := g.checkUnit(op); err != nil {
+		return err
+	}
+	v, err := strconv.ParseUint(strings.TrimSpace(value), 10, 64)
+	if err != nil {
+		return fmt.Errorf("%s of %s: bad value %q: %w", op.Property, op.Unit, value, err)
+	}
+	return g.units.SetProperty(op.Unit, op.Property, v)
 }
 
 func (g *guard) WriteFile(p string, data []byte) error {
@@ -58,6 +80,21 @@ func applyCheck(pol plan.Policy) func(plan.Kind, string, string, map[int]bool) e
 			return pol.CheckTarget(path.Dir(p))
 		}
 		return pol.Check(plan.Op{Kind: kind, Path: p, Value: value})
+	}
+}
+
+// exactUnitCheck is the per-property check of a revert: only the units
+// and properties the journal's steps name, back to a value in range or
+// to unset.
+func exactUnitCheck(allowed map[string]bool) func(plan.Op) error {
+	return func(op plan.Op) error {
+		if !allowed[string(plan.Property)+" "+op.Unit+" "+op.Property+" "+path.Clean(op.Path)] {
+			return fmt.Errorf("%s of %s: not something the journal says cgwarden changed: %w", op.Property, op.Unit, plan.ErrPolicy)
+		}
+		if strings.TrimSpace(op.Value) == strconv.FormatUint(systemd.Unset, 10) {
+			return nil
+		}
+		return plan.Validate(op.File(), op.Value)
 	}
 }
 

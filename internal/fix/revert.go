@@ -16,6 +16,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/journal"
 	"github.com/cgwarden/cgwarden/internal/plan"
+	"github.com/cgwarden/cgwarden/internal/systemd"
 )
 
 // Undo is what a revert did with one journaled operation.
@@ -95,7 +96,7 @@ func (e *Engine) revertRun(j *journal.Journal, r *journal.Run, pending []*journa
 		return fmt.Errorf("nothing reverted: %w", err)
 	}
 	allowed := map[string]bool{}
-	var exact []string
+	var exact, units []string
 	allow := func(k plan.Kind, p string) {
 		allowed[string(k)+" "+path.Clean(p)] = true
 		exact = append(exact, p)
@@ -112,6 +113,11 @@ func (e *Engine) revertRun(j *journal.Journal, r *journal.Run, pending []*journa
 		switch s.Op.Kind {
 		case plan.Write:
 			allow(plan.Write, s.Op.Path)
+		case plan.Property:
+			allowed[string(plan.Property)+" "+s.Op.Unit+" "+s.Op.Property+" "+path.Clean(s.Op.Path)] = true
+			if !slices.Contains(units, s.Op.Unit) {
+				units = append(units, s.Op.Unit)
+			}
 		case plan.Mkdir:
 			allow(plan.Rmdir, s.Op.Path)
 		case plan.Move:
@@ -127,7 +133,11 @@ func (e *Engine) revertRun(j *journal.Journal, r *journal.Run, pending []*journa
 	}
 	gw, end := e.writer(nil, exact)
 	defer end()
-	w := &guard{w: gw, check: exactCheck(allowed)}
+	w := &guard{w: gw, check: exactCheck(allowed), checkUnit: exactUnitCheck(allowed)}
+	if len(units) > 0 && e.Units != nil {
+		w.units = e.Units.Grant(units)
+		defer w.units.End()
+	}
 	if _, err := j.Append(journal.Entry{Type: journal.RevertBegin, Apply: r.ID}); err != nil {
 		return fmt.Errorf("nothing reverted: %w", err)
 	}
@@ -274,6 +284,8 @@ func (e *Engine) undo(w *guard, s *journal.Step) Undo {
 			return notUndone("restoring %q: %v", prev, err)
 		}
 		u.Note = fmt.Sprintf("%q restored", prev)
+	case plan.Property:
+		return e.undoProperty(w, s, u)
 	case plan.Mkdir:
 		if s.Prev.Existed {
 			u.Status, u.Note = NothingToUndo, "cgwarden did not create it"
@@ -384,5 +396,47 @@ func (e *Engine) undoMove(w *guard, s *journal.Step, u Undo) Undo {
 		u.Status = NothingToUndo
 	}
 	u.Note = strings.Join(notes, "; ")
+	return u
+}
+
+// undoProperty sets a unit's weight property back to the value the
+// journal recorded (unset again, when it was never set), unless it holds
+// that already or the unit is gone.
+func (e *Engine) undoProperty(w *guard, s *journal.Step, u Undo) Undo {
+	op := s.Op
+	notUndone := func(format string, a ...any) Undo {
+		u.Status, u.Note = NotUndone, fmt.Sprintf(format, a...)
+		return u
+	}
+	if s.Prev.Value == nil {
+		return notUndone("the journal has no previous value for %s of %s", op.Property, op.Unit)
+	}
+	if e.Units == nil {
+		return notUndone("%s of %s was set through systemd, and cgwarden has no connection to systemd here", op.Property, op.Unit)
+	}
+	prev := *s.Prev.Value
+	cur, err := e.Units.Property(op.Unit, op.Property)
+	if errors.Is(err, fs.ErrNotExist) {
+		u.Status, u.Note = NothingToUndo, "the unit is gone"
+		return u
+	}
+	if err != nil {
+		return notUndone("%v", err)
+	}
+	if strconv.FormatUint(cur, 10) == prev {
+		u.Status = NothingToUndo
+		return u
+	}
+	if err := w.SetProperty(op, prev); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			u.Status, u.Note = NothingToUndo, "the unit is gone"
+			return u
+		}
+		return notUndone("restoring %s=%s: %v", op.Property, prev, err)
+	}
+	u.Note = fmt.Sprintf("%s=%s restored through systemd", op.Property, prev)
+	if prev == strconv.FormatUint(systemd.Unset, 10) {
+		u.Note = op.Property + " unset again through systemd"
+	}
 	return u
 }

@@ -327,6 +327,10 @@ func (h *Holder) correct(p string) bool {
 	}
 	noticed := time.Now()
 	op := plan.Op{Kind: plan.Write, Rule: f.t.Rule, Path: p, Value: f.want}
+	if f.t.Unit != "" {
+		// systemd's unit: the property, which systemd keeps.
+		op.Kind, op.Unit, op.Property = plan.Property, f.t.Unit, f.t.Property
+	}
 	h.mu.Lock()
 	pol := plan.Policy{Weights: []string{p}, Trees: h.trees}
 	h.mu.Unlock()
@@ -334,10 +338,7 @@ func (h *Holder) correct(p string) bool {
 		h.log.Error("refusing to write a held weight", "path", p, "err", err)
 		return true
 	}
-	// A writer for this one file, for this one restore.
-	g := h.cfg.Host.Grant(nil, []string{p})
-	werr := g.WriteFile(p, []byte(f.want))
-	g.End()
+	werr := h.write(op)
 	done := time.Now()
 	if errors.Is(werr, fs.ErrNotExist) {
 		return false
@@ -432,8 +433,12 @@ func (h *Holder) replanOnce(ctx context.Context) (again bool, err error) {
 		return false, err
 	}
 	places := h.loop.Places()
+	var units plan.Units
+	if h.cfg.Engine.Units != nil {
+		units = h.cfg.Engine.Units
+	}
 	p, pol, err := plan.Weights(plan.WeightInput{Node: n, Places: places, FS: h.cfg.Host, Meta: meta,
-		Only: h.cfg.Rules, MaxTierMilliCPU: h.cfg.MaxTierMilliCPU})
+		Only: h.cfg.Rules, MaxTierMilliCPU: h.cfg.MaxTierMilliCPU, Units: units})
 	if err != nil {
 		return false, err
 	}
@@ -552,7 +557,11 @@ func (h *Holder) apply(p *plan.Plan, pol plan.Policy) error {
 	first.Ops = nil
 	var again []plan.Op
 	for _, op := range p.Ops {
-		if written[path.Clean(op.Path)] {
+		key := path.Clean(op.Path)
+		if op.Kind == plan.Property {
+			key = journal.PropertyKey(op)
+		}
+		if written[key] {
 			again = append(again, op)
 		} else {
 			first.Ops = append(first.Ops, op)
@@ -567,15 +576,34 @@ func (h *Holder) apply(p *plan.Plan, pol plan.Policy) error {
 			h.cfg.OnApply(res)
 		}
 	}
-	g := h.cfg.Host.Grant(pol.Trees, nil)
-	defer g.End()
 	for _, op := range again {
 		if err := pol.Check(op); err != nil {
 			return err
 		}
-		if err := g.WriteFile(op.Path, []byte(op.Value)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := h.write(op); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
 	}
 	return nil
+}
+
+// write applies one checked weight operation through a writer made for
+// it alone: a grant of the door for the one file (Write), or of systemd
+// for the one unit (Property).
+func (h *Holder) write(op plan.Op) error {
+	if op.Kind != plan.Property {
+		g := h.cfg.Host.Grant(nil, []string{op.Path})
+		defer g.End()
+		return g.WriteFile(op.Path, []byte(op.Value))
+	}
+	if h.cfg.Engine.Units == nil {
+		return fmt.Errorf("%s of %s: no connection to systemd", op.Property, op.Unit)
+	}
+	v, err := strconv.ParseUint(op.Value, 10, 64)
+	if err != nil {
+		return fmt.Errorf("%s of %s: bad value %q: %w", op.Property, op.Unit, op.Value, err)
+	}
+	g := h.cfg.Engine.Units.Grant([]string{op.Unit})
+	defer g.End()
+	return g.SetProperty(op.Unit, op.Property, v)
 }

@@ -58,8 +58,8 @@ func Compact(entries []Entry, gone func(*Step) bool) []Entry {
 			if gone != nil && gone(s) {
 				continue
 			}
-			if s.Op.Kind == plan.Write {
-				p := path.Clean(s.Op.Path)
+			if s.Op.Kind == plan.Write || s.Op.Kind == plan.Property {
+				p := string(s.Op.Kind) + " " + path.Clean(s.Op.Path)
 				if first[p] {
 					continue
 				}

@@ -164,8 +164,15 @@ func Owned(runs []*Run) []string {
 	return slices.Compact(out)
 }
 
+// PropertyKey is how Written names a systemd unit property cgwarden set
+// (a plan.Property step): "property <unit> <property>".
+func PropertyKey(op plan.Op) string {
+	return string(plan.Property) + " " + op.Unit + " " + op.Property
+}
+
 // Written lists the files cgwarden wrote and has not restored: write steps
-// done or in doubt, not undone. Their first value is in the journal, so a
+// done or in doubt, not undone; and, by PropertyKey, the unit properties
+// it set through systemd, likewise. Their first value is in the journal, so a
 // later write of the same file (a weight re-asserted after the kubelet
 // reset it, or moved to a new size) needs no entry of its own for a revert
 // to restore the original.
@@ -173,8 +180,14 @@ func Written(runs []*Run) map[string]bool {
 	out := map[string]bool{}
 	for _, r := range runs {
 		for _, s := range r.Steps {
-			if s.Op.Kind == plan.Write && !s.Undone && s.Status != StatusFailed {
+			if s.Undone || s.Status == StatusFailed {
+				continue
+			}
+			switch s.Op.Kind {
+			case plan.Write:
 				out[path.Clean(s.Op.Path)] = true
+			case plan.Property:
+				out[PropertyKey(s.Op)] = true
 			}
 		}
 	}

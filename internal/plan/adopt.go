@@ -30,6 +30,9 @@ type Input struct {
 	Only []string
 	// RemoveEmptySource removes the runtime's emptied cgroup.
 	RemoveEmptySource bool
+	// Units is systemd on a node it runs (see WeightInput.Units); nil
+	// otherwise.
+	Units Units
 	// PlanUnconfirmed plans the unconfirmed containers too (see
 	// inventory.Container.Unconfirmed). Only for a plan that is never
 	// applied: a snapshot records the files such a plan reads.

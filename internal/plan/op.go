@@ -20,6 +20,12 @@ const (
 	Move Kind = "move"
 	// Rmdir removes one empty cgroup directory.
 	Rmdir Kind = "rmdir"
+	// Property sets one weight property (CPUWeight, CPUShares) of the
+	// systemd unit whose cgroup holds the weight file Path, through
+	// systemd's D-Bus API (package systemd): on a node whose kubelet uses
+	// the systemd driver, systemd writes the file from the property, and
+	// writes it again on every daemon-reload.
+	Property Kind = "property"
 )
 
 // RuleMisplaced is the audit's rule id for a container cgroup outside its
@@ -48,9 +54,14 @@ type Op struct {
 	// Description says in plain words what the operation does.
 	Description string `json:"description"`
 	// Path is the host path of the directory (Mkdir, Rmdir) or file
-	// (Write) the operation acts on; empty for Move.
+	// (Write; for Property, the weight file systemd writes) the operation
+	// acts on; empty for Move.
 	Path string `json:"path,omitempty"`
-	// Value is what Write writes.
+	// Unit and Property name a Property operation's systemd unit (the
+	// slice or scope whose cgroup holds Path) and its property.
+	Unit     string `json:"unit,omitempty"`
+	Property string `json:"property,omitempty"`
+	// Value is what Write writes (Property: the property's value).
 	Value string `json:"value,omitempty"`
 	// Current is the value (Write) found when the plan was made; the
 	// value actually replaced is read again just before writing and
@@ -77,7 +88,9 @@ func (o Op) File() string { return path.Base(o.Path) }
 // Prev is the state an operation replaces, read just before it is applied
 // and journaled with its intent.
 type Prev struct {
-	// Value is a Write's file content before the write.
+	// Value is a Write's file content before the write; for a Property,
+	// the property's value before it was set (systemd.Unset,
+	// 18446744073709551615, when it was never set).
 	Value *string `json:"value,omitempty"`
 	// Existed is set when a Mkdir's directory was already there (so
 	// nothing was created and nothing is to be removed on undo).

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/cgwarden/cgwarden/internal/cgroupfs"
+	"github.com/cgwarden/cgwarden/internal/systemd"
 )
 
 // Policy says where a plan may write. It is checked for every operation
@@ -81,6 +82,22 @@ func (p Policy) Check(op Op) error {
 		weight := (op.File() == "cpu.shares" || op.File() == "cpu.weight") && slices.Contains(p.Weights, path.Clean(op.Path))
 		if !p.owned(dir) && !parentOfOwned && !weight {
 			return refuse("not a cgroup cgwarden creates (nor the parent of one, for cgroup.subtree_control), nor a weight file the plan computed a target for")
+		}
+	case Property:
+		if err := Validate(op.File(), op.Value); err != nil {
+			return err
+		}
+		dir := path.Dir(op.Path)
+		switch {
+		case !p.inTree(dir):
+			return refuse("outside the kubelet's tree")
+		case !slices.Contains(p.Weights, path.Clean(op.Path)):
+			return refuse("not a weight the plan computed a target for")
+		case op.Property == "" || op.Property != systemd.WeightProperty(op.File()):
+			return refuse(fmt.Sprintf("property %q is not the one behind %s", op.Property, op.File()))
+		}
+		if u, ok := systemd.UnitOf(dir); !ok || u != op.Unit {
+			return refuse(fmt.Sprintf("unit %q is not the one whose cgroup holds the weight", op.Unit))
 		}
 	case Move:
 		if len(op.Pairs) == 0 {

@@ -32,6 +32,8 @@ func WriteText(w io.Writer, p *Plan) error {
 			} else {
 				fmt.Fprintf(&b, "     write %q to %s\n", op.Value, op.Path)
 			}
+		case Property:
+			fmt.Fprintf(&b, "     systemd: set %s=%s on unit %s (%s now %q)\n", op.Property, op.Value, op.Unit, op.File(), op.Current)
 		case Move:
 			for _, pr := range op.Pairs {
 				fmt.Fprintf(&b, "     move %s/cgroup.procs -> %s/cgroup.procs\n", pr.Source, pr.Target)

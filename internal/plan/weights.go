@@ -14,6 +14,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/mounts"
 	"github.com/cgwarden/cgwarden/internal/rules"
+	"github.com/cgwarden/cgwarden/internal/systemd"
 	"github.com/cgwarden/cgwarden/internal/weights"
 )
 
@@ -30,6 +31,19 @@ const (
 type Target struct {
 	weights.Target
 	Rule string `json:"rule"`
+	// Unit and Property are set when the weight is held through systemd
+	// (a Property operation): the unit whose cgroup holds the file, and
+	// CPUWeight or CPUShares.
+	Unit     string `json:"unit,omitempty"`
+	Property string `json:"property,omitempty"`
+}
+
+// Units is what a weight plan needs of systemd on a node whose kubelet
+// uses the systemd driver (systemd.Bus): which cgroups are its units, and
+// their weight properties.
+type Units interface {
+	Manages(cgroup string) (unit string, ok bool, err error)
+	Property(unit, name string) (uint64, error)
 }
 
 // WeightInput is what the weight plan is computed from.
@@ -47,11 +61,17 @@ type WeightInput struct {
 	// MaxTierMilliCPU caps the sizes the BestEffort tier's weight counts
 	// (0: the node's CPUs).
 	MaxTierMilliCPU int64
+	// Units, on a node run by systemd, says which targets are systemd
+	// units: their weights are planned as Property operations, which
+	// systemd keeps across daemon-reload. Nil: every weight is a Write.
+	Units Units
 }
 
 // Weights plans the writes that bring every weight target
 // (weights.Targets) to its value: one Write per target whose file holds
-// something else now. The policy allows exactly those files.
+// something else now, or, for a target that is a systemd unit (in.Units),
+// one Property operation per unit whose property or file differs. The
+// policy allows exactly those files (and their units' properties).
 func Weights(in WeightInput) (*Plan, Policy, error) {
 	n := in.Node
 	p := &Plan{Version: string(n.Version), Driver: string(n.Driver), Ops: []Op{}}
@@ -95,6 +115,19 @@ func Weights(in WeightInput) (*Plan, Policy, error) {
 			return nil, pol, fmt.Errorf("reading %s: %w", t.Path, err)
 		}
 		v := strconv.FormatUint(t.Value, 10)
+		if in.Units != nil {
+			op, done, err := propertyOp(in.Units, &t, cur, v)
+			if err != nil {
+				return nil, pol, err
+			}
+			p.Targets[len(p.Targets)-1] = t
+			if op != nil {
+				p.Ops = append(p.Ops, *op)
+			}
+			if done {
+				continue
+			}
+		}
 		if cur == v {
 			continue
 		}
@@ -108,4 +141,38 @@ func Weights(in WeightInput) (*Plan, Policy, error) {
 // MatchPod returns the pods --pod names (every pod when it is empty).
 func MatchPod(n *inventory.Node, pod string) ([]*inventory.Pod, error) {
 	return weights.MatchPod(n, pod)
+}
+
+// propertyOp plans t through systemd when its cgroup is a unit systemd
+// manages: a Property operation when the property or the file is not at
+// the target (nil when both are), and done. When systemd does not manage
+// the cgroup (a cgroupfs node's, or a directory made behind its back),
+// done is false and the caller plans a Write.
+func propertyOp(u Units, t *Target, cur, v string) (op *Op, done bool, err error) {
+	unit, ok, err := u.Manages(t.Cgroup)
+	if err != nil {
+		return nil, false, fmt.Errorf("asking systemd about %s: %w", t.Cgroup, err)
+	}
+	if !ok {
+		return nil, false, nil
+	}
+	name := systemd.WeightProperty(path.Base(t.Path))
+	t.Unit, t.Property = unit, name
+	pv, err := u.Property(unit, name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, true, nil // stopped since it was asked about: nothing to weigh
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	if strconv.FormatUint(pv, 10) == v && cur == v {
+		return nil, true, nil
+	}
+	was := strconv.FormatUint(pv, 10)
+	if pv == systemd.Unset {
+		was = "unset"
+	}
+	return &Op{Kind: Property, Rule: t.Rule, Pod: t.Pod, Container: t.Container, Path: t.Path, Unit: unit, Property: name, Value: v, Current: cur,
+		IfGone:      "the unit is gone (its pod was deleted): nothing to weigh",
+		Description: fmt.Sprintf("set %s of %s %s → %s through systemd (%s now %s): %s", name, unit, was, v, path.Base(t.Path), cur, t.Description)}, true, nil
 }

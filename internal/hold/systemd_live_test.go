@@ -1,0 +1,126 @@
+package hold_test
+
+import (
+	"context"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	sd "github.com/coreos/go-systemd/v22/dbus"
+	godbus "github.com/godbus/dbus/v5"
+
+	"github.com/cgwarden/cgwarden/internal/cgroupfs"
+	"github.com/cgwarden/cgwarden/internal/fairness"
+	"github.com/cgwarden/cgwarden/internal/fix"
+	"github.com/cgwarden/cgwarden/internal/hold"
+	"github.com/cgwarden/cgwarden/internal/kubelettree"
+	"github.com/cgwarden/cgwarden/internal/layout"
+	"github.com/cgwarden/cgwarden/internal/metadata"
+	"github.com/cgwarden/cgwarden/internal/realtest"
+	"github.com/cgwarden/cgwarden/internal/systemd"
+)
+
+// TestSystemdHolderHoldsThroughUnits is `serve --fix` on a node whose
+// kubelet uses the systemd driver, under a real systemd: the holder sets
+// the BestEffort tier's and the sized pods' weights as unit properties,
+// puts the tier back through systemd when the kubelet resets it (as the
+// kubelet's QoS manager does: SetUnitProperties CPUWeight=1 on the tier),
+// and daemon-reload then changes nothing, because systemd itself holds
+// the property. It fails if the holder restores the file instead (the
+// property would stay at the kubelet's 1).
+func TestSystemdHolderHoldsThroughUnits(t *testing.T) {
+	tree := realtest.NewSystemdTree(t)
+	var pods []kubelettree.Pod
+	for i, milli := range []int64{1000, 4000} {
+		p := kubelettree.Pod{Name: "vm-" + strconv.Itoa(i+1), UID: kubelettree.RandUID(), QoS: layout.BestEffort, MilliCPU: milli,
+			ContainerID: strings.Repeat(strconv.Itoa(i+7), 64)}
+		tree.Scope(tree.PodSlice(p.UID), p.ContainerID)
+		pods = append(pods, p)
+	}
+	host, err := cgroupfs.OpenHost("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer host.Close()
+	bus, err := systemd.Open(t.Context(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bus.Close()
+	engine := &fix.Engine{FS: host, Base: tree.Root(), JournalDir: t.TempDir(), Units: bus}
+	meta := metadata.NewSet(kubelettree.Metadata("default", pods))
+	h, err := hold.New(hold.Config{Host: host, Engine: engine, MaxTierMilliCPU: 5000, Check: 100 * time.Millisecond,
+		Sizes: func(context.Context) (*metadata.Set, error) { return meta, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		if err := h.Run(ctx); err != nil {
+			t.Errorf("holder: %v", err)
+		}
+	}()
+	stop := func() { cancel(); <-stopped }
+	defer stop()
+
+	tierFile := path.Join("/sys/fs/cgroup", tree.CgroupOf(tree.Tier()), "cpu.weight")
+	want := fairness.SharesToWeightLinear(2 + fairness.MilliCPUToShares(1000) + fairness.MilliCPUToShares(4000))
+	tier := func() (string, uint64) {
+		b, err := os.ReadFile(tierFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := bus.Property(tree.Tier(), systemd.CPUWeight)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(b)), v
+	}
+	held := func() bool { f, p := tier(); return f == strconv.FormatUint(want, 10) && p == want }
+	waitHeld := func(what string, limit time.Duration) time.Duration {
+		t.Helper()
+		from := time.Now()
+		for !held() {
+			if time.Since(from) > limit {
+				f, p := tier()
+				t.Fatalf("%s: the tier is not held within %v: cpu.weight %s, CPUWeight %d, want %d", what, limit, f, p, want)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		return time.Since(from)
+	}
+	waitHeld("the first plan", 60*time.Second)
+
+	for i := range 3 {
+		// The kubelet's QoS manager resets the tier through systemd.
+		if err := tree.Conn.SetUnitProperties(tree.Tier(), true, sd.Property{Name: "CPUWeight", Value: godbus.MakeVariant(uint64(1))}); err != nil {
+			t.Fatal(err)
+		}
+		off := waitHeld("after the kubelet's reset "+strconv.Itoa(i+1), 20*time.Second)
+		t.Logf("MEASURE kubelet reset %d (SetUnitProperties CPUWeight=1 on the tier): held again through systemd after %v", i+1, off)
+	}
+	for i := range 5 {
+		tree.Reload()
+		f, p := tier()
+		t.Logf("MEASURE daemon-reload %d: right after it the tier's cpu.weight is %s, CPUWeight %d (target %d)", i+1, f, p, want)
+		if f != strconv.FormatUint(want, 10) || p != want {
+			t.Errorf("daemon-reload %d: the tier's cpu.weight is %s, CPUWeight %d; want %d, held by systemd itself", i+1, f, p, want)
+		}
+	}
+	stop()
+	rep, err := engine.Revert(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Failed()) > 0 {
+		t.Fatalf("revert: %+v", rep.Failed())
+	}
+	if f, p := tier(); f != "1" || p != 1 {
+		t.Errorf("after revert: the tier's cpu.weight %s, CPUWeight %d; want the kubelet's 1", f, p)
+	}
+}
