@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cgwarden/cgwarden/internal/cgroupfs"
+	"github.com/cgwarden/cgwarden/internal/failpoint"
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/journal"
 	"github.com/cgwarden/cgwarden/internal/metadata"
@@ -493,6 +494,11 @@ func (e *Engine) applyOne(j *journal.Journal, w *guard, run string, i int, op pl
 		opErr = w.SetProperty(op, op.Value)
 	}
 	e.hook(StageApplied, i, 0)
+	if op.Kind == plan.Write && opErr == nil {
+		// A weight (or another setting) written, its outcome not yet
+		// recorded.
+		failpoint.Hit("fix/after-write")
+	}
 	gone := opErr != nil && op.IfGone != "" && errors.Is(opErr, fs.ErrNotExist)
 	if gone || opErr != nil && op.Optional && errors.Is(opErr, unix.EINVAL) {
 		sr.Note = "refused by the kernel: " + op.IfRefused
@@ -667,6 +673,8 @@ func (e *Engine) move(j *journal.Journal, w *guard, run string, ref, i int, op p
 				switch {
 				case err == nil:
 					pass = appendUniq(pass, pid)
+					// Between the first and the last process of a move.
+					failpoint.Hit("fix/mid-move")
 				case errors.Is(err, errESRCH):
 					passExited = appendUniq(passExited, pid)
 				default:

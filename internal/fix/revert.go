@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cgwarden/cgwarden/internal/cgroupfs"
+	"github.com/cgwarden/cgwarden/internal/failpoint"
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/journal"
 	"github.com/cgwarden/cgwarden/internal/plan"
@@ -147,6 +148,7 @@ func (e *Engine) revertRun(j *journal.Journal, r *journal.Run, pending []*journa
 		if why, bad := outside[s]; bad {
 			u = Undo{Op: s.Op, Status: NotUndone, Note: why + ": not touched"}
 		} else {
+			failpoint.Hit("fix/before-undo")
 			u = e.undo(w, s)
 		}
 		u.Run = r.ID

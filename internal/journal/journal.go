@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cgwarden/cgwarden/internal/failpoint"
 	"github.com/cgwarden/cgwarden/internal/plan"
 )
 
@@ -421,6 +422,11 @@ func (j *Journal) Append(e Entry) (Entry, error) {
 	if e.Time.IsZero() {
 		e.Time = time.Now().UTC()
 	}
+	if failpoint.Hit("journal/before-append") {
+		// A test build that drops this append (the fault suite proves
+		// its invariants can fail with it).
+		return e, nil
+	}
 	b, err := json.Marshal(e)
 	if err != nil {
 		return e, fmt.Errorf("journal: %w", err)
@@ -445,5 +451,6 @@ func (j *Journal) Append(e Entry) (Entry, error) {
 	if st, err := j.f.Stat(); err == nil {
 		j.mtime = st.ModTime()
 	}
+	failpoint.Hit("journal/after-append")
 	return e, nil
 }
