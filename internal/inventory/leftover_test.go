@@ -22,8 +22,11 @@ func TestMarkLeftovers(t *testing.T) {
 	unknownProcs := &Container{ID: "a", Misplaced: true, Cgroup: cg("/other/a", nil, 0)}
 	withChild := &Container{ID: "a", Misplaced: true, Cgroup: cg("/nested/a", n(0), 1)}
 	emptyAlone := &Container{ID: "b", Misplaced: true, Cgroup: cg("/pod:cri-containerd:b", n(0), 0)}
-	p := &Pod{UID: "u", Containers: []*Container{placed, emptyTwin, busyTwin, unknownProcs, withChild, emptyAlone}}
-	markLeftovers(p)
+	// A v1 move cut off after the cpu hierarchy: empty there, processes
+	// left in the memory or pids hierarchy.
+	halfMoved := &Container{ID: "a", Misplaced: true, Cgroup: cg("/half:cri-containerd:a", n(0), 0)}
+	p := &Pod{UID: "u", Containers: []*Container{placed, emptyTwin, busyTwin, unknownProcs, withChild, emptyAlone, halfMoved}}
+	markLeftovers(p, func(c *Cgroup) bool { return c == halfMoved.Cgroup })
 	for _, c := range []struct {
 		name                string
 		ctr                 *Container
@@ -35,6 +38,7 @@ func TestMarkLeftovers(t *testing.T) {
 		{"twin whose processes are unknown", unknownProcs, true, false},
 		{"twin with a child cgroup", withChild, true, false},
 		{"empty cgroup with no placed twin", emptyAlone, true, false},
+		{"twin empty in the cpu hierarchy only", halfMoved, true, false},
 	} {
 		if c.ctr.Misplaced != c.misplaced || c.ctr.Leftover != c.leftover {
 			t.Errorf("%s: misplaced=%v leftover=%v, want %v %v", c.name, c.ctr.Misplaced, c.ctr.Leftover, c.misplaced, c.leftover)

@@ -333,7 +333,7 @@ func (s *Scanner) assemble(n *Node) {
 	})
 	s.confirm(n, named, get, func(uid string) *Pod { return byUID[uid] })
 	for _, p := range byUID {
-		markLeftovers(p)
+		markLeftovers(p, s.procsElsewhere)
 		if mp, ok := s.Meta.Pod(p.UID); ok {
 			p.Name, p.Namespace = mp.Name, mp.Namespace
 			if p.QoS == "" {
@@ -478,8 +478,9 @@ func (s *Scanner) nodeRuntime() string {
 // and no child cgroup into a leftover when the same container also has a
 // cgroup inside the pod: the processes were moved home and only the
 // runtime's directory remains. An empty misplaced cgroup with no placed
-// twin stays misplaced (the container may simply be idle or stopped).
-func markLeftovers(p *Pod) {
+// twin stays misplaced (the container may simply be idle or stopped), and
+// so does one that elsewhere (below) says still holds processes.
+func markLeftovers(p *Pod, elsewhere func(*Cgroup) bool) {
 	placed := map[string]bool{}
 	for _, c := range p.Containers {
 		if !c.Misplaced && c.ID != "" {
@@ -488,10 +489,37 @@ func markLeftovers(p *Pod) {
 	}
 	for _, c := range p.Containers {
 		procs := c.Cgroup.Stats.Procs
-		if c.Misplaced && placed[c.ID] && procs != nil && *procs == 0 && len(c.Cgroup.Children) == 0 {
+		if c.Misplaced && placed[c.ID] && procs != nil && *procs == 0 && len(c.Cgroup.Children) == 0 && !elsewhere(c.Cgroup) {
 			c.Misplaced, c.Leftover = false, true
 		}
 	}
+}
+
+// procsElsewhere reports whether a v1 cgroup holds processes in a
+// hierarchy other than the cpu one, whose cgroup.procs Stats.Procs
+// counts: an adoption moves the processes hierarchy by hierarchy (cpu,
+// then memory, then pids), so one cut off between two (the agent killed)
+// leaves the runtime's cgroup empty in the cpu hierarchy and full in the
+// others — not a leftover, but a move to finish. A list that cannot be
+// read counts as busy (unknown is not empty); a hierarchy without the
+// cgroup as empty. Always false on v2, where there is one list.
+func (s *Scanner) procsElsewhere(c *Cgroup) bool {
+	if s.Places.V2 {
+		return false
+	}
+	for _, m := range []string{s.Places.CPUAcct, s.Places.Memory, s.Places.Pids} {
+		if m == "" || m == s.Places.CPU {
+			continue
+		}
+		b, err := s.FS.ReadFile(joinClean(m, path.Join(c.Path, "cgroup.procs")))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil || len(strings.TrimSpace(string(b))) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // inPod reports whether a container-like cgroup has a pod cgroup above it.
