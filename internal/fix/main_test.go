@@ -38,6 +38,8 @@ func TestMain(m *testing.M) {
 		memUser()
 	case roleApply:
 		os.Exit(applyChild())
+	case roleRun:
+		os.Exit(runChild())
 	}
 	os.Exit(m.Run())
 }
