@@ -169,6 +169,52 @@ func TestPodVanishesMidApply(t *testing.T) {
 	}
 }
 
+// TestRevertAfterPodDeleted: an adopted pod is deleted (its processes
+// killed, its cgroups and the runtime's removed, as the kubelet and the
+// runtime do); revert --all then has nothing to move back and says so,
+// without failing — a failure would make every later revert retry it and
+// exit non-zero for ever.
+func TestRevertAfterPodDeleted(t *testing.T) {
+	f := newFixture(t)
+	f.seed()
+	src := literalRel(uidA, idA)
+	cmd := f.s.Start(src, "sleep", "600")
+	if _, err := f.e.Apply(Options{}); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	for _, rel := range []string{targetRel(uidA, idA), podRel(uidA), src} {
+		for _, p := range f.s.Points {
+			var err error
+			for try := 0; try < 250; try++ {
+				if err = f.s.Host.Rmdir(path.Join(p, f.s.Name, rel)); err == nil {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	rep, err := f.e.Revert(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if failed := rep.Failed(); len(failed) > 0 {
+		t.Fatalf("revert after the pod was deleted failed: %+v", failed)
+	}
+	for _, u := range rep.Undos {
+		if u.Op.Kind == plan.Move && !strings.Contains(u.Note, "nothing to move back") {
+			t.Errorf("the move's undo: %s, %q; want it to say there is nothing to move back", u.Status, u.Note)
+		}
+	}
+	if rep2, err := f.e.Revert(true); err != nil || len(rep2.Runs) != 0 {
+		t.Errorf("a second revert --all found %v to revert (err %v)", rep2.Runs, err)
+	}
+}
+
 // TestProcessExitsMidMove kills one process just before the move writes
 // it: the apply succeeds, reports it as exited, and the journal says so.
 func TestProcessExitsMidMove(t *testing.T) {

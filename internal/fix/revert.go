@@ -341,7 +341,16 @@ func (e *Engine) undoMove(w *guard, s *journal.Step, u Undo) Undo {
 	var notes []string
 	for _, pr := range s.Op.Pairs {
 		if _, err := e.FS.ReadDirs(pr.Source); errors.Is(err, fs.ErrNotExist) {
-			left, _ := e.pids(pr.Target)
+			left, err := e.pids(pr.Target)
+			if errors.Is(err, fs.ErrNotExist) || err == nil && len(left) == 0 {
+				// The pod was deleted (its cgroup removed with the one
+				// cgwarden made in it) or the node rebooted: the
+				// processes went with their cgroups, and nothing is left
+				// to move back. Not a failure: one would pin every later
+				// revert to this run.
+				notes = append(notes, fmt.Sprintf("the source %s was removed and %s holds no process (the pod was deleted?): nothing to move back", pr.Source, pr.Target))
+				continue
+			}
 			u.Status = NotUndone
 			notes = append(notes, fmt.Sprintf("the source %s was removed (by its runtime?): processes %v stay in %s", pr.Source, left, pr.Target))
 			continue
