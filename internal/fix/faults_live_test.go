@@ -46,9 +46,9 @@ import (
 const (
 	envFaultSeed  = "CGWARDEN_FAULT_SEED"
 	envFaultCount = "CGWARDEN_FAULT_COUNT"
-	// faultEpisodes is CI's count: about 90 faults, half a minute on an idle
-	// machine.
-	faultEpisodes = 30
+	// faultEpisodes is CI's count: about 35 faults, 15 s on an idle
+	// machine (minutes on a busy one).
+	faultEpisodes = 12
 )
 
 // applyPoints are the failpoints an apply passes, revertPoints a
