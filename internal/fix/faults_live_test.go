@@ -308,8 +308,11 @@ func (s *suite) build(vms, misplaced int) {
 	}
 	// BuildKube weighs the scratch at the maximum, for tests that measure
 	// CPU shares; this one measures none, and its burner must not take a
-	// core from the agent it restarts (or from the machine's other work).
-	if err := s.tree.SetWeight("", 2); err != nil {
+	// core from the agent it restarts (or from the machine's other work):
+	// the default weight, as any other cgroup. (Not the minimum either: a
+	// killed task must run to exit, and a starved burner takes seconds to
+	// die on a busy machine.)
+	if err := s.tree.SetWeight("", s.tree.PodWeight(fairness.DefaultShares)); err != nil {
 		s.t.Fatal(err)
 	}
 	s.newPod(layout.Burstable, 500, false)
