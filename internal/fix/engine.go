@@ -494,9 +494,9 @@ func (e *Engine) applyOne(j *journal.Journal, w *guard, run string, i int, op pl
 		opErr = w.SetProperty(op, op.Value)
 	}
 	e.hook(StageApplied, i, 0)
-	if op.Kind == plan.Write && opErr == nil {
-		// A weight (or another setting) written, its outcome not yet
-		// recorded.
+	if (op.Kind == plan.Write || op.Kind == plan.Property) && opErr == nil {
+		// A weight (or another setting, or systemd's property) written,
+		// its outcome not yet recorded.
 		failpoint.Hit("fix/after-write")
 	}
 	gone := opErr != nil && op.IfGone != "" && errors.Is(opErr, fs.ErrNotExist)
