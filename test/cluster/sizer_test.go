@@ -40,19 +40,9 @@ var (
 // reads it: group vm.neon.tech, version v1, namespaced, spec.guest.cpus
 // {min, max, use}. The cpus object keeps unknown fields and any value, so
 // that the bad inputs (negative, huge, absent) reach the sizer instead of
-// being refused by the schema.
-const neonVMCRD = `{
- "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
- "metadata": {"name": "virtualmachines.vm.neon.tech"},
- "spec": {
-  "group": "vm.neon.tech", "scope": "Namespaced",
-  "names": {"kind": "VirtualMachine", "listKind": "VirtualMachineList", "plural": "virtualmachines", "singular": "virtualmachine", "shortNames": ["neonvm"]},
-  "versions": [{"name": "v1", "served": true, "storage": true, "subresources": {"status": {}},
-   "schema": {"openAPIV3Schema": {"type": "object", "properties": {
-    "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true, "properties": {
-     "guest": {"type": "object", "x-kubernetes-preserve-unknown-fields": true, "properties": {
-      "cpus": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}},
-    "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}}]}}`
+// being refused by the schema. The scale lane (test/scale) installs the
+// same file.
+const neonVMCRD = "testdata/neonvm-crd.json"
 
 // warnings collects the API server's warning headers (the webhook's
 // AdmissionResponse warnings arrive as such).
@@ -85,8 +75,12 @@ func ensureCRD(t *testing.T, dyn dynamic.Interface) {
 	t.Helper()
 	ctx := context.Background()
 	var u unstructured.Unstructured
-	if err := json.Unmarshal([]byte(neonVMCRD), &u.Object); err != nil {
+	raw, err := os.ReadFile(neonVMCRD)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &u.Object); err != nil {
+		t.Fatalf("%s: %v", neonVMCRD, err)
 	}
 	// One a previous test removed may still be going away.
 	poll(t, 60*time.Second, "no terminating VirtualMachine CRD", func() (bool, string, error) {
@@ -99,7 +93,7 @@ func ensureCRD(t *testing.T, dyn dynamic.Interface) {
 		}
 		return got.GetDeletionTimestamp() == nil, "terminating", nil
 	})
-	_, err := dyn.Resource(crdGVR).Create(ctx, &u, metav1.CreateOptions{})
+	_, err = dyn.Resource(crdGVR).Create(ctx, &u, metav1.CreateOptions{})
 	switch {
 	case apierrors.IsAlreadyExists(err):
 		t.Log("virtualmachines.vm.neon.tech exists: using it as is")
