@@ -325,7 +325,7 @@ func vmStatus(v vm, podName string) map[string]any {
 		"phase": "Running", "podName": podName, "podIP": "10.16.0.1", "node": v.node,
 		"cpus": fmt.Sprintf("%dm", v.milli), "memorySize": "4Gi", "restartCount": 0, "sshSecretName": "ssh-neonvm-" + v.name,
 		"conditions": []any{map[string]any{"type": "Available", "status": "True", "reason": "Reconciling",
-			"message": fmt.Sprintf("Pod (%s) for VirtualMachine (%s) created successfully", podName, v.name),
+			"message":            fmt.Sprintf("Pod (%s) for VirtualMachine (%s) created successfully", podName, v.name),
 			"lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}},
 	}
 }
