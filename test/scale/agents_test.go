@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/rest"
 
 	"github.com/cgwarden/cgwarden/internal/apiconn"
@@ -64,6 +65,7 @@ func (e *env) startFleet(t *testing.T, nodes []string) *fleet {
 		log = slog.New(slog.NewTextHandler(logWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	t.Cleanup(f.stop)
+	t0 := time.Now()
 	err := bulk(len(nodes), 16, func(i int) error {
 		a, err := startAgent(base, nodes[i], f.reqs, log)
 		if err != nil {
@@ -84,6 +86,7 @@ func (e *env) startFleet(t *testing.T, nodes []string) *fleet {
 		}
 		return n == len(nodes), fmt.Sprintf("%d of %d", n, len(nodes)), nil
 	})
+	t.Logf("%d agents started in %v", len(nodes), time.Since(t0).Round(time.Millisecond))
 	return f
 }
 
@@ -192,6 +195,9 @@ func startAgent(base *rest.Config, node string, reqs *requestCounter, log *slog.
 		for _, c := range closes {
 			c()
 		}
+		// Its connection goes with it (a node's agent that exits closes
+		// its socket).
+		utilnet.CloseIdleConnectionsFor(rc.Transport)
 	}
 	return a, nil
 }

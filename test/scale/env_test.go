@@ -24,6 +24,9 @@ type env struct {
 	admin *rest.Config
 	cs    kubernetes.Interface
 	dyn   dynamic.Interface
+	// kwok says whether kwok runs (CGWARDEN_SCALE_KWOK=1, scripts/scale
+	// env); without it the test marks Nodes Ready and Pods Running itself.
+	kwok bool
 }
 
 var (
@@ -66,7 +69,7 @@ func openEnv(kc string) (*env, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &env{kubeconfig: kc, admin: rc, cs: cs, dyn: dyn}
+	e := &env{kubeconfig: kc, admin: rc, cs: cs, dyn: dyn, kwok: os.Getenv("CGWARDEN_SCALE_KWOK") == "1"}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for {

@@ -260,6 +260,11 @@ func (e *env) makeNodes(t *testing.T, n int) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if !e.kwok {
+		if err := bulk(n, 32, func(i int) error { return e.nodeReady(ctx, nodeName(i)) }); err != nil {
+			t.Fatal(err)
+		}
+	}
 	poll(t, 5*time.Minute, fmt.Sprintf("%d nodes Ready (kwok)", n), func() (bool, string, error) {
 		list, err := e.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -382,8 +387,12 @@ func (e *env) makeVMs(t *testing.T, vms []vm, withPods bool) {
 			return nil
 		}
 		spec, _ := obj.Object["spec"].(map[string]any)
-		if _, err := e.cs.CoreV1().Pods(v.ns).Create(ctx, runnerPod(v, got.GetUID(), spec), metav1.CreateOptions{}); err != nil {
+		p, err := e.cs.CoreV1().Pods(v.ns).Create(ctx, runnerPod(v, got.GetUID(), spec), metav1.CreateOptions{})
+		if err != nil {
 			return fmt.Errorf("runner pod of %s/%s: %w", v.ns, v.name, err)
+		}
+		if !e.kwok {
+			return e.podRunning(ctx, p)
 		}
 		return nil
 	})
@@ -418,5 +427,36 @@ func (e *env) makeVMs(t *testing.T, vms []vm, withPods bool) {
 func (e *env) setUse(ctx context.Context, v vm, milli int64) error {
 	patch := fmt.Appendf(nil, `{"spec":{"guest":{"cpus":{"use":"%dm"}}}}`, milli)
 	_, err := e.dyn.Resource(vmGVR).Namespace(v.ns).Patch(ctx, v.name, types.MergePatchType, patch, metav1.PatchOptions{})
+	return err
+}
+
+// Without kwok (CGWARDEN_SCALE_KWOK unset: scripts/scale did not start
+// it), the test does once what kwok's stages do: a Node's Ready condition,
+// a Pod's Running phase and running container statuses, each one status
+// update from the test's client (kwok watches and patches them instead).
+
+func (e *env) nodeReady(ctx context.Context, name string) error {
+	n, err := e.cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	now := metav1.Now()
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+		Message: "simulated by the scale test", LastHeartbeatTime: now, LastTransitionTime: now}}
+	_, err = e.cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+	return err
+}
+
+func (e *env) podRunning(ctx context.Context, p *corev1.Pod) error {
+	now := metav1.Now()
+	p.Status.Phase = corev1.PodRunning
+	p.Status.StartTime = &now
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now}}
+	p.Status.ContainerStatuses = nil
+	for _, c := range p.Spec.Containers {
+		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: c.Name, Image: c.Image, Ready: true,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}})
+	}
+	_, err := e.cs.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{})
 	return err
 }

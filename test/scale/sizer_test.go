@@ -57,6 +57,7 @@ type sizerProc struct {
 // at the end of the test.
 func (e *env) startSizer(t *testing.T, qps float64, args ...string) *sizerProc {
 	t.Helper()
+	t0 := time.Now()
 	dir := t.TempDir()
 	rc := e.serviceAccountConfig(t, sizerNamespace, sizerSA)
 	kc := clientcmdapi.NewConfig()
@@ -130,6 +131,7 @@ func (e *env) startSizer(t *testing.T, qps float64, args ...string) *sizerProc {
 		_, ok := m["cgwarden_sizer_resizes_total"]
 		return ok, "no cgwarden_sizer_resizes_total yet", nil
 	})
+	t.Logf("sizer serving in %v", time.Since(t0).Round(time.Millisecond))
 	return s
 }
 
