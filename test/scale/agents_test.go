@@ -90,7 +90,8 @@ func (e *env) startFleet(t *testing.T, nodes []string) *fleet {
 	return f
 }
 
-// stop ends every agent and waits for them.
+// stop ends every agent, waits for them and lets go of them (a stopped
+// fleet holds nothing for the next one's heap figure to count).
 func (f *fleet) stop() {
 	var wg sync.WaitGroup
 	for _, a := range f.agents {
@@ -99,6 +100,7 @@ func (f *fleet) stop() {
 		}
 	}
 	wg.Wait()
+	f.agents = nil
 }
 
 // ownConnection is base with a transport of its own: client-go shares one

@@ -132,8 +132,11 @@ func (e *env) namespace(ctx context.Context, ns string) error {
 	return nil
 }
 
-// testNamespace makes a namespace for one test, deleted at its end (kwok
-// removes its pods).
+// testNamespace makes a namespace for one test, emptied at its end: its
+// pods (at once: no kubelet stops them) and its VirtualMachines, so that
+// the next test's agents find none of them on their nodes. The namespace
+// itself is deleted too, though without a controller manager it stays
+// Terminating (empty) until scripts/scale down.
 func (e *env) testNamespace(t *testing.T, name string) string {
 	t.Helper()
 	ns := fmt.Sprintf("%s-%d", name, time.Now().UnixNano()%1_000_000)
@@ -141,7 +144,15 @@ func (e *env) testNamespace(t *testing.T, name string) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = e.cs.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
+		ctx := context.Background()
+		zero := int64(0)
+		if err := e.cs.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}); err != nil {
+			t.Errorf("deleting the pods of %s: %v", ns, err)
+		}
+		if err := e.dyn.Resource(vmGVR).Namespace(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+			t.Errorf("deleting the VirtualMachines of %s: %v", ns, err)
+		}
+		_ = e.cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
 	})
 	return ns
 }
@@ -421,6 +432,23 @@ func (e *env) makeVMs(t *testing.T, vms []vm, withPods bool) {
 			return running >= want, fmt.Sprintf("%d of %d Running", running, want), nil
 		})
 	}
+	if e.kwok {
+		// The resources a kubelet with in-place resize reports in each
+		// running container's status (kwok's pod-ready stage writes
+		// none): without them the API server refuses every resize
+		// ("Pod running on node without support for resize").
+		if err := bulk(len(vms), 32, func(i int) error { return e.reportResources(ctx, vms[i]) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// reportResources writes the runner container's resources into its
+// status, as the kubelet does.
+func (e *env) reportResources(ctx context.Context, v vm) error {
+	patch := fmt.Appendf(nil, `{"status":{"containerStatuses":[{"name":"neonvm-runner","resources":{"requests":{"cpu":"%dm","memory":"4Gi"}}}]}}`, v.milli)
+	_, err := e.cs.CoreV1().Pods(v.ns).Patch(ctx, v.name+"-runner", types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	return err
 }
 
 // setUse patches v's spec.guest.cpus.use, as NeonVM's autoscaler does.
@@ -432,7 +460,8 @@ func (e *env) setUse(ctx context.Context, v vm, milli int64) error {
 
 // Without kwok (CGWARDEN_SCALE_KWOK unset: scripts/scale did not start
 // it), the test does once what kwok's stages do: a Node's Ready condition,
-// a Pod's Running phase and running container statuses, each one status
+// a Pod's Running phase and running container statuses (with the
+// resources a kubelet with in-place resize reports), each one status
 // update from the test's client (kwok watches and patches them instead).
 
 func (e *env) nodeReady(ctx context.Context, name string) error {
@@ -455,7 +484,8 @@ func (e *env) podRunning(ctx context.Context, p *corev1.Pod) error {
 	p.Status.ContainerStatuses = nil
 	for _, c := range p.Spec.Containers {
 		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: c.Name, Image: c.Image, Ready: true,
-			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}})
+			State:     corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
+			Resources: c.Resources.DeepCopy()})
 	}
 	_, err := e.cs.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{})
 	return err

@@ -222,6 +222,9 @@ func TestAgentHeapFlatInVMs(t *testing.T) {
 			}
 			sized := 0
 			for _, p := range set.Pods() {
+				if p.Namespace != ns {
+					continue // another test's, on the same node
+				}
 				if o, ok := set.Origin(p.UID); ok && o.Source == "neonvm" && strings.HasPrefix(o.Via, "VM object") {
 					sized++
 				}
