@@ -186,7 +186,7 @@ func TestWatchEventsPerVMChange(t *testing.T) {
 func TestAgentHeapFlatInVMs(t *testing.T) {
 	e := lane(t)
 	e.setup(t)
-	totals := sizes(t, "CGWARDEN_SCALE_VMS", 250, 1000, 2000)
+	totals := sizes(t, "CGWARDEN_SCALE_VMS", 250, 500, 1000)
 	slices.Sort(totals)
 	k := envInt(t, "CGWARDEN_SCALE_HEAP_AGENTS", 4)
 	const own = 2
@@ -255,10 +255,10 @@ func TestAgentHeapFlatInVMs(t *testing.T) {
 func TestSizerDrainsBurst(t *testing.T) {
 	e := lane(t)
 	e.setup(t)
-	nVMs := envInt(t, "CGWARDEN_SCALE_BURST_VMS", 500)
+	nVMs := envInt(t, "CGWARDEN_SCALE_BURST_VMS", 300)
 	nChanges := envInt(t, "CGWARDEN_SCALE_BURST_CHANGES", 2*nVMs)
 	rate := envInt(t, "CGWARDEN_SCALE_STEADY_RATE", 50)
-	steady := envDuration(t, "CGWARDEN_SCALE_STEADY", 20*time.Second)
+	steady := envDuration(t, "CGWARDEN_SCALE_STEADY", 15*time.Second)
 	const qps = 50 // the sizer's default --kube-api-qps
 	ns := e.testNamespace(t, "sizer")
 	nodes := max(1, nVMs/100)
