@@ -141,12 +141,9 @@ func startAgent(base *rest.Config, node string, reqs *requestCounter, log *slog.
 	if err != nil {
 		return fail(err)
 	}
-	// The pod source (podsource.OpenKubernetes, given this client).
-	pw, err := podsource.NewPodClient(rc)
-	if err != nil {
-		return fail(err)
-	}
-	pods, err := podsource.NewKubernetes(ctx, pw, node, 2*time.Minute)
+	// The node's pods and the VM objects they reference (podsource.Node:
+	// the agent's pod source and its live VM sizes, agent.liveVMs).
+	pods, err := podsource.OpenNode(ctx, rc, node, 2*time.Minute, log)
 	if err != nil {
 		return fail(err)
 	}
@@ -164,14 +161,8 @@ func startAgent(base *rest.Config, node string, reqs *requestCounter, log *slog.
 	}
 	ch.Refresh(ctx)
 	go ch.Run(ctx)
-	// The live VM sizes (agent.liveVMs) and the metadata source
-	// (agent.completeLive).
-	src := &hold.MetaSource{Lister: pods, Trust: ch.Trust}
-	live, err := podsource.OpenVMs(ctx, rc, log)
-	if err != nil {
-		return fail(err)
-	}
-	src.Live = live
+	// The metadata source (agent.completeLive).
+	src := &hold.MetaSource{Lister: pods, Live: pods.VMs, Trust: ch.Trust}
 	a := &agent{node: node, meta: src}
 	done := make(chan struct{})
 	go func() {
