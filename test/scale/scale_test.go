@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -325,22 +326,37 @@ func TestSizerDrainsBurst(t *testing.T) {
 	n := int(steady.Seconds() * float64(rate))
 	tick := time.NewTicker(time.Second / time.Duration(rate))
 	final = map[string]int64{}
+	// Patches go out on 16 workers, each VM always on the same one, so
+	// that a VM's changes reach the API server in their order.
+	work := make([]chan vm, 16)
+	var wg sync.WaitGroup
+	for i := range work {
+		work[i] = make(chan vm, 64)
+		wg.Go(func() {
+			for v := range work[i] {
+				if err := e.setUse(ctx, v, v.milli); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
 	t0 = time.Now()
 	for c := range n {
 		<-tick.C
-		v := &vms[c%nVMs]
+		i := c % nVMs
+		v := &vms[i]
 		v.milli += 250
 		if v.milli > 8000 {
 			v.milli = 500
 		}
 		final[v.name] = v.milli
-		go func(v vm) {
-			if err := e.setUse(ctx, v, v.milli); err != nil {
-				t.Error(err)
-			}
-		}(*v)
+		work[i%len(work)] <- *v
 	}
 	tick.Stop()
+	for _, w := range work {
+		close(w)
+	}
+	wg.Wait()
 	sent := time.Since(t0)
 	caught := e.waitRequests(t, ns, final, 60*time.Second)
 	sAfter = s.metrics(t)
