@@ -239,6 +239,9 @@ func TestAgentHeapFlatInVMs(t *testing.T) {
 		xs, ys = append(xs, float64(made)), append(ys, per)
 		record(t, "agent-heap", map[string]any{"vms": made, "agents": k, "heapBytesPerAgent": per, "processLiveBefore": h0, "processLiveWith": h1})
 		f.stop()
+		// Let the stopped agents' connections and goroutines finish
+		// closing before the next baseline.
+		time.Sleep(3 * time.Second)
 	}
 	a, b := fit(xs, ys)
 	record(t, "agent-heap-fit", map[string]any{"interceptBytes": a, "bytesPerVM": b, "vms": xs, "heapBytesPerAgent": ys})
