@@ -361,7 +361,9 @@ func TestSizerDrainsBurst(t *testing.T) {
 	}
 	wg.Wait()
 	sent := time.Since(t0)
-	caught := e.waitRequests(t, ns, final, 60*time.Second)
+	// A bound for a loaded CI machine (p99 was 29 s at load 15–50 here);
+	// the latency itself is recorded, not asserted (docs/scale.md).
+	caught := e.waitRequests(t, ns, final, 180*time.Second)
 	sAfter = s.metrics(t)
 	lat = sAfter.histogram("cgwarden_sizer_resize_latency_seconds", nil).minus(sBefore.histogram("cgwarden_sizer_resize_latency_seconds", nil))
 	record(t, "sizer-steady", map[string]any{"changesPerSecond": float64(n) / sent.Seconds(), "changes": n, "vms": nVMs, "qps": qps,
