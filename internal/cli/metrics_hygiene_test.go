@@ -2,10 +2,7 @@ package cli
 
 import (
 	"bytes"
-	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http/httptest"
 	"os/exec"
 	"strings"
@@ -14,7 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/spf13/pflag"
 
 	"github.com/cgwarden/cgwarden/internal/hold"
 	"github.com/cgwarden/cgwarden/internal/nriplugin"
@@ -70,27 +66,9 @@ func TestMetricsHygiene(t *testing.T) {
 	} {
 		for _, demand := range []bool{false, true} {
 			what := fmt.Sprintf("serve --snapshot %s --demand=%v", c.snapshot, demand)
-			o := &Options{Snapshot: c.snapshot, PodsFile: c.pods}
-			so := newServeOptions()
-			fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
-			so.addFlags(fs, o)
-			if err := fs.Parse([]string{fmt.Sprintf("--demand=%v", demand)}); err != nil {
-				t.Fatal(err)
-			}
-			ao := so.agentOptions(o)
-			ao.NodeName, ao.Log = "node", slog.New(slog.NewTextHandler(io.Discard, nil))
-			cfg, err := ao.Config()
-			if err != nil {
-				t.Fatal(err)
-			}
-			a, err := cfg.Complete(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
-			rec := httptest.NewRecorder()
-			a.Server.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-			a.Close()
-			body := rec.Body.String()
+			body := served(t, "node", []string{fmt.Sprintf("--demand=%v", demand)}, func(o *Options) {
+				o.Snapshot, o.PodsFile = c.snapshot, c.pods
+			}, "/metrics")["/metrics"]
 			if demand != strings.Contains(body, "cgwarden_pod_cpu_fair_cores{") {
 				t.Errorf("%s: fair-share series served: %v", what, !demand)
 			}

@@ -19,17 +19,21 @@ import (
 // in internal/serve's golden test).
 var volatile = regexp.MustCompile(`^((# (HELP|TYPE) )?(go_|process_|cgwarden_scan_duration_seconds)|cgwarden_build_info\{)`)
 
-// TestServeDefaultsMatchGolden builds serve's server the way the command
-// does with no flag given and checks that it serves seed 003 exactly as
-// internal/serve's golden files say: the goldens are the production
-// configuration, so a series declared but not filled by default (or
-// filled only by a test's configuration) fails here.
-func TestServeDefaultsMatchGolden(t *testing.T) {
-	o := &Options{Snapshot: "example:seed-003-k3s-spin"}
+// served builds serve's agent as the command does — serve's flags at their
+// defaults, then args parsed, then set applied to the options — and
+// returns the bodies it serves at paths.
+func served(t *testing.T, node string, args []string, set func(*Options), paths ...string) map[string]string {
+	t.Helper()
+	o := &Options{}
 	so := newServeOptions()
-	so.addFlags(pflag.NewFlagSet("serve", pflag.ContinueOnError), o)
+	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	so.addFlags(fs, o)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	set(o)
 	ao := so.agentOptions(o)
-	ao.NodeName, ao.Log = "k3s-node", slog.New(slog.NewTextHandler(io.Discard, nil))
+	ao.NodeName, ao.Log = node, slog.New(slog.NewTextHandler(io.Discard, nil))
 	cfg, err := ao.Config()
 	if err != nil {
 		t.Fatal(err)
@@ -39,23 +43,45 @@ func TestServeDefaultsMatchGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	h := a.Server.Handler()
+	out := map[string]string{}
+	for _, p := range paths {
+		rec := httptest.NewRecorder()
+		a.Server.Handler().ServeHTTP(rec, httptest.NewRequest("GET", p, nil))
+		if rec.Code != 200 {
+			t.Fatalf("%s: %d %s", p, rec.Code, rec.Body)
+		}
+		out[p] = rec.Body.String()
+	}
+	return out
+}
+
+// stable leaves out the lines that depend on the test process (volatile).
+func stable(body string) string {
+	var keep []string
+	for _, l := range strings.Split(body, "\n") {
+		if !volatile.MatchString(l) {
+			keep = append(keep, l)
+		}
+	}
+	return strings.Join(keep, "\n")
+}
+
+// TestServeDefaultsMatchGolden builds serve's server the way the command
+// does with no flag given and checks that it serves seed 003 exactly as
+// internal/serve's golden files say: the goldens are the production
+// configuration, so a series declared but not filled by default (or
+// filled only by a test's configuration) fails here.
+func TestServeDefaultsMatchGolden(t *testing.T) {
+	bodies := served(t, "k3s-node", nil, func(o *Options) { o.Snapshot = "example:seed-003-k3s-spin" },
+		"/metrics", "/metrics/resource", "/stats/summary?only_cpu_and_memory=true")
 	for _, c := range []struct{ url, golden string }{
 		{"/metrics", "seed-003.metrics.txt"},
 		{"/metrics/resource", "seed-003.metrics-resource.txt"},
 		{"/stats/summary?only_cpu_and_memory=true", "seed-003.stats-summary.json"},
 	} {
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest("GET", c.url, nil))
-		got := rec.Body.String()
+		got := bodies[c.url]
 		if c.url == "/metrics" {
-			var keep []string
-			for _, l := range strings.Split(got, "\n") {
-				if !volatile.MatchString(l) {
-					keep = append(keep, l)
-				}
-			}
-			got = strings.Join(keep, "\n")
+			got = stable(got)
 		}
 		want, err := os.ReadFile("../serve/testdata/golden/" + c.golden)
 		if err != nil {
@@ -79,35 +105,11 @@ func TestServeDefaultsMatchGolden(t *testing.T) {
 func TestServedAuditCarriesVMSizes(t *testing.T) {
 	serve := func(vms string) map[string]string {
 		t.Helper()
-		o := &Options{}
-		so := newServeOptions()
-		so.addFlags(pflag.NewFlagSet("serve", pflag.ContinueOnError), o) // sets every flag's default
-		o.Snapshot, o.PodsFile, o.VMsFile = "example:seed-000-eks-neonvm", seed000+".pods.json", vms
-		ao := so.agentOptions(o)
-		ao.NodeName, ao.Log = "eks-node", slog.New(slog.NewTextHandler(io.Discard, nil))
-		cfg, err := ao.Config()
-		if err != nil {
-			t.Fatal(err)
-		}
-		a, err := cfg.Complete(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer a.Close()
-		out := map[string]string{}
-		for _, url := range []string{"/metrics", "/audit"} {
-			rec := httptest.NewRecorder()
-			a.Server.Handler().ServeHTTP(rec, httptest.NewRequest("GET", url, nil))
-			if rec.Code != 200 {
-				t.Fatalf("%s: %d %s", url, rec.Code, rec.Body)
-			}
-			var keep []string
-			for _, l := range strings.Split(rec.Body.String(), "\n") {
-				if !volatile.MatchString(l) {
-					keep = append(keep, l)
-				}
-			}
-			out[url] = strings.Join(keep, "\n")
+		out := served(t, "eks-node", nil, func(o *Options) {
+			o.Snapshot, o.PodsFile, o.VMsFile = "example:seed-000-eks-neonvm", seed000+".pods.json", vms
+		}, "/metrics", "/audit")
+		for p, b := range out {
+			out[p] = stable(b)
 		}
 		return out
 	}

@@ -514,14 +514,7 @@ func checkPluginRBAC(t *testing.T, e *env, dir, ns string) {
 // NS --prometheus URL` the test's pods with the weights the port-forward
 // path shows.
 func TestKubectlPluginPrometheus(t *testing.T) {
-	bin, err := exec.LookPath("prometheus")
-	if err != nil {
-		msg := "no prometheus binary (Debian package prometheus; .ci/run installs it)"
-		if os.Getenv("CGWARDEN_REQUIRE_REAL") == "1" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
+	bin := prometheusBinary(t)
 	e := cluster(t)
 	ns := e.namespace(t)
 	e.runBurstable(t, ns, "reserver", "exec sleep 3600", "500m", "", "")

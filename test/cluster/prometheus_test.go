@@ -44,14 +44,7 @@ const (
 // data in one of the two phases, but for the panels of components this
 // test does not run (the NRI plugin, the sizer).
 func TestPrometheusAlertsOnTheSeeds(t *testing.T) {
-	bin, err := exec.LookPath("prometheus")
-	if err != nil {
-		msg := "no prometheus binary (Debian package prometheus; .ci/run installs it)"
-		if os.Getenv("CGWARDEN_REQUIRE_REAL") == "1" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
+	bin := prometheusBinary(t)
 	e := cluster(t)
 	ctx := context.Background()
 	importAgentImage(t)
@@ -125,6 +118,21 @@ func TestPrometheusAlertsOnTheSeeds(t *testing.T) {
 		}
 		t.Errorf("dashboard panel %q: no data with the agent observing nor fixing: %s", panel, q)
 	}
+}
+
+// prometheusBinary is Debian's prometheus; without it the test skips
+// (fails with CGWARDEN_REQUIRE_REAL=1).
+func prometheusBinary(t *testing.T) string {
+	t.Helper()
+	bin, err := exec.LookPath("prometheus")
+	if err != nil {
+		msg := "no prometheus binary (Debian package prometheus; .ci/run installs it)"
+		if os.Getenv("CGWARDEN_REQUIRE_REAL") == "1" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return bin
 }
 
 // prometheus is a Prometheus server the test started.

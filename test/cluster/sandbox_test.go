@@ -2,11 +2,8 @@ package cluster
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"slices"
 	"sort"
@@ -68,19 +65,7 @@ func TestAgentMisplacedSandboxIsNotAContainer(t *testing.T) {
 	t.Logf("sandbox %.12s and container %.12s both outside pod %s's cgroup", sandbox, id, p.Name)
 
 	e.installAgent(t, "testdata/agent")
-	token := e.nodeReaderToken(t, ns, "reader", "nodes/stats", "nodes/metrics")
-	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	agent := func(path string) (int, string) {
-		req, _ := http.NewRequest("GET", "https://127.0.0.1:9530"+path, nil)
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := client.Do(req)
-		if err != nil {
-			return 0, err.Error()
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	agent := e.agentReader(t, ns)
 	kubelet := e.kubeletClient(t)
 
 	// The containers each lists for the pod.
