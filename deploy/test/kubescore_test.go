@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -57,7 +58,8 @@ func kubeScore(t *testing.T) string {
 // manifests (configurations: each kustomize directory, the chart in each
 // mode) reports nothing at WARNING or CRITICAL, but for the checks an
 // object waives with a kube-score/ignore annotation, whose reason is a
-// comment beside it in the manifest.
+// comment beside it in the manifest (and docs/security.md, "Manifest
+// linting").
 func TestKubeScore(t *testing.T) {
 	bin := kubeScore(t)
 	dir := t.TempDir()
@@ -88,6 +90,41 @@ func TestKubeScore(t *testing.T) {
 		}
 		if err != nil && !t.Failed() {
 			t.Errorf("%s: kube-score exited %v with no finding reported:\n%s", cfg.name, err, out)
+		}
+		resourcesWaivedOnlyForCPULimit(t, cfg)
+	}
+}
+
+// resourcesWaivedOnlyForCPULimit: a workload that waives kube-score's
+// container-resources (for the CPU limit, which it does not set) still
+// gives every container CPU and memory requests and a memory limit, which
+// the same check would otherwise ask for.
+func resourcesWaivedOnlyForCPULimit(t *testing.T, cfg config) {
+	t.Helper()
+	for _, o := range cfg.objs {
+		md, _ := o["metadata"].(map[string]any)
+		ann, _ := md["annotations"].(map[string]any)
+		ignored, _ := ann["kube-score/ignore"].(string)
+		if !slices.Contains(strings.Split(ignored, ","), "container-resources") {
+			continue
+		}
+		spec, ok := podSpecs([]object{o})[o.key()]
+		if !ok {
+			t.Errorf("%s: %s waives container-resources but has no pod template", cfg.name, o.key())
+			continue
+		}
+		for _, c := range containers(spec) {
+			res, _ := c["resources"].(map[string]any)
+			req, _ := res["requests"].(map[string]any)
+			lim, _ := res["limits"].(map[string]any)
+			for _, need := range []struct {
+				m          map[string]any
+				kind, what string
+			}{{req, "request", "cpu"}, {req, "request", "memory"}, {lim, "limit", "memory"}} {
+				if need.m[need.what] == nil {
+					t.Errorf("%s: %s container %v waives container-resources without a %s %s", cfg.name, o.key(), c["name"], need.what, need.kind)
+				}
+			}
 		}
 	}
 }
