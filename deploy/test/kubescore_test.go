@@ -34,6 +34,10 @@ func kubeScore(t *testing.T) string {
 	if _, err := os.Stat(bin); err == nil {
 		return bin
 	}
+	// The cache itself may not exist yet (a fresh machine).
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		t.Fatalf("kube-score cache: %v", err)
+	}
 	tmp, err := os.MkdirTemp(cache, ".kube-score-")
 	if err != nil {
 		t.Fatalf("kube-score cache: %v", err)
