@@ -30,7 +30,8 @@ import (
 
 // Options configure `cgwarden sizer`.
 type Options struct {
-	// Listen is the webhook's HTTPS address (also /healthz, /metrics).
+	// Listen is the webhook's HTTPS address (also /healthz, /readyz,
+	// /metrics).
 	Listen string
 	// Kubeconfig, or in-cluster configuration when empty.
 	Kubeconfig string
@@ -109,7 +110,9 @@ func Run(ctx context.Context, o Options) error {
 	metrics := NewMetrics(reg)
 	mux := http.NewServeMux()
 	mux.Handle("POST /mutate", &Webhook{VMs: dynamicVMs{dyn}, Log: base.With("component", "sizer-webhook"), Timeout: 3 * time.Second, Count: metrics.Admission})
+	// Live: the server answers at all. Ready: it can answer admissions.
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.Handle("GET /readyz", Ready{Serving: tlsConfig, Now: time.Now})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	ln, err := net.Listen("tcp", o.Listen)
 	if err != nil {
