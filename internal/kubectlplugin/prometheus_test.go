@@ -1,11 +1,10 @@
 package kubectlplugin
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
+	"github.com/cgwarden/cgwarden/internal/realtest"
 	"math"
 	"net"
 	"net/http"
@@ -15,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -45,34 +43,7 @@ func startServe(t *testing.T, bin, node string) string {
 	t.Helper()
 	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--node-name", node, "--metadata", "file",
 		"--snapshot", "example:"+node, "--pods", filepath.Join("..", "examples", "snapshots", node+".pods.json"))
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	addr := regexp.MustCompile(`msg=serving addr=(127\.0\.0\.1:\d+)`)
-	found := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			if m := addr.FindStringSubmatch(sc.Text()); m != nil {
-				found <- m[1]
-				break
-			}
-			t.Log(sc.Text())
-		}
-		_, _ = io.Copy(io.Discard, stderr)
-	}()
-	select {
-	case a := <-found:
-		return a
-	case <-time.After(60 * time.Second):
-		t.Fatalf("cgwarden serve (%s) never said where it listens", node)
-	}
-	return ""
+	return realtest.StartServe(t, cmd)
 }
 
 func buildCgwarden(t *testing.T) string {

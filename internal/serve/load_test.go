@@ -1,7 +1,6 @@
 package serve_test
 
 import (
-	"bufio"
 	"context"
 	"io"
 	"net/http"
@@ -35,33 +34,7 @@ func startServeBin(t testing.TB, exe string, args ...string) (string, *exec.Cmd)
 	t.Helper()
 	cmd := exec.Command(exe, append([]string{"serve", "--listen", "127.0.0.1:0", "--metadata", "none"}, args...)...)
 	cmd.Env = append(os.Environ(), "CGWARDEN_RUN_CLI=1", "CGWARDEN_MEMORY_USER=")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	addr := regexp.MustCompile(`msg=serving addr=(127\.0\.0\.1:\d+)`)
-	found := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			if m := addr.FindStringSubmatch(sc.Text()); m != nil {
-				found <- m[1]
-				break
-			}
-		}
-		_, _ = io.Copy(io.Discard, stderr)
-	}()
-	var url string
-	select {
-	case a := <-found:
-		url = "http://" + a
-	case <-time.After(30 * time.Second):
-		t.Fatal("cgwarden serve never said where it listens")
-	}
+	url := "http://" + realtest.StartServe(t, cmd)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		resp, err := http.Get(url + "/readyz")
