@@ -1,18 +1,18 @@
 package events
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/cgwarden/cgwarden/internal/apiconn"
 	"github.com/cgwarden/cgwarden/internal/audit"
 	"github.com/cgwarden/cgwarden/internal/inventory"
 )
@@ -51,14 +51,13 @@ type fixed struct{ uid, reason, message string }
 // New records Events through the API server (the ServiceAccount needs
 // create and patch on events). stop flushes and stops the recorder.
 func New(cfg *rest.Config, node string, log *slog.Logger) (n *Notifier, stop func(), err error) {
-	cs, err := typedcorev1.NewForConfig(cfg)
+	// Not the caller's context: the recorder lives until stop, which
+	// flushes it, not until the start-up that built it ends.
+	rec, stop, err := apiconn.EventRecorder(context.Background(), cfg, corev1.EventSource{Component: Component, Host: node})
 	if err != nil {
 		return nil, nil, err
 	}
-	b := record.NewBroadcaster()
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.Events("")})
-	rec := b.NewRecorder(schemeWithCore(), corev1.EventSource{Component: Component, Host: node})
-	return NewWithRecorder(rec, node, log), b.Shutdown, nil
+	return NewWithRecorder(rec, node, log), stop, nil
 }
 
 // NewWithRecorder uses rec (client-go's record.FakeRecorder in tests).
@@ -208,15 +207,6 @@ func clip(s string) string {
 		return s
 	}
 	return s[:1021] + "..."
-}
-
-// schemeWithCore is a scheme that knows the core API only: the recorder
-// needs one to name objects, and the whole client-go scheme would link
-// every API group into the agent.
-func schemeWithCore() *runtime.Scheme {
-	s := runtime.NewScheme()
-	_ = corev1.AddToScheme(s)
-	return s
 }
 
 // Applied reports a fix run: one Event per pod it changed, saying what.

@@ -13,6 +13,8 @@ import (
 	"github.com/containerd/nri/pkg/stub"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/cgwarden/cgwarden/internal/httpserver"
 )
 
 // DefaultSocket is where containerd and CRI-O put the NRI socket unless
@@ -133,9 +135,10 @@ func waitClosed(ctx context.Context, s stub.Stub) {
 	s.Wait()
 }
 
-// metricsTimeouts bound each request to /metrics and /healthz (a
-// variable for the test that a stalled client is let go).
-var metricsTimeouts = struct{ readHeader, read, write, idle time.Duration }{10 * time.Second, 30 * time.Second, 60 * time.Second, 2 * time.Minute}
+// metricsTimeouts bound each request to /metrics and /healthz: the
+// agent's own (httpserver.Default); a client that stalls mid-request must
+// not hold a connection forever.
+var metricsTimeouts = httpserver.Default
 
 // serveMetrics serves /metrics and /healthz on addr until stop.
 func serveMetrics(addr string, reg *prometheus.Registry, m *Metrics, log *slog.Logger) (stop func(), err error) {
@@ -146,13 +149,7 @@ func serveMetrics(addr string, reg *prometheus.Registry, m *Metrics, log *slog.L
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	// The timeouts of the agent's own server (serve.DefaultTimeouts): a
-	// client that stalls mid-request must not hold a connection forever.
-	srv := &http.Server{Handler: mux,
-		ReadHeaderTimeout: metricsTimeouts.readHeader, ReadTimeout: metricsTimeouts.read,
-		WriteTimeout: metricsTimeouts.write, IdleTimeout: metricsTimeouts.idle,
-		MaxHeaderBytes: 64 << 10,
-		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	srv := httpserver.New(mux, metricsTimeouts, nil, log)
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("metrics listener stopped", "err", err)

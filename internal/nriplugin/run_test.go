@@ -153,7 +153,7 @@ func TestOptionsValidate(t *testing.T) {
 func TestMetricsListenerLetsStalledClientsGo(t *testing.T) {
 	saved := metricsTimeouts
 	t.Cleanup(func() { metricsTimeouts = saved })
-	metricsTimeouts.readHeader = 200 * time.Millisecond
+	metricsTimeouts.ReadHeader = 200 * time.Millisecond
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

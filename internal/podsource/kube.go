@@ -20,8 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/cgwarden/cgwarden/internal/apiconn"
 	"github.com/cgwarden/cgwarden/internal/metadata"
 )
 
@@ -66,18 +66,9 @@ func OpenKubernetes(ctx context.Context, cfg Config, log *slog.Logger) (*KubeSou
 	if cfg.NodeName == "" {
 		return nil, errors.New("the Kubernetes source needs the node's name (--node-name or NODE_NAME)")
 	}
-	var rc *rest.Config
-	var err error
-	if cfg.Kubeconfig != "" {
-		rc, err = clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
-	} else {
-		rc, err = rest.InClusterConfig()
-	}
+	rc, err := apiconn.RESTConfig(cfg.Kubeconfig, cfg.WrapTransport)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client config: %w", err)
-	}
-	if cfg.WrapTransport != nil {
-		rc.Wrap(cfg.WrapTransport)
 	}
 	pods, err := NewPodClient(rc)
 	if err != nil {

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"os"
 	"time"
+
+	"github.com/cgwarden/cgwarden/internal/httpserver"
 )
 
 // LoadTLS loads the certificate and key of --tls-cert-file and
@@ -91,7 +93,7 @@ func ServeEndpoints(ctx context.Context, log *slog.Logger, eps ...Endpoint) erro
 	errc := make(chan error, len(eps))
 	servers := make([]*http.Server, len(eps))
 	for i, ep := range eps {
-		hs := NewHTTPServer(ep.Handler, DefaultTimeouts, ep.TLS, log)
+		hs := httpserver.New(ep.Handler, httpserver.Default, ep.TLS, log)
 		servers[i] = hs
 		log.Info("serving", append([]any{"addr", lns[i].Addr().String(), "tls", ep.TLS != nil}, ep.Attrs...)...)
 		go func(ln net.Listener, tlsOn bool) {

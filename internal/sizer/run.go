@@ -19,13 +19,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
-	"k8s.io/client-go/tools/record"
+
+	"github.com/cgwarden/cgwarden/internal/apiconn"
+	"github.com/cgwarden/cgwarden/internal/httpserver"
 )
 
 // Options configure `cgwarden sizer`.
@@ -79,13 +77,7 @@ var _ VMGetter = dynamicVMs{}
 func Run(ctx context.Context, o Options) error {
 	log := o.Log.With("component", "sizer")
 	base := o.Log
-	var rc *rest.Config
-	var err error
-	if o.Kubeconfig != "" {
-		rc, err = clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
-	} else {
-		rc, err = rest.InClusterConfig()
-	}
+	rc, err := apiconn.RESTConfig(o.Kubeconfig, nil)
 	if err != nil {
 		return fmt.Errorf("API server (--kubeconfig, or in-cluster): %w", err)
 	}
@@ -118,18 +110,20 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", o.Listen, err)
 	}
-	srv := newHTTPServer(mux, tlsConfig, log)
+	srv := httpserver.New(mux, webhookTimeouts, tlsConfig, log)
 	errc := make(chan error, 2)
 	go func() { errc <- srv.ServeTLS(ln, "", "") }()
 	log.Info("webhook serving", "listen", ln.Addr().String())
 
 	if o.Controller {
-		bc := record.NewBroadcaster(record.WithContext(ctx))
-		bc.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
-		defer bc.Shutdown()
+		rec, stopEvents, err := apiconn.EventRecorder(ctx, rc, corev1.EventSource{Component: "cgwarden-sizer"})
+		if err != nil {
+			return fmt.Errorf("events: %w", err)
+		}
+		defer stopEvents()
 		ctrl := &Controller{
 			Client: cs, Dynamic: dyn, Log: base.With("component", "sizer-controller"), Metrics: metrics,
-			Events:   bc.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "cgwarden-sizer"}),
+			Events:   rec,
 			Coalesce: o.Coalesce, MaxDelay: o.MaxDelay, MinStep: o.MinStep, Workers: o.Workers,
 			EventWindow: o.EventWindow, Recheck: o.CRDRecheck,
 		}
@@ -218,24 +212,10 @@ func (o Options) runController(ctx context.Context, cs kubernetes.Interface, ctr
 	return runErr
 }
 
-// Timeouts of the sizer's server: the API server waits at most 30 s for
-// an admission (timeoutSeconds, 5 here) and sends one AdmissionReview of
-// a pod (well under a MB), so a request that takes longer to arrive or to
-// be answered is a client holding a goroutine and a descriptor, not the
-// API server; idle keep-alive connections are released after a while
-// (the API server's client reconnects).
-const (
-	readHeaderTimeout = 10 * time.Second
-	readTimeout       = 15 * time.Second
-	writeTimeout      = 15 * time.Second
-	idleTimeout       = 90 * time.Second
-	maxHeaderBytes    = 64 << 10
-)
-
-// newHTTPServer is the webhook's server for h, with every timeout set.
-func newHTTPServer(h http.Handler, tlsConfig *tls.Config, log *slog.Logger) *http.Server {
-	return &http.Server{Handler: h, TLSConfig: tlsConfig,
-		ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout, WriteTimeout: writeTimeout, IdleTimeout: idleTimeout,
-		MaxHeaderBytes: maxHeaderBytes,
-		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-}
+// webhookTimeouts bound the sizer's server: the API server waits at most
+// 30 s for an admission (timeoutSeconds, 5 here) and sends one
+// AdmissionReview of a pod (well under a MB), so a request that takes
+// longer to arrive or to be answered is a client holding a goroutine and a
+// descriptor, not the API server; idle keep-alive connections are released
+// after a while (the API server's client reconnects).
+var webhookTimeouts = httpserver.Timeouts{ReadHeader: 10 * time.Second, Read: 15 * time.Second, Write: 15 * time.Second, Idle: 90 * time.Second}

@@ -5,13 +5,15 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/cgwarden/cgwarden/internal/httpserver"
 )
 
 // Every timeout of the webhook's server is set, and each lets the API
 // server's longest admission wait (30 s at most, timeoutSeconds) through
 // while releasing what a slow or quiet client holds.
 func TestHTTPServerTimeouts(t *testing.T) {
-	srv := newHTTPServer(http.NotFoundHandler(), nil, slog.New(slog.DiscardHandler))
+	srv := httpserver.New(http.NotFoundHandler(), webhookTimeouts, nil, slog.New(slog.DiscardHandler))
 	for name, d := range map[string]time.Duration{
 		"ReadHeaderTimeout": srv.ReadHeaderTimeout, "ReadTimeout": srv.ReadTimeout,
 		"WriteTimeout": srv.WriteTimeout, "IdleTimeout": srv.IdleTimeout,

@@ -1,4 +1,4 @@
-package serve
+package httpserver
 
 import (
 	"crypto/tls"
@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Timeouts bound what one client can hold of the agent. Without them a
+// Timeouts bound what one client can hold of a server. Without them a
 // client that opens keep-alive connections and goes quiet, or reads a
 // response a byte a minute, keeps a goroutine and a file descriptor each
 // for as long as it likes; a DaemonSet's file limit is reached that way.
@@ -22,20 +22,21 @@ type Timeouts struct {
 	Idle time.Duration
 }
 
-// DefaultTimeouts are generous for any scraper on a node (Prometheus
-// scrapes every 15-60 s and keeps its connection; metrics-server every
-// 15 s or more) and still release a quiet connection.
-var DefaultTimeouts = Timeouts{ReadHeader: 10 * time.Second, Read: 30 * time.Second, Write: 60 * time.Second, Idle: 2 * time.Minute}
+// Default is generous for any scraper on a node (Prometheus scrapes every
+// 15-60 s and keeps its connection; metrics-server every 15 s or more)
+// and still releases a quiet connection.
+var Default = Timeouts{ReadHeader: 10 * time.Second, Read: 30 * time.Second, Write: 60 * time.Second, Idle: 2 * time.Minute}
 
-// maxHeaderBytes: the endpoints take no body and at most one query
-// parameter.
-const maxHeaderBytes = 64 << 10
+// MaxHeaderBytes: no cgwarden endpoint takes more than a bearer token and
+// one query parameter (an AdmissionReview comes in the body).
+const MaxHeaderBytes = 64 << 10
 
-// NewHTTPServer is the agent's HTTP server for h, with t's timeouts
-// (DefaultTimeouts when t is zero) and TLS when tlsConfig is not nil.
-func NewHTTPServer(h http.Handler, t Timeouts, tlsConfig *tls.Config, log *slog.Logger) *http.Server {
+// New is a server for h with t's timeouts (Default when t is zero), the
+// header limit, net/http's own errors logged at warning level through log,
+// and TLS when tlsConfig is not nil.
+func New(h http.Handler, t Timeouts, tlsConfig *tls.Config, log *slog.Logger) *http.Server {
 	if t == (Timeouts{}) {
-		t = DefaultTimeouts
+		t = Default
 	}
 	if log == nil {
 		log = slog.Default()
@@ -46,7 +47,7 @@ func NewHTTPServer(h http.Handler, t Timeouts, tlsConfig *tls.Config, log *slog.
 		ReadTimeout:       t.Read,
 		WriteTimeout:      t.Write,
 		IdleTimeout:       t.Idle,
-		MaxHeaderBytes:    maxHeaderBytes,
+		MaxHeaderBytes:    MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		TLSConfig:         tlsConfig,
 	}

@@ -1,4 +1,4 @@
-package serve
+package httpserver
 
 import (
 	"bufio"
@@ -13,9 +13,10 @@ import (
 // sends nothing, or keeps a connection alive after one scrape and goes
 // quiet, does not hold it forever.
 func TestQuietConnectionsAreReleased(t *testing.T) {
-	s := feedExample(t, "seed-003-k3s-spin", nil)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	short := Timeouts{ReadHeader: 200 * time.Millisecond, Read: 200 * time.Millisecond, Write: time.Second, Idle: 200 * time.Millisecond}
-	hs := NewHTTPServer(s.Handler(), short, nil, nil)
+	hs := New(mux, short, nil, nil)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -62,9 +63,9 @@ func TestQuietConnectionsAreReleased(t *testing.T) {
 }
 
 func TestZeroTimeoutsMeanTheDefaults(t *testing.T) {
-	hs := NewHTTPServer(http.NotFoundHandler(), Timeouts{}, nil, nil)
+	hs := New(http.NotFoundHandler(), Timeouts{}, nil, nil)
 	got := Timeouts{ReadHeader: hs.ReadHeaderTimeout, Read: hs.ReadTimeout, Write: hs.WriteTimeout, Idle: hs.IdleTimeout}
-	if got != DefaultTimeouts || got.Idle <= 0 || got.Write <= 0 || got.Read <= 0 || got.ReadHeader <= 0 {
-		t.Errorf("zero Timeouts gave %+v, want the (non-zero) defaults %+v", got, DefaultTimeouts)
+	if got != Default || got.Idle <= 0 || got.Write <= 0 || got.Read <= 0 || got.ReadHeader <= 0 {
+		t.Errorf("zero Timeouts gave %+v, want the (non-zero) defaults %+v", got, Default)
 	}
 }
