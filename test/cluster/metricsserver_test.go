@@ -265,7 +265,7 @@ type cpuSample struct{ kubelet, cgwarden int64 }
 // nodes/metrics), serves the pods' CPU; for a pod spinning under a 200m
 // limit its figure is the kubelet-backed metrics-server's within 15%
 // (+10m; mean of four paired samples 15 s apart, see checkAgree), and so
-// for a pod of the misplace runtime. With the APIService switched to it,
+// for a pod of the misplace runtime sampled beside it. With the APIService switched to it,
 // `kubectl top pod` shows the pod, and the API serves that
 // metrics-server's sample (its timestamp); the APIService is switched back
 // after.
@@ -281,97 +281,95 @@ func TestMetricsServerReadsAgent(t *testing.T) {
 	}
 	msKubeconfig := metricsServerAccount(t, e, ns)
 	startMetricsServer(t, msKubeconfig, caFile)
+	// Both pods at once, sampled together: the burner under the normal
+	// runtime, and a pod of the misplace runtime (its container's cgroup
+	// at the root, as the runwasi shim made it). The cgwarden-backed
+	// metrics-server must show the misplaced one with CPU, at the
+	// kubelet-backed one's figure: the kubelet's container figures come
+	// from containerd's CRI stats, which read the container's own cgroup
+	// wherever it is (DESIGN.md), so in this stack only the kubelet's
+	// pod-level figures are 0, and metrics-server does not use those.
 	e.runCappedBurner(t, ns, "burner", "200m", "")
+	misplaced := e.runCappedBurner(t, ns, "misplaced", "200m", "misplace")
+	id := strings.TrimPrefix(misplaced.Status.ContainerStatuses[0].ContainerID, "containerd://")
+	root, _ := cgroupRoot()
+	literal := filepath.Join(root, "kubepods-burstable-pod"+strings.ReplaceAll(string(misplaced.UID), "-", "_")+".slice:cri-containerd:"+id)
+	if _, err := os.Stat(literal); err != nil {
+		t.Fatalf("the misplace runtime did not misplace the container: %v", err)
+	}
+	t.Logf("misplaced pod (container cgroup %s)", literal)
+	pods := []string{"burner", "misplaced"}
 	ours, theirs := directMetrics(t, e, cgwardenMetricsPort), directMetrics(t, e, 4443)
 	// metrics-server has a pod's CPU after two scrapes that both saw it.
-	poll(t, 120*time.Second, "the burner's CPU from both metrics-servers", func() (bool, string, error) {
-		a, err := metricsPodCPU(ours, ns, "burner")
-		if err != nil {
-			return false, "cgwarden-backed: " + err.Error(), nil
+	poll(t, 120*time.Second, "both pods' CPU from both metrics-servers", func() (bool, string, error) {
+		var got []string
+		for _, pod := range pods {
+			a, errA := metricsPodCPU(ours, ns, pod)
+			b, errB := metricsPodCPU(theirs, ns, pod)
+			if errA != nil || errB != nil || a <= 0 || b <= 0 {
+				return false, fmt.Sprintf("%s: cgwarden-backed %dm (%v), kubelet-backed %dm (%v)", pod, a, errA, b, errB), nil
+			}
+			got = append(got, fmt.Sprintf("%s %dm/%dm", pod, a, b))
 		}
-		b, err := metricsPodCPU(theirs, ns, "burner")
-		if err != nil {
-			return false, "kubelet-backed: " + err.Error(), nil
-		}
-		return a > 0 && b > 0, fmt.Sprintf("cgwarden-backed %dm, kubelet-backed %dm", a, b), nil
+		return true, strings.Join(got, ", "), nil
 	})
-	// The agent serves the running pod's container in every response
-	// (metrics-server drops a pod for a scrape that lacks it, and has no
-	// figure for it until two scrapes in a row have it again).
+	// Four paired samples 15 s apart (one scrape each); between them, the
+	// agent's /metrics/resource every 3 s must serve the running burner's
+	// container in every response (metrics-server drops a pod for a
+	// scrape that lacks it, and has no figure for it until two scrapes in
+	// a row have it again).
 	want := `container_cpu_usage_seconds_total{container="main",namespace="` + ns + `",pod="burner"}`
-	missing := 0
-	for i := 0; i < 15; i++ {
-		if got := agentSeries(t, msKubeconfig, caFile, ns); !strings.Contains(got, want) {
-			missing++
-			t.Logf("the agent's /metrics/resource lacks the burner (%d of %d); it serves:\n%s", missing, i+1, got)
+	samples := map[string][]cpuSample{}
+	checks, missing := 0, 0
+	for i := 0; i < 4; i++ {
+		for _, pod := range pods {
+			s := pairedSample(t, ours, theirs, ns, pod)
+			samples[pod] = append(samples[pod], s)
+			t.Logf("%s sample %d: cgwarden-backed %dm, kubelet-backed %dm", pod, i, s.cgwarden, s.kubelet)
 		}
-		time.Sleep(3 * time.Second)
+		if i == 3 {
+			break
+		}
+		for j := 0; j < 5; j++ {
+			checks++
+			if got := agentSeries(t, msKubeconfig, caFile, ns); !strings.Contains(got, want) {
+				missing++
+				t.Logf("the agent's /metrics/resource lacks the burner (%d of %d); it serves:\n%s", missing, checks, got)
+			} else if j == 0 {
+				t.Logf("the agent serves:\n%s", got)
+			}
+			time.Sleep(3 * time.Second)
+		}
 	}
 	if missing > 0 {
-		t.Errorf("the agent's /metrics/resource lacked the running burner's container in %d of 15 responses 3 s apart", missing)
+		t.Errorf("the agent's /metrics/resource lacked the running burner's container in %d of %d responses 3 s apart", missing, checks)
 	}
-	samples := pairedSamples(t, ours, theirs, ns, "burner", 4, func(i int) string { return agentSeries(t, msKubeconfig, caFile, ns) })
-	checkAgree(t, "burner", samples)
-	checkMisplacedPod(t, e, ours, theirs, ns)
+	for _, pod := range pods {
+		checkAgree(t, pod, samples[pod])
+	}
+	for _, s := range samples["misplaced"] {
+		if s.cgwarden == 0 {
+			t.Errorf("the cgwarden-backed metrics-server shows the misplaced pod at 0m: %+v", samples["misplaced"])
+			break
+		}
+	}
 	switchAPIService(t, e, cgwardenMetricsPort)
 	checkTopThroughAgent(t, e, ours, ns)
 }
 
-// checkMisplacedPod: a pod of the misplace runtime (its container's
-// cgroup at the root, as the runwasi shim made it) spinning under a 200m
-// limit. The cgwarden-backed metrics-server must show it with CPU, at the
-// kubelet-backed one's figure: the kubelet's container figures come from
-// containerd's CRI stats, which read the container's own cgroup wherever
-// it is (DESIGN.md), so in this stack only the kubelet's pod-level figures
-// are 0, and metrics-server does not use those.
-func checkMisplacedPod(t *testing.T, e *env, ours, theirs *metricsclient.Clientset, ns string) {
+// pairedSample asks both metrics-servers for pod's CPU, one right after
+// the other.
+func pairedSample(t *testing.T, ours, theirs *metricsclient.Clientset, ns, pod string) cpuSample {
 	t.Helper()
-	pod := e.runCappedBurner(t, ns, "misplaced", "200m", "misplace")
-	id := strings.TrimPrefix(pod.Status.ContainerStatuses[0].ContainerID, "containerd://")
-	root, _ := cgroupRoot()
-	literal := filepath.Join(root, "kubepods-burstable-pod"+strings.ReplaceAll(string(pod.UID), "-", "_")+".slice:cri-containerd:"+id)
-	if _, err := os.Stat(literal); err != nil {
-		t.Fatalf("the misplace runtime did not misplace the container: %v", err)
+	a, err := metricsPodCPU(ours, ns, pod)
+	if err != nil {
+		t.Fatal(err)
 	}
-	poll(t, 120*time.Second, "the misplaced pod's CPU from both metrics-servers", func() (bool, string, error) {
-		a, errA := metricsPodCPU(ours, ns, "misplaced")
-		b, errB := metricsPodCPU(theirs, ns, "misplaced")
-		return errA == nil && errB == nil && a >= 0 && b >= 0, fmt.Sprintf("cgwarden-backed %dm (%v), kubelet-backed %dm (%v)", a, errA, b, errB), nil
-	})
-	samples := pairedSamples(t, ours, theirs, ns, "misplaced", 3, nil)
-	t.Logf("misplaced pod (container cgroup %s)", literal)
-	for _, s := range samples {
-		if s.cgwarden == 0 {
-			t.Errorf("the cgwarden-backed metrics-server shows the misplaced pod at 0m: %+v", samples)
-			break
-		}
+	b, err := metricsPodCPU(theirs, ns, pod)
+	if err != nil {
+		t.Fatal(err)
 	}
-	checkAgree(t, "misplaced", samples)
-}
-
-// pairedSamples asks both metrics-servers for pod's CPU n times, 15 s
-// apart (one scrape each), logging extra(i) beside each when given.
-func pairedSamples(t *testing.T, ours, theirs *metricsclient.Clientset, ns, pod string, n int, extra func(int) string) []cpuSample {
-	t.Helper()
-	var out []cpuSample
-	for i := 0; i < n; i++ {
-		if i > 0 {
-			time.Sleep(15 * time.Second)
-		}
-		a, err := metricsPodCPU(ours, ns, pod)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := metricsPodCPU(theirs, ns, pod)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, cpuSample{kubelet: b, cgwarden: a})
-		if extra != nil {
-			t.Logf("%s sample %d: cgwarden-backed %dm, kubelet-backed %dm; the agent serves:\n%s", pod, i, a, b, extra(i))
-		}
-	}
-	return out
+	return cpuSample{kubelet: b, cgwarden: a}
 }
 
 // checkAgree: every sample has a figure from both, and their means are
