@@ -92,6 +92,11 @@ func TestAgentHoldsVMWeights(t *testing.T) {
 	t.Logf("weights by size %v after kubectl apply", time.Since(start).Round(time.Second))
 	// It wrote them as root without any capability (components/fix).
 	checkFixModeAgent(t, e)
+	poll(t, 60*time.Second, "the fix-mode agent Ready", func() (bool, string, error) {
+		err := e.staysReady("cgwarden-system", "app.kubernetes.io/name=cgwarden", 0)
+		return err == nil, fmt.Sprint(err), nil
+	})
+	e.keepsReady(t, "the fix overlay (testdata/agent-fix)", "cgwarden-system", "app.kubernetes.io/name=cgwarden")
 
 	// The kubelet re-applies the tier's weight once a minute: watch a
 	// little longer than that; the tier must be back at its target within

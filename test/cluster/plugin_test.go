@@ -240,6 +240,7 @@ var (
 func TestKubectlPlugin(t *testing.T) {
 	e := cluster(t)
 	agent := installAgent(t, e, "testdata/agent")
+	e.keepsReady(t, "the base (testdata/agent)", "cgwarden-system", "app.kubernetes.io/name=cgwarden")
 	dir := buildPlugin(t)
 	bin := buildCgwarden(t)
 	ns := e.namespace(t)

@@ -158,6 +158,25 @@ func (e *env) staysReady(ns, selector string, d time.Duration) error {
 	}
 }
 
+// keepsReady runs staysReady for 60 s beside the rest of the test, and
+// fails the test at its end (before an uninstall registered earlier) if a
+// container of the pods of selector in ns restarted or was not Ready:
+// issue #21's bar for every configuration, "every container Ready and
+// stays Ready for 60 s". Call it once the install is Ready.
+func (e *env) keepsReady(t *testing.T, what, ns, selector string) {
+	t.Helper()
+	ready := make(chan error, 1)
+	start := time.Now()
+	go func() { ready <- e.staysReady(ns, selector, 60*time.Second) }()
+	t.Cleanup(func() {
+		if err := <-ready; err != nil {
+			t.Errorf("%s did not stay Ready for 60 s: %v", what, err)
+			return
+		}
+		t.Logf("%s: every container Ready, none restarted, for %v", what, time.Since(start).Round(time.Second))
+	})
+}
+
 // TestObserveOnlyAgentPrivileges: deploy/kustomize/nri in the lane (the
 // observe-only agent of the base, and `cgwarden nri` beside it). Both
 // containers become Ready and stay Ready, without a restart, for 60 s
