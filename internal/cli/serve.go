@@ -15,7 +15,6 @@ import (
 
 	"github.com/cgwarden/cgwarden/internal/agent"
 	"github.com/cgwarden/cgwarden/internal/apiconn"
-	"github.com/cgwarden/cgwarden/internal/hold"
 	"github.com/cgwarden/cgwarden/internal/journal"
 	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/plan"
@@ -33,7 +32,7 @@ type serveOptions struct {
 
 // newServeOptions are serve's options before flags are parsed.
 func newServeOptions() *serveOptions {
-	return &serveOptions{interval: Duration(serve.DefaultInterval), check: Duration(hold.DefaultCheck)}
+	return &serveOptions{interval: Duration(serve.DefaultInterval), check: 0}
 }
 
 func newServe(o *Options) *cobra.Command {
@@ -85,7 +84,8 @@ func (so *serveOptions) addFlags(f *pflag.FlagSet, o *Options) {
 	f.StringSliceVar(&a.Fix, "fix", nil, "keep these rules fixed while serving (comma-separated: "+strings.Join(plan.Rules, ", ")+"; default none: observe only)")
 	f.StringVar(&a.JournalDir, "journal-dir", journal.DefaultDir, "where the journal of applied changes (and its lock) lives")
 	f.StringVar(&a.MaxTierCPU, "max-tier-cpu", "", "cap on the CPU sizes the BestEffort tier's weight counts (a CPU quantity; default: the node's CPUs)")
-	f.Var(&so.check, "size-check", "how often pod sizes are looked at for changes (with --fix)")
+	f.Var(&so.check, "size-check", "how often pod sizes are looked at for changes (with --fix; default 250ms, or --interval when pod metadata comes from the CRI, whose sizes change only with new pods, which the holder sees at once from their cgroups)")
+	f.Lookup("size-check").DefValue = "" // 0 is "by the pod source", said above
 	addVMs(f, o)
 }
 
