@@ -15,11 +15,11 @@ import (
 func TestReproducibleOneFileImage(t *testing.T) {
 	dir := t.TempDir()
 	a, b := filepath.Join(dir, "a.tar"), filepath.Join(dir, "b.tar")
-	da, err := build("../..", "cgwarden.local/cgwarden:test", a, "test")
+	da, err := build("../..", "cgwarden.local/cgwarden:test", a, "test", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := build("../..", "cgwarden.local/cgwarden:test", b, "test")
+	db, err := build("../..", "cgwarden.local/cgwarden:test", b, "test", "")
 	if err != nil {
 		t.Fatal(err)
 	}

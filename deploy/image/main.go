@@ -40,8 +40,9 @@ func main() {
 	name := flag.String("name", "ghcr.io/cgwarden/cgwarden:dev", "image name")
 	out := flag.String("o", "cgwarden.oci.tar", "archive to write")
 	version := flag.String("version", "dev", "version label of the image")
+	tags := flag.String("tags", "", "build tags of the binary (tests only: \"failpoints\" makes an image no release may ship)")
 	flag.Parse()
-	digest, err := build(*repo, *name, *out, *version)
+	digest, err := build(*repo, *name, *out, *version, *tags)
 	if err != nil {
 		log.Fatalf("image: %v", err)
 	}
@@ -61,7 +62,7 @@ func epoch() (time.Time, error) {
 	return time.Unix(n, 0).UTC(), nil
 }
 
-func build(repo, name, out, version string) (string, error) {
+func build(repo, name, out, version, tags string) (string, error) {
 	when, err := epoch()
 	if err != nil {
 		return "", err
@@ -72,7 +73,11 @@ func build(repo, name, out, version string) (string, error) {
 	}
 	defer os.RemoveAll(tmp)
 	bin := filepath.Join(tmp, "cgwarden")
-	cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid=", "-o", bin, "./cmd/cgwarden")
+	args := []string{"build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid="}
+	if tags != "" {
+		args = append(args, "-tags", tags)
+	}
+	cmd := exec.Command("go", append(args, "-o", bin, "./cmd/cgwarden")...)
 	cmd.Dir = repo
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr

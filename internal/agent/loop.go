@@ -9,6 +9,7 @@ import (
 
 	"github.com/cgwarden/cgwarden/internal/audit"
 	"github.com/cgwarden/cgwarden/internal/cgroupfs"
+	"github.com/cgwarden/cgwarden/internal/failpoint"
 	"github.com/cgwarden/cgwarden/internal/hold"
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/metadata"
@@ -110,6 +111,9 @@ func (l *Loop) Run(ctx context.Context) {
 
 // scanOnce reads the metadata, scans, audits and publishes.
 func (l *Loop) scanOnce(ctx context.Context) {
+	// A scan stuck in the kernel or a deadlock, for the lane's test that
+	// the kubelet restarts the agent (/healthz fails after 3 intervals).
+	failpoint.Hit("loop/scan")
 	l.mu.Lock()
 	l.started++
 	seq := l.started

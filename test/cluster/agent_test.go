@@ -26,14 +26,18 @@ const agentImage = "cgwarden.local/cgwarden:test"
 
 // importAgentImage builds cgwarden's image with deploy/image and imports it
 // into the cluster's containerd.
-func importAgentImage(t *testing.T) {
+func importAgentImage(t *testing.T) { importImage(t, agentImage, "") }
+
+// importImage builds cgwarden's image named name from a binary built with
+// build tags (none: the shipped build) and imports it.
+func importImage(t *testing.T, name, tags string) {
 	t.Helper()
 	sock, ctr := os.Getenv("CGWARDEN_CLUSTER_CONTAINERD"), os.Getenv("CGWARDEN_CLUSTER_CTR")
 	if sock == "" || ctr == "" {
 		t.Fatal("CGWARDEN_CLUSTER_CONTAINERD or CGWARDEN_CLUSTER_CTR is not set (eval \"$(scripts/cluster env)\")")
 	}
 	archive := filepath.Join(t.TempDir(), "cgwarden.oci.tar")
-	build := exec.Command("go", "run", ".", "-repo", "../..", "-name", agentImage, "-o", archive)
+	build := exec.Command("go", "run", ".", "-repo", "../..", "-name", name, "-tags", tags, "-o", archive)
 	build.Dir = "../../deploy/image"
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building the image: %v\n%s", err, out)
