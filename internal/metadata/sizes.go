@@ -58,6 +58,14 @@ func (s *Set) Origin(uid string) (o Origin, ok bool) {
 		if v := s.via[uid]; v != "" {
 			o.Via = "VM object " + v
 		}
+		if label := s.byLabel[uid]; label != "" {
+			o.Via += fmt.Sprintf(" (by the pod's label %s only)", label)
+			if !s.trust.PodClaims {
+				o.Ignored = "not believed: the pod is neither owned (ownerReferences) by that VM nor named by its status; any pod can carry the label"
+				return o, true
+			}
+			o.Trusted = s.trust.TrustedBy
+		}
 		return s.trust.take(o), true
 	}
 	p, found := s.byUID[uid]
@@ -72,7 +80,7 @@ func (s *Set) Origin(uid string) (o Origin, ok bool) {
 		case why == "":
 			runner.Via += fmt.Sprintf(" (owned by NeonVM VirtualMachine %s/%s, which exists)", p.Namespace, p.neonVMOwner().Name)
 			return s.trust.take(runner), true
-		case s.trust.RunnerArgs:
+		case s.trust.PodClaims:
 			runner.Trusted = s.trust.TrustedBy
 			return s.trust.take(runner), true
 		}

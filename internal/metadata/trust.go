@@ -11,7 +11,9 @@ import (
 // Trust says which declared sizes a Set believes, and caps them. A size
 // buys CPU weight in fix mode, so it is taken only from what a cluster
 // administrator controls (docs/security.md, "Trusted sizes"):
-//   - a VM object (NeonVM VirtualMachine, KubeVirt VMI) matched to its pod;
+//   - a VM object (NeonVM VirtualMachine, KubeVirt VMI) matched to its pod
+//     by the pod's owner reference or the VM's status (a pod that only
+//     carries the VM's label is not believed: anyone can label a pod);
 //   - a NeonVM runner's -vmspec argument, only on a pod owned
 //     (ownerReferences) by a NeonVM VirtualMachine the Set knows exists;
 //   - the cgwarden.io/cpu annotation, only in the namespaces Annotations
@@ -29,10 +31,12 @@ type Trust struct {
 	TrustedBy string
 	// Untrusted says why the other annotations are not believed.
 	Untrusted string
-	// RunnerArgs believes a NeonVM runner's -vmspec without an existing
-	// VirtualMachine owner: for the operator's own pods file only (an
-	// offline audit or plan of a node whose VMs are not at hand).
-	RunnerArgs bool
+	// PodClaims believes what a pod says of itself: a NeonVM runner's
+	// -vmspec without an existing VirtualMachine owner, and a VM's size
+	// for a pod tied to the VM by its label only. For the operator's own
+	// pods file only (an offline audit or plan of a node whose VMs are not
+	// at hand, or a file without owner references).
+	PodClaims bool
 	// AllocatableMilliCPU caps every size: the node's allocatable CPU
 	// (Node status.allocatable.cpu). 0 when unknown; AllocatableUnknown
 	// then says why, and sizes are not capped (only MaxSizeMilliCPU holds).
@@ -45,11 +49,11 @@ const AllNamespaces = "*"
 
 // OperatorTrust is the trust of pod metadata the operator hands a command
 // (a pods file for a dry-run plan or an audit of a snapshot): the
-// operator vouches for the file, so every annotation and every runner's
-// -vmspec is believed. The node's allocatable CPU is not in a pods file:
+// operator vouches for the file, so every annotation, every runner's
+// -vmspec and every VM's label on a pod is believed. The node's allocatable CPU is not in a pods file:
 // sizes are not capped.
 func OperatorTrust(what string) Trust {
-	return Trust{Annotations: AllNamespaces, TrustedBy: what, RunnerArgs: true,
+	return Trust{Annotations: AllNamespaces, TrustedBy: what, PodClaims: true,
 		AllocatableUnknown: "the node's allocatable CPU is not in " + what}
 }
 

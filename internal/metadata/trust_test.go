@@ -47,18 +47,39 @@ func TestOrigin(t *testing.T) {
 			says: "UID forged"},
 		{name: "-vmspec, owner in another namespace", trust: all, pod: Pod{Namespace: "team-b", VMSize: runner, Owners: vmOwner}, vms: existing,
 			says: "not known to exist"},
-		{name: "-vmspec, owner exists", trust: all, pod: Pod{Namespace: "team-a", VMSize: runner, Owners: vmOwner}, vms: existing, want: 4000,
-			says: "owned by NeonVM VirtualMachine team-a/db"},
-		{name: "-vmspec, owner exists, capped", trust: flag, pod: Pod{Namespace: "team-a", VMSize: runner, Owners: vmOwner}, vms: existing, want: 2000,
-			says: "capped"},
+		// The owner exists: the VM object itself sizes its pod (its live
+		// size, over the -vmspec the pod was started with).
+		{name: "-vmspec, owner exists", trust: all, pod: Pod{Namespace: "team-a", VMSize: runner, Owners: vmOwner}, vms: existing, want: 1000,
+			says: "VM object NeonVM VirtualMachine team-a/db"},
+		{name: "-vmspec, owner exists, capped", trust: Trust{AllocatableMilliCPU: 500}, pod: Pod{Namespace: "team-a", VMSize: runner, Owners: vmOwner},
+			vms: existing, want: 500, says: "capped"},
 		{name: "-vmspec not believed, trusted annotation taken", trust: flag, pod: Pod{Namespace: "team-a", VMSize: runner, Annotation: ann("1")},
 			want: 1000},
 		{name: "-vmspec owned by something else", trust: all, pod: Pod{Namespace: "team-a", VMSize: runner,
 			Owners: []Owner{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "db"}}}, vms: existing, says: "not owned"},
 		{name: "VM object, no annotation trust needed", trust: none, pod: Pod{Namespace: "team-a", Labels: map[string]string{LabelNeonVM: "db"},
-			Annotation: ann("64")}, vms: existing, want: 1000, says: "VM object NeonVM VirtualMachine team-a/db"},
+			Owners: vmOwner, Annotation: ann("64")}, vms: existing, want: 1000, says: "VM object NeonVM VirtualMachine team-a/db"},
 		{name: "VM object above allocatable", trust: Trust{AllocatableMilliCPU: 500}, pod: Pod{Namespace: "team-a",
-			Labels: map[string]string{LabelNeonVM: "db"}}, vms: existing, want: 500, says: "capped"},
+			Labels: map[string]string{LabelNeonVM: "db"}, Owners: vmOwner}, vms: existing, want: 500, says: "capped"},
+		{name: "VM object, pod named by its status", trust: none, pod: Pod{Namespace: "team-a"},
+			vms:  []VM{{Kind: "neonvm", Namespace: "team-a", Name: "db", UID: "vm-uid", MilliCPU: 1000, PodLabel: LabelNeonVM, PodName: "p"}},
+			want: 1000, says: "VM object NeonVM VirtualMachine team-a/db"},
+		{name: "KubeVirt VMI, pod among its activePods", trust: none, pod: Pod{Namespace: "vms"},
+			vms:  []VM{{Kind: "kubevirt", Namespace: "vms", Name: "big", MilliCPU: 2000, PodLabel: LabelKubeVirt, PodUIDs: []string{"u"}}},
+			want: 2000, says: "VM object KubeVirt VMI vms/big"},
+		// Anyone who can create a pod can label it: the VM's size is not
+		// the label's.
+		{name: "VM label only", trust: all, pod: Pod{Namespace: "team-a", Labels: map[string]string{LabelNeonVM: "db"}}, vms: existing,
+			says: "by the pod's label vm.neon.tech/name=db only"},
+		{name: "VM label only, with a -vmspec", trust: all, pod: Pod{Namespace: "team-a", Labels: map[string]string{LabelNeonVM: "db"}, VMSize: runner},
+			vms: existing, says: "neither owned (ownerReferences) by that VM nor named by its status"},
+		{name: "VM label, owner reference of another UID", trust: all, pod: Pod{Namespace: "team-a", Labels: map[string]string{LabelNeonVM: "db"},
+			Owners: []Owner{{APIVersion: "vm.neon.tech/v1", Kind: "VirtualMachine", Name: "db", UID: "forged"}}}, vms: existing,
+			says: "label vm.neon.tech/name=db only"},
+		{name: "KubeVirt label only", trust: all, pod: Pod{Namespace: "vms", Labels: map[string]string{LabelKubeVirt: "big"}},
+			vms: []VM{{Kind: "kubevirt", Namespace: "vms", Name: "big", MilliCPU: 2000, PodLabel: LabelKubeVirt}}, says: "kubevirt.io/domain=big only"},
+		{name: "operator's file: VM label only", trust: OperatorTrust("the pods file"), pod: Pod{Namespace: "team-a",
+			Labels: map[string]string{LabelNeonVM: "db"}}, vms: existing, want: 1000, says: "the pods file"},
 		{name: "operator's file: -vmspec without an owner", trust: OperatorTrust("the pods file"), pod: Pod{Namespace: "n", VMSize: runner},
 			want: 4000, says: "the pods file"},
 		{name: "operator's file", trust: OperatorTrust("the pods file"), pod: Pod{Namespace: "n", Annotation: ann("3")}, want: 3000,
@@ -86,6 +107,32 @@ func TestOrigin(t *testing.T) {
 				t.Errorf("size %v %v %v (origin %+v), want %dm", sz, sized, err, o, c.want)
 			}
 		})
+	}
+}
+
+// TestVMSizeGoesToItsOwnPod: a tenant's pod labelled like a VM, with a
+// lower UID than the VM's runner, does not take the VM's size from the
+// runner the VM owns, nor does it get one itself.
+func TestVMSizeGoesToItsOwnPod(t *testing.T) {
+	vm := VM{Kind: "neonvm", Namespace: "team-a", Name: "db", UID: "vm-uid", MilliCPU: 3000, PodLabel: LabelNeonVM}
+	label := map[string]string{LabelNeonVM: "db"}
+	s := NewSet([]Pod{
+		{UID: "a-impostor", Name: "impostor", Namespace: "team-a", Labels: label},
+		{UID: "b-runner", Name: "db-runner", Namespace: "team-a", Labels: label,
+			Owners: []Owner{{APIVersion: "vm.neon.tech/v1", Kind: "VirtualMachine", Name: "db", UID: "vm-uid"}}},
+	})
+	s.SetTrust(Trust{})
+	if un := s.ApplyVMs([]VM{vm}); len(un) != 0 {
+		t.Fatalf("unmatched %+v", un)
+	}
+	if sz, ok, err := s.DeclaredSize("b-runner"); !ok || err != nil || sz.MilliCPU != 3000 {
+		t.Errorf("the runner's size: %v %v %v, want 3000m", sz, ok, err)
+	}
+	if sz, ok, err := s.DeclaredSize("a-impostor"); ok || err != nil {
+		t.Errorf("the impostor's size: %v %v %v, want none", sz, ok, err)
+	}
+	if _, ok := s.Origin("a-impostor"); ok {
+		t.Error("the impostor has an origin: nothing declares its size")
 	}
 }
 

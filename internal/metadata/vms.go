@@ -25,10 +25,20 @@ type VM struct {
 	MilliCPU  int64
 	// PodLabel is the label (key=Name) that marks the VM's pod.
 	PodLabel string
-	// PodName is the pod named by the VM's status, if any.
+	// PodName is the pod named by the VM's status, if any (NeonVM's
+	// status.podName).
 	PodName string
 	// UID is the object's metadata.uid ("" when the file has none).
 	UID string
+	// PodUIDs are the pods the VM's status names by UID (KubeVirt's
+	// status.activePods), sorted; nil when none.
+	PodUIDs []string
+}
+
+// Equal reports whether two reads of a VM object say the same.
+func (vm VM) Equal(o VM) bool {
+	return vm.Kind == o.Kind && vm.Namespace == o.Namespace && vm.Name == o.Name && vm.MilliCPU == o.MilliCPU &&
+		vm.PodLabel == o.PodLabel && vm.PodName == o.PodName && vm.UID == o.UID && slices.Equal(vm.PodUIDs, o.PodUIDs)
 }
 
 // Labels that tie a VM's pod to the VM.
@@ -91,11 +101,12 @@ func VMRefs(p *Pod) []VMRef {
 // types are needed; only the fields cgwarden uses are read:
 //   - NeonVM (vm.neon.tech/v1 VirtualMachine): spec.guest.cpus.use (the
 //     live size) held within .min and .max, else .max, else .min — milli-CPU quantities written "250m", 0.25 or 4;
-//     the runner pod carries the label vm.neon.tech/name=<VM>, and
-//     status.podName names it.
+//     the runner pod is owned by the VM, carries the label
+//     vm.neon.tech/name=<VM>, and status.podName names it.
 //   - KubeVirt (kubevirt.io/v1 VirtualMachineInstance): vCPUs =
 //     spec.domain.cpu.sockets × cores × threads, each defaulting to 1 as
-//     KubeVirt does; the virt-launcher pod carries kubevirt.io/domain=<VMI>.
+//     KubeVirt does; the virt-launcher pod is owned by the VMI, carries
+//     kubevirt.io/domain=<VMI>, and status.activePods names its UID.
 func ParseVMs(r io.Reader) ([]VM, error) {
 	raw, err := io.ReadAll(io.LimitReader(r, MaxFileBytes+1))
 	if err != nil {
@@ -225,6 +236,11 @@ func parseVM(u unstructured.Unstructured) (VM, error) {
 			vcpus *= int64(n)
 		}
 		vm.MilliCPU = vcpus * 1000
+		active, _, _ := unstructured.NestedMap(u.Object, "status", "activePods")
+		for uid := range active {
+			vm.PodUIDs = append(vm.PodUIDs, uid)
+		}
+		slices.Sort(vm.PodUIDs)
 	default:
 		return VM{}, fmt.Errorf("%s (%s) is neither a NeonVM VirtualMachine (vm.neon.tech/v1) nor a KubeVirt VirtualMachineInstance (kubevirt.io/v1)",
 			id, u.GetAPIVersion())
@@ -251,11 +267,20 @@ func milliOf(v any) (int64, error) {
 	return 0, fmt.Errorf("%v is neither a quantity string nor a number", v)
 }
 
-// ApplyVMs records each VM's size on its pod: the pod in the VM's
-// namespace whose label (vm.neon.tech/name or kubevirt.io/domain) names the
-// VM, else the pod its status names. VMs whose pod is not in the set are
-// returned. Every VM is remembered as existing, for the runner pods its
-// NeonVM VirtualMachines own (see Origin).
+// ApplyVMs records each VM's size on its pod, the pod in the VM's
+// namespace found, best first, as
+//   - owned by the VM (an ownerReference to it, with its UID when both
+//     are known): only the VM's controller makes such pods;
+//   - named by the VM's status (NeonVM status.podName, KubeVirt
+//     status.activePods), which only its controller writes;
+//   - carrying the VM's label (vm.neon.tech/name or kubevirt.io/domain):
+//     any pod can, so the size is believed only under a trust that
+//     believes what pods say of themselves (Trust.PodClaims: the
+//     operator's own pods file); Origin says so.
+//
+// Of two pods found alike, the one with the lower UID. VMs whose pod is
+// not in the set are returned. Every VM is remembered as existing, for
+// the runner pods its NeonVM VirtualMachines own (see Origin).
 func (s *Set) ApplyVMs(vms []VM) (unmatched []VM) {
 	if s == nil {
 		return vms
@@ -263,15 +288,15 @@ func (s *Set) ApplyVMs(vms []VM) (unmatched []VM) {
 	for _, vm := range vms {
 		s.vms[vmKey(vm.Kind, vm.Namespace, vm.Name)] = vm.UID
 		var pod *Pod
+		best := matchNone
 		for _, p := range s.byUID {
-			if p.Namespace == vm.Namespace && p.Labels[vm.PodLabel] == vm.Name {
-				if pod == nil || p.UID < pod.UID { // deterministic if two match
-					pod = p
-				}
+			if p.Namespace != vm.Namespace {
+				continue
 			}
-		}
-		if pod == nil && vm.PodName != "" {
-			pod = s.byName[vm.Namespace+"/"+vm.PodName]
+			m := vm.matches(p)
+			if m > best || (m == best && m != matchNone && p.UID < pod.UID) { // deterministic if two match
+				pod, best = p, m
+			}
 		}
 		if pod == nil {
 			unmatched = append(unmatched, vm)
@@ -283,8 +308,41 @@ func (s *Set) ApplyVMs(vms []VM) (unmatched []VM) {
 			kind = "KubeVirt VMI"
 		}
 		s.via[pod.UID] = kind + " " + vm.Namespace + "/" + vm.Name
+		delete(s.byLabel, pod.UID)
+		if best == matchLabel {
+			s.byLabel[pod.UID] = vm.PodLabel + "=" + vm.Name
+		}
 	}
 	return unmatched
+}
+
+// How a VM's pod is found, worst to best (ApplyVMs).
+const (
+	matchNone = iota
+	matchLabel
+	matchStatus
+	matchOwner
+)
+
+// matches says how pod p (in the VM's namespace) is tied to the VM.
+func (vm VM) matches(p *Pod) int {
+	group, kind := "vm.neon.tech", "VirtualMachine"
+	if vm.Kind == "kubevirt" {
+		group, kind = "kubevirt.io", "VirtualMachineInstance"
+	}
+	for _, o := range p.Owners {
+		g, _, _ := strings.Cut(o.APIVersion, "/")
+		if g == group && o.Kind == kind && o.Name == vm.Name && (vm.UID == "" || o.UID == "" || o.UID == vm.UID) {
+			return matchOwner
+		}
+	}
+	if (vm.PodName != "" && p.Name == vm.PodName) || slices.Contains(vm.PodUIDs, p.UID) {
+		return matchStatus
+	}
+	if v, ok := p.Labels[vm.PodLabel]; ok && v == vm.Name {
+		return matchLabel
+	}
+	return matchNone
 }
 
 // vmKey names a VM object in Set.vms.

@@ -21,16 +21,16 @@ func TestParseVMs(t *testing.T) {
 			 "spec":{"guest":{"cpus":{"min":0.25,"max":4}}}},
 			{"apiVersion":"vm.neon.tech/v1","kind":"VirtualMachine","metadata":{"name":"c","namespace":"ns"},
 			 "spec":{"guest":{"cpus":{"min":"2"}}}}]}`,
-			want: []VM{{"neonvm", "default", "a", 250, LabelNeonVM, "a-x1", ""}, {"neonvm", "ns", "b", 4000, LabelNeonVM, "", ""},
-				{"neonvm", "ns", "c", 2000, LabelNeonVM, "", ""}}},
+			want: []VM{{"neonvm", "default", "a", 250, LabelNeonVM, "a-x1", "", nil}, {"neonvm", "ns", "b", 4000, LabelNeonVM, "", "", nil},
+				{"neonvm", "ns", "c", 2000, LabelNeonVM, "", "", nil}}},
 		{name: "kubevirt VMI list, defaults of 1", in: `{"kind":"VirtualMachineInstanceList","items":[
 			{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachineInstance","metadata":{"name":"big","namespace":"vms"},
-			 "spec":{"domain":{"cpu":{"sockets":2,"cores":4,"threads":2}}}},
+			 "spec":{"domain":{"cpu":{"sockets":2,"cores":4,"threads":2}}},"status":{"activePods":{"u-old":"n1","u-big":"n2"}}},
 			{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachineInstance","metadata":{"name":"tiny","namespace":"vms"},
 			 "spec":{"domain":{}}}]}`,
-			want: []VM{{"kubevirt", "vms", "big", 16000, LabelKubeVirt, "", ""}, {"kubevirt", "vms", "tiny", 1000, LabelKubeVirt, "", ""}}},
+			want: []VM{{"kubevirt", "vms", "big", 16000, LabelKubeVirt, "", "", []string{"u-big", "u-old"}}, {"kubevirt", "vms", "tiny", 1000, LabelKubeVirt, "", "", nil}}},
 		{name: "single object", in: `{"apiVersion":"vm.neon.tech/v1","kind":"VirtualMachine","metadata":{"name":"s","namespace":"d"},"spec":{"guest":{"cpus":{"use":"1500m"}}}}`,
-			want: []VM{{"neonvm", "d", "s", 1500, LabelNeonVM, "", ""}}},
+			want: []VM{{"neonvm", "d", "s", 1500, LabelNeonVM, "", "", nil}}},
 		{name: "not json", in: `kind: List`, err: "not a JSON object"},
 		{name: "list without items", in: `{"kind":"List"}`, err: "without items"},
 		{name: "item not object", in: `{"kind":"List","items":[3]}`, err: "item 0 is not an object"},
@@ -58,7 +58,7 @@ func TestParseVMs(t *testing.T) {
 				t.Fatalf("got %d VMs, want %d: %+v", len(got), len(c.want), got)
 			}
 			for i := range got {
-				if got[i] != c.want[i] {
+				if !got[i].Equal(c.want[i]) {
 					t.Errorf("VM %d = %+v, want %+v", i, got[i], c.want[i])
 				}
 			}
@@ -75,11 +75,11 @@ func TestApplyVMs(t *testing.T) {
 		{UID: "u5", Name: "virt-launcher-big-abcde", Namespace: "vms", Labels: map[string]string{LabelKubeVirt: "big"}},
 	})
 	un := s.ApplyVMs([]VM{
-		{"neonvm", "default", "a", 250, LabelNeonVM, "", ""},
-		{"neonvm", "ns", "b", 4000, LabelNeonVM, "", ""},
-		{"neonvm", "ns", "c", 1000, LabelNeonVM, "c-pod", ""}, // found by status.podName
-		{"kubevirt", "vms", "big", 16000, LabelKubeVirt, "", ""},
-		{"neonvm", "ns", "gone", 1000, LabelNeonVM, "", ""},
+		{"neonvm", "default", "a", 250, LabelNeonVM, "", "", nil},
+		{"neonvm", "ns", "b", 4000, LabelNeonVM, "", "", nil},
+		{"neonvm", "ns", "c", 1000, LabelNeonVM, "c-pod", "", nil}, // found by status.podName
+		{"kubevirt", "vms", "big", 16000, LabelKubeVirt, "", "", []string{"u-big", "u-old"}},
+		{"neonvm", "ns", "gone", 1000, LabelNeonVM, "", "", nil},
 	})
 	if len(un) != 1 || un[0].Name != "gone" {
 		t.Fatalf("unmatched = %+v, want only gone", un)

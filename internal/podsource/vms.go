@@ -247,7 +247,7 @@ func (s itemSink) record(vm metadata.VM, err error) (newErr bool) {
 			s.it.vm = nil
 			s.v.gen++
 		}
-	case s.it.vm == nil || *s.it.vm != vm:
+	case s.it.vm == nil || !s.it.vm.Equal(vm):
 		s.it.vm, s.it.bad = &vm, ""
 		s.v.gen++
 	}
@@ -442,7 +442,7 @@ var vmFields = [][]string{
 	{"apiVersion"}, {"kind"},
 	{"metadata", "name"}, {"metadata", "namespace"}, {"metadata", "uid"}, {"metadata", "resourceVersion"},
 	{"spec", "guest", "cpus"}, {"status", "podName"}, // NeonVM
-	{"spec", "domain", "cpu"}, // KubeVirt
+	{"spec", "domain", "cpu"}, {"status", "activePods"}, // KubeVirt
 }
 
 // slimVM keeps of a VM object the fields metadata.VMFromObject reads

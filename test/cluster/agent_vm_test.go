@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -43,22 +42,24 @@ func TestAgentFollowsLiveVMSize(t *testing.T) {
 	ensureCRD(t, dyn)
 	importAgentImage(t)
 	ns := e.namespace(t)
+	var db *unstructured.Unstructured
 	for _, name := range []string{"db", "no-pod-here"} {
 		vm := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "vm.neon.tech/v1", "kind": "VirtualMachine",
 			"metadata": map[string]any{"name": name, "namespace": ns},
 			"spec":     map[string]any{"guest": map[string]any{"cpus": map[string]any{"min": 1, "max": 4, "use": 2}}},
 		}}
-		if _, err := dyn.Resource(vmGVR).Namespace(ns).Create(ctx, vm, metav1.CreateOptions{}); err != nil {
+		got, err := dyn.Resource(vmGVR).Namespace(ns).Create(ctx, vm, metav1.CreateOptions{})
+		if err != nil {
 			t.Fatal(err)
 		}
+		if name == "db" {
+			db = got
+		}
 	}
-	zero := int64(1)
-	p, err := e.cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "db-runner", Labels: map[string]string{"vm.neon.tech/name": "db"}},
-		Spec: corev1.PodSpec{HostNetwork: true, TerminationGracePeriodSeconds: &zero, Containers: []corev1.Container{{
-			Name: "neonvm-runner", Image: busybox, ImagePullPolicy: corev1.PullNever, Command: []string{"sleep", "3600"}}}},
-	}, metav1.CreateOptions{})
+	// Owned by its VM, as the NeonVM controller makes it: the agent
+	// believes a VM's size only for the pod the VM owns or names.
+	p, err := e.cs.CoreV1().Pods(ns).Create(ctx, neonRunnerPod("db-runner", db), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

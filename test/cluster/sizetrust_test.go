@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -218,9 +219,11 @@ func TestSizePolicy(t *testing.T) {
 
 // TestAgentIgnoresUntrustedSizes: no size policy, no
 // --trust-size-annotations. A BestEffort pod annotated cgwarden.io/cpu:
-// "64", and one that states its own NeonVM -vmspec (8 CPUs) without a
-// VirtualMachine owning it: the agent in fix mode leaves both at the
-// kubelet's weight, and the BestEffort tier too, and its audit says why.
+// "64", one that states its own NeonVM -vmspec (8 CPUs) without a
+// VirtualMachine owning it, and one labelled vm.neon.tech/name with the
+// name of a VirtualMachine that exists (4 CPUs) but does not own it: the
+// agent in fix mode leaves all three at the kubelet's weight, and the
+// BestEffort tier too, and its audit says why.
 func TestAgentIgnoresUntrustedSizes(t *testing.T) {
 	e := cluster(t)
 	ctx := context.Background()
@@ -228,11 +231,24 @@ func TestAgentIgnoresUntrustedSizes(t *testing.T) {
 		t.Fatalf("the size policy is installed (%v): %s", err, out)
 	}
 	ns := e.namespace(t)
+	cfg, err := clientcmd.BuildConfigFromFlags("", e.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ensureCRD(t, dyn)
+	if _, err := dyn.Resource(vmGVR).Namespace(ns).Create(ctx, newVM("db", int64(4)), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	spec := base64.StdEncoding.EncodeToString([]byte(`{"guest":{"cpus":{"min":8,"max":8,"use":8}}}`))
 	pods := map[string]*corev1.Pod{
 		"tenant-vm": bestEffort("tenant-vm", map[string]string{"cgwarden.io/cpu": "64"}, nil),
 		"fake-runner": bestEffort("fake-runner", nil, map[string]string{"vm.neon.tech/name": "ghost"},
 			"sh", "-c", "sleep 3600", "-vmspec", spec),
+		"labelled": bestEffort("labelled", nil, map[string]string{"vm.neon.tech/name": "db"}),
 	}
 	for name, p := range pods {
 		got, err := e.cs.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
@@ -250,19 +266,23 @@ func TestAgentIgnoresUntrustedSizes(t *testing.T) {
 	importAgentImage(t)
 	e.installAgent(t, "testdata/agent-fix-noflag")
 	tok := e.nodeReaderToken(t, ns, "audit-reader", "nodes/stats")
-	poll(t, 90*time.Second, "the agent's audit: both sizes ignored, with their reasons", func() (bool, string, error) {
+	poll(t, 90*time.Second, "the agent's audit: the three sizes ignored, with their reasons", func() (bool, string, error) {
 		s, state, err := agentSizes(tok)
 		if err != nil || s == nil {
 			return false, fmt.Sprint(state, err), nil
 		}
 		f1, s1, r1, _, ok1 := s.sizeOf(ns, "tenant-vm")
 		f2, s2, r2, _, ok2 := s.sizeOf(ns, "fake-runner")
-		ok := ok1 && ok2 && f1 == "annotation" && s1 == "ignored" && strings.Contains(r1, "not trusted in namespace "+ns) &&
+		f3, s3, r3, _, ok3 := s.sizeOf(ns, "labelled")
+		ok := ok1 && ok2 && ok3 && f1 == "annotation" && s1 == "ignored" && strings.Contains(r1, "not trusted in namespace "+ns) &&
 			// No policy here, and (without deploy/kustomize/size-policy) no
 			// RBAC to read one: either is a reason to trust no annotation.
 			(strings.Contains(r1, "is not installed") || strings.Contains(r1, "may not read ValidatingAdmissionPolicies")) &&
-			f2 == "runner-vmspec" && s2 == "ignored" && strings.Contains(r2, "not owned (ownerReferences) by a NeonVM VirtualMachine")
-		return ok, fmt.Sprintf("tenant-vm: %s %s (%s); fake-runner: %s %s (%s)", f1, s1, r1, f2, s2, r2), nil
+			f2 == "runner-vmspec" && s2 == "ignored" && strings.Contains(r2, "not owned (ownerReferences) by a NeonVM VirtualMachine") &&
+			// The agent watches db (the label names it) and matches it to
+			// the pod by the label alone: not believed.
+			f3 == "vm-object" && s3 == "ignored" && strings.Contains(r3, "neither owned (ownerReferences) by that VM")
+		return ok, fmt.Sprintf("tenant-vm: %s %s (%s); fake-runner: %s %s (%s); labelled: %s %s (%s)", f1, s1, r1, f2, s2, r2, f3, s3, r3), nil
 	})
 	// The holder has planned with these pods (the audit reads the same
 	// metadata): give it a few of its checks, then the weights must be
