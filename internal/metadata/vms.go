@@ -236,8 +236,10 @@ func parseVM(u unstructured.Unstructured) (VM, error) {
 			vcpus *= int64(n)
 		}
 		vm.MilliCPU = vcpus * 1000
-		active, _, _ := unstructured.NestedMap(u.Object, "status", "activePods")
-		for uid := range active {
+		// status.activePods: {<pod UID>: <node>}, written by virt-controller.
+		active, _, _ := unstructured.NestedFieldNoCopy(u.Object, "status", "activePods")
+		uids, _ := active.(map[string]any)
+		for uid := range uids {
 			vm.PodUIDs = append(vm.PodUIDs, uid)
 		}
 		slices.Sort(vm.PodUIDs)
