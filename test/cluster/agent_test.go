@@ -11,7 +11,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,23 +30,83 @@ const agentImage = "cgwarden.local/cgwarden:test"
 // into the cluster's containerd.
 func importAgentImage(t *testing.T) { importImage(t, agentImage, "") }
 
-// importImage builds cgwarden's image named name from a binary built with
-// build tags (none: the shipped build) and imports it.
+// importImage imports cgwarden's image named name, built from a binary
+// built with build tags (none: the shipped build). The archive is built
+// once per test process for each name and tags (imageArchive: building it
+// took 20-70 s per test, a link of the binary and its layer compressed)
+// and imported at every call, in case a test removed the image.
 func importImage(t *testing.T, name, tags string) {
 	t.Helper()
 	sock, ctr := os.Getenv("CGWARDEN_CLUSTER_CONTAINERD"), os.Getenv("CGWARDEN_CLUSTER_CTR")
 	if sock == "" || ctr == "" {
 		t.Fatal("CGWARDEN_CLUSTER_CONTAINERD or CGWARDEN_CLUSTER_CTR is not set (eval \"$(scripts/cluster env)\")")
 	}
-	archive := filepath.Join(t.TempDir(), "cgwarden.oci.tar")
-	build := exec.Command("go", "run", ".", "-repo", "../..", "-name", name, "-tags", tags, "-o", archive)
-	build.Dir = "../../deploy/image"
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the image: %v\n%s", err, out)
+	archive, err := imageArchive(name, tags)
+	if err != nil {
+		t.Fatal(err)
 	}
 	if out, err := exec.Command(ctr, "--address", sock, "-n", "k8s.io", "images", "import", archive).CombinedOutput(); err != nil {
 		t.Fatalf("ctr images import: %v\n%s", err, out)
 	}
+}
+
+// builds are what this test process built once for all its tests (image
+// archives, cgwarden, kubectl-cgwarden), by key, under builds.dir
+// (removed by TestMain): the source tree does not change during a run.
+var builds struct {
+	sync.Mutex
+	dir   string
+	built map[string]string
+}
+
+// buildOnce returns what make built for key, making it at the first call:
+// make gets a fresh directory of its own and returns the path to use.
+func buildOnce(key string, make func(dir string) (string, error)) (string, error) {
+	builds.Lock()
+	defer builds.Unlock()
+	if p, ok := builds.built[key]; ok {
+		return p, nil
+	}
+	if builds.dir == "" {
+		d, err := os.MkdirTemp("", "cgwarden-lane-builds-")
+		if err != nil {
+			return "", err
+		}
+		builds.dir, builds.built = d, map[string]string{}
+	}
+	dir := filepath.Join(builds.dir, strconv.Itoa(len(builds.built)))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return "", err
+	}
+	p, err := make(dir)
+	if err != nil {
+		return "", err
+	}
+	builds.built[key] = p
+	return p, nil
+}
+
+// imageArchive builds (once) the OCI archive of the image named name with
+// build tags.
+func imageArchive(name, tags string) (string, error) {
+	return buildOnce("image\x00"+name+"\x00"+tags, func(dir string) (string, error) {
+		archive := filepath.Join(dir, "cgwarden.oci.tar")
+		build := exec.Command("go", "run", ".", "-repo", "../..", "-name", name, "-tags", tags, "-o", archive)
+		build.Dir = "../../deploy/image"
+		if out, err := build.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("building the image %s (tags %q): %v\n%s", name, tags, err, out)
+		}
+		return archive, nil
+	})
+}
+
+// TestMain removes what the tests built (buildOnce).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if builds.dir != "" {
+		os.RemoveAll(builds.dir)
+	}
+	os.Exit(code)
 }
 
 // kubeTree lists every directory under the kubelet's cpu tree with its

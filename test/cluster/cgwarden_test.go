@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,14 +11,21 @@ import (
 	"time"
 )
 
-// buildCgwarden builds cgwarden from the parent module.
+// buildCgwarden builds cgwarden from the parent module (once per test
+// process: buildOnce).
 func buildCgwarden(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "cgwarden")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/cgwarden")
-	build.Dir = "../.."
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building cgwarden: %v\n%s", err, out)
+	bin, err := buildOnce("cgwarden", func(dir string) (string, error) {
+		bin := filepath.Join(dir, "cgwarden")
+		build := exec.Command("go", "build", "-o", bin, "./cmd/cgwarden")
+		build.Dir = "../.."
+		if out, err := build.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("building cgwarden: %v\n%s", err, out)
+		}
+		return bin, nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	return bin
 }

@@ -65,11 +65,16 @@ func installAgent(t *testing.T, e *env, dir string) *corev1.Pod {
 // buildPlugin builds kubectl-cgwarden into a directory of its own, for PATH.
 func buildPlugin(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	build := exec.Command("go", "build", "-o", filepath.Join(dir, "kubectl-cgwarden"), "./cmd/kubectl-cgwarden")
-	build.Dir = "../.."
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building kubectl-cgwarden: %v\n%s", err, out)
+	dir, err := buildOnce("kubectl-cgwarden", func(dir string) (string, error) {
+		build := exec.Command("go", "build", "-o", filepath.Join(dir, "kubectl-cgwarden"), "./cmd/kubectl-cgwarden")
+		build.Dir = "../.."
+		if out, err := build.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("building kubectl-cgwarden: %v\n%s", err, out)
+		}
+		return dir, nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	return dir
 }
