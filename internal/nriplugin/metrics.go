@@ -41,6 +41,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Connected: prometheus.NewGauge(prometheus.GaugeOpts{Name: "cgwarden_nri_connected",
 			Help: "1 while the plugin is registered with the runtime's NRI socket."}),
 	}
+	// Every reason from the start at 0: a rate of failures is then 0, not
+	// no data, and increase() sees the first failure.
+	for _, r := range []string{FailPlace, FailPanic, FailLearned} {
+		m.Failures.WithLabelValues(r)
+	}
 	if reg != nil {
 		reg.MustRegister(m.Requests, m.Containers, m.Failures, m.Connected)
 	}

@@ -63,7 +63,7 @@ func waitPlaced(t *testing.T, r *nri.Adaptation, timeout time.Duration) string {
 // The plugin against NRI's real runtime side over its socket: started
 // before the runtime (it retries until the socket answers), it registers,
 // places a listed handler's container, leaves runc's alone, and serves its
-// counts.
+// counts (every failure reason from the start).
 func TestRunAgainstNRIRuntime(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "nri.sock")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -88,7 +88,10 @@ func TestRunAgainstNRIRuntime(t *testing.T) {
 		t.Errorf("runc's container got cgroupsPath %q; want it untouched", got)
 	}
 	body := get(t, "http://"+<-addr+"/metrics")
-	for _, want := range []string{`cgwarden_nri_containers_total{handler="spin",result="placed"}`, "cgwarden_nri_connected 1", "cgwarden_nri_create_container_requests_total"} {
+	// Every failure reason at 0 before any failure: the dashboard's rate
+	// and the alert's increase have a series to read.
+	for _, want := range []string{`cgwarden_nri_containers_total{handler="spin",result="placed"}`, "cgwarden_nri_connected 1", "cgwarden_nri_create_container_requests_total",
+		`cgwarden_nri_failures_total{reason="cannot_place"} 0`, `cgwarden_nri_failures_total{reason="panic"} 0`, `cgwarden_nri_failures_total{reason="learned_file"} 0`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %s:\n%s", want, body)
 		}
