@@ -97,7 +97,7 @@ func (c *Config) Complete(ctx context.Context) (a *Agent, err error) {
 		a.note = note
 		a.closes = append(a.closes, stop)
 	}
-	scfg := serve.Config{NodeName: c.NodeName, Interval: c.Interval, Logger: a.log, Findings: serve.AuditFindings, Demand: c.Demand}
+	scfg := serve.Config{NodeName: c.NodeName, Interval: c.Interval, Logger: a.log, Findings: serve.AuditFindings, Demand: c.Demand, NRIMetrics: c.NRIMetrics}
 	if a.auth != nil {
 		scfg.Collectors = append(scfg.Collectors, a.auth) // cgwarden_auth_*
 	}

@@ -25,6 +25,9 @@ type Options struct {
 	Metadata, CRISocket, Kubeconfig, NodeName string
 	TLSCertFile, TLSKeyFile                   string
 	Authenticate, Events, Demand, FullScans   bool
+	// NRIMetrics is the loopback address of `cgwarden nri`'s metrics,
+	// relayed on /metrics/nri ("": not served).
+	NRIMetrics string
 
 	// Fix are the rules kept fixed (none: observe only).
 	Fix        []string
@@ -64,6 +67,11 @@ func (o *Options) Validate() error {
 	}
 	if o.LocalListen != "" {
 		if err := serve.CheckLocalListen(o.LocalListen); err != nil {
+			return err
+		}
+	}
+	if o.NRIMetrics != "" {
+		if err := serve.CheckNRIMetrics(o.NRIMetrics); err != nil {
 			return err
 		}
 	}

@@ -44,6 +44,7 @@ func newServe(o *Options) *cobra.Command {
   /metrics/resource  the kubelet's resource metrics (for metrics-server)
   /stats/summary     the kubelet's Summary API (CPU and memory)
   /metrics           cgwarden's own metrics
+  /metrics/nri       cgwarden nri's metrics, relayed from its loopback listener (--nri-metrics)
   /audit, /inspect   the node's audit and inventory, as audit and inspect -o json write them
                      (also on --local-listen, for kubectl cgwarden; with --authenticate, a token there too)
   /healthz, /readyz  health; ready once the first scan completed
@@ -77,6 +78,7 @@ func (so *serveOptions) addFlags(f *pflag.FlagSet, o *Options) {
 	f.StringVar(&a.TLSCertFile, "tls-cert-file", "", "serve HTTPS with this certificate (PEM), as metrics-server expects of a kubelet")
 	f.StringVar(&a.TLSKeyFile, "tls-private-key-file", "", "private key (PEM) of --tls-cert-file")
 	f.BoolVar(&a.Authenticate, "authenticate", false, "like the kubelet: serve HTTPS and accept only bearer tokens a TokenReview accepts and a SubjectAccessReview allows get on nodes/metrics (/metrics, /metrics/resource) or nodes/stats (/stats/summary); health endpoints stay open. Uses --kubeconfig or the in-cluster config")
+	f.StringVar(&a.NRIMetrics, "nri-metrics", "", "also serve cgwarden nri's /metrics, read from its --listen on this loopback `ADDR`, as /metrics/nri, behind the TLS and authentication of /metrics (nodes/metrics): how Prometheus reaches the plugin, which listens on the node's loopback only (off when empty)")
 	f.BoolVar(&a.Events, "events", false, "report each new finding and each applied fix as a Kubernetes Event on its pod (needs --kubeconfig or in-cluster; aggregated and rate-limited, at most 20 finding Events per scan)")
 	f.BoolVar(&a.FullScans, "full-scans", false, "read every cgroup file at every scan, as one-shot commands do, instead of steady-state scans (counter files kept open, listings and settings read again only when inotify says they changed, and at least every 60 scans); for comparison and debugging")
 	f.BoolVar(&a.Demand, "demand", false, "also measure every cgroup's CPU demand and serve its fair share (cgwarden_*_cpu_fair_cores); reads every thread's schedstat at each scan, the largest cost of a scan on a busy node")

@@ -13,6 +13,9 @@
 //     v1alpha1), CPU and memory of the node, pods and containers.
 //   - /metrics: cgwarden's own metrics (cgwarden_*): corrected usage,
 //     weights, guaranteed and fair CPU, misplaced flags, scan health.
+//   - /metrics/nri (Config.NRIMetrics): `cgwarden nri`'s /metrics, relayed
+//     from its loopback listener behind the agent's TLS and
+//     authentication, so that Prometheus can scrape the plugin at all.
 //   - /healthz (fails when the scan loop has completed no scan for 3
 //     intervals) and /readyz (ok once a scan has completed, and fails
 //     when the last good scan is over 2 intervals old).

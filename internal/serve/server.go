@@ -129,6 +129,9 @@ type Config struct {
 	// --demand sets both. Without it the cgwarden_*_cpu_fair_cores series
 	// are not served.
 	Demand bool
+	// NRIMetrics is the loopback address of `cgwarden nri`'s metrics
+	// listener, relayed on NRIMetricsPath ("": not served).
+	NRIMetrics string
 }
 
 // FindingCount is the number of audit findings of one rule and severity.
@@ -345,6 +348,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /audit", s.serveAudit)
 	mux.HandleFunc("GET /inspect", s.serveInspect)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.own, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelError)}))
+	if s.cfg.NRIMetrics != "" {
+		mux.Handle("GET "+NRIMetricsPath, nriRelay(s.cfg.NRIMetrics, s.log))
+	}
 	s.health(mux)
 	return mux
 }
