@@ -165,6 +165,52 @@ func TestChartAndKustomizeAgree(t *testing.T) {
 	same(t, "servicemonitor", sm, kustomize(t, "servicemonitor"))
 	nri := map[string]any{"nri": map[string]any{"enabled": true, "runtimeHandlers": []any{"wasmtime-spin-v2"}}}
 	same(t, "nri", helm(t, nri), kustomize(t, "nri"))
+	// With the sizer, a ServiceMonitor for it too (in its namespace).
+	sm = nil
+	for _, o := range helm(t, map[string]any{"serviceMonitor": verified, "sizer": map[string]any{"enabled": true}}) {
+		if o["kind"] == "ServiceMonitor" && o.key() == "ServiceMonitor/cgwarden-sizer/cgwarden-sizer" {
+			sm = append(sm, o)
+		}
+	}
+	same(t, "sizer servicemonitor", sm, kustomize(t, "sizer-servicemonitor"))
+}
+
+// The agents with cgwarden nri beside them, and only those, relay its
+// metrics (--nri-metrics on the plugin's --listen) and carry the pod
+// annotation the ServiceMonitor's and scrape.yaml's cgwarden-nri job keeps.
+func TestNRIMetricsRelayed(t *testing.T) {
+	for name, objs := range map[string][]object{"chart nri": helm(t, map[string]any{"nri": map[string]any{"enabled": true, "runtimeHandlers": []any{"x"}}}), "kustomize nri": kustomize(t, "nri"),
+		"chart": helm(t, nil), "kustomize base": kustomize(t, "base")} {
+		withNRI := strings.Contains(name, "nri")
+		for _, o := range objs {
+			if o["kind"] != "DaemonSet" {
+				continue
+			}
+			tmpl := o["spec"].(map[string]any)["template"].(map[string]any)
+			md, _ := tmpl["metadata"].(map[string]any)
+			ann, _ := md["annotations"].(map[string]any)
+			if got := ann["cgwarden.io/nri-metrics"] == "/metrics/nri"; got != withNRI {
+				t.Errorf("%s: pod annotation cgwarden.io/nri-metrics %v, want it %v", name, ann["cgwarden.io/nri-metrics"], withNRI)
+			}
+			cs := tmpl["spec"].(map[string]any)["containers"].([]any)
+			var relay, listen string
+			for _, a := range cs[0].(map[string]any)["args"].([]any) {
+				if v, ok := strings.CutPrefix(a.(string), "--nri-metrics="); ok {
+					relay = v
+				}
+			}
+			if len(cs) > 1 {
+				for _, a := range cs[1].(map[string]any)["args"].([]any) {
+					if v, ok := strings.CutPrefix(a.(string), "--listen="); ok {
+						listen = v
+					}
+				}
+			}
+			if relay != listen || (relay != "") != withNRI {
+				t.Errorf("%s: the agent's --nri-metrics %q, the plugin's --listen %q", name, relay, listen)
+			}
+		}
+	}
 }
 
 // nri.enabled adds `cgwarden nri` beside the agent with the runtime's NRI

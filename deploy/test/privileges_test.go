@@ -27,7 +27,7 @@ func configurations(t *testing.T) []config {
 	nri := map[string]any{"enabled": true, "runtimeHandlers": []any{"wasmtime-spin-v2"}}
 	sm := map[string]any{"enabled": true, "tls": map[string]any{"caSecret": map[string]any{"name": "ca"}, "serverName": "cgwarden.cgwarden-system.svc"}}
 	out := []config{}
-	for _, dir := range []string{"base", "fix", "nri", "servicemonitor", "sizer"} {
+	for _, dir := range []string{"base", "fix", "nri", "servicemonitor", "sizer", "sizer-servicemonitor"} {
 		out = append(out, config{"kustomize " + dir, kustomize(t, dir)})
 	}
 	for _, c := range []struct {
