@@ -526,7 +526,7 @@ func TestKubectlPluginPrometheus(t *testing.T) {
 	e.runBurstable(t, ns, "reserver", "exec sleep 3600", "500m", "", "")
 	e.runPod(t, ns, "sleeper", "exec sleep 3600")
 	installAgent(t, e, "testdata/agent-prom")
-	prom := e.startPrometheus(t, bin, ns)
+	prom := e.startPrometheus(t, bin, ns, map[string]standIn{"cgwarden-system": {namespace: "cgwarden-system"}})
 	dir := buildPlugin(t)
 	kc := e.saKubeconfig(t, ns, "plugin-user")
 	e.grant(t, ns, "plugin-user", []rbacv1.PolicyRule{pluginRead, pluginForward})

@@ -34,15 +34,17 @@ const (
 // deploy/prometheus/scrape.yaml as shipped (Kubernetes pod discovery, a
 // ServiceAccount token allowed get on nodes/metrics, honor_labels, the
 // node relabel) and deploy/prometheus/cgwarden.rules.yaml, scrapes the
-// lane's agent over HTTPS. Both seeds' bugs fire their alerts, with the
-// node, namespace and pod as labels, within two evaluation intervals
-// after their `for`: a container of the misplace runtime outside its pod
-// (CgwardenMisplacedContainer) and a BestEffort pod that declares a core
-// and is guaranteed next to nothing (CgwardenVMStarved). Switching the
-// agent to `serve --fix` (adoption, weights by size) resolves both. Every
-// query of the shipped dashboard runs without error, and each returns
-// data in one of the two phases, but for the panels of components this
-// test does not run (the NRI plugin, the sizer).
+// lane's agent over HTTPS, cgwarden nri's metrics the agent relays
+// (/metrics/nri) and the sizer (deploy/kustomize/sizer). Both seeds' bugs
+// fire their alerts, with the node, namespace and pod as labels, within
+// two evaluation intervals after their `for`: a container of the misplace
+// runtime outside its pod (CgwardenMisplacedContainer) and a BestEffort
+// pod that declares a core and is guaranteed next to nothing
+// (CgwardenVMStarved). Switching the agent to `serve --fix` (adoption,
+// weights by size) resolves both. Meanwhile the NRI plugin places a pod
+// of the misplace runtime and the sizer admits and resizes a VM's runner
+// pod. Every query of the shipped dashboard runs without error and
+// returns data in one of the two phases.
 func TestPrometheusAlertsOnTheSeeds(t *testing.T) {
 	bin := prometheusBinary(t)
 	e := cluster(t)
@@ -51,6 +53,10 @@ func TestPrometheusAlertsOnTheSeeds(t *testing.T) {
 	ns := e.namespace(t)
 
 	e.misplacedDeployment(t, ns, "busy", 1, burner)
+	// The sizer, its webhook for namespace vmNS, while the pods start.
+	ensureCRD(t, dynamicClient(t, e))
+	sizerNS, vmNS := e.namespace(t), e.namespace(t)
+	e.installSizer(t, sizerNS, vmNS)
 	var busy *corev1.Pod
 	for _, p := range e.runningPods(t, ns, "busy", 1, 120*time.Second) {
 		busy = p
@@ -71,17 +77,46 @@ func TestPrometheusAlertsOnTheSeeds(t *testing.T) {
 		return p.Status.Phase == corev1.PodRunning, describe(p), nil
 	})
 
-	// Observe-only, believing the test's size annotations.
+	// Observe-only, believing the test's size annotations, with cgwarden
+	// nri beside it placing the misplace runtime's new containers (busy's
+	// was created before).
 	e.installAgent(t, "testdata/agent-prom")
-	prom := e.startPrometheus(t, bin, ns)
-	poll(t, 60*time.Second, "Prometheus scraping the agent", func() (bool, string, error) {
-		v, err := prom.query(`up{job="cgwarden", node="` + e.node + `"}`)
-		return len(v) == 1 && v[0].Value[1] == "1", fmt.Sprint(v), err
+	// Pod discovery as the lane has it: the agent where it is; the sizer
+	// in the test's namespace, on the host's loopback (installSizer).
+	prom := e.startPrometheus(t, bin, ns, map[string]standIn{
+		"cgwarden-system": {namespace: "cgwarden-system"},
+		"cgwarden-sizer":  {namespace: sizerNS, host: "127.0.0.1"},
 	})
+	for _, job := range []string{"cgwarden", "cgwarden-nri", "cgwarden-sizer"} {
+		poll(t, 60*time.Second, "Prometheus scraping job "+job, func() (bool, string, error) {
+			v, err := prom.query(`up{job="` + job + `"}`)
+			return len(v) == 1 && v[0].Value[1] == "1", fmt.Sprint(v), err
+		})
+	}
+	poll(t, 60*time.Second, "cgwarden nri registered, through Prometheus", func() (bool, string, error) {
+		v, err := prom.query(`cgwarden_nri_connected{node="` + e.node + `"} == 1`)
+		return len(v) == 1, fmt.Sprint(v), err
+	})
+	// A pod the plugin places, and a VM's runner pod the sizer sizes at
+	// admission and resizes when the VM grows: their series while the
+	// alerts are pending.
+	placed := e.startNRIPod(t, ns, "placed", misplaceClass)
+	e.sizeAndResizeVM(t, vmNS)
 
 	misplaced := map[string]string{"node": e.node, "namespace": ns, "pod": busy.Name}
 	starved := map[string]string{"node": e.node, "namespace": ns, "pod": "vm-1"}
 	prom.waitFiring(t, map[string]map[string]string{"CgwardenMisplacedContainer": misplaced, "CgwardenVMStarved": starved})
+	for q, what := range map[string]string{
+		`cgwarden_nri_containers_total{handler="misplace", node="` + e.node + `"} > 0`: "pod " + placed.pod.Name + " counted by cgwarden nri",
+		`cgwarden_pod_misplaced{pod="` + placed.pod.Name + `"} == 0`:                   "pod " + placed.pod.Name + " in its pod cgroup",
+		`cgwarden_sizer_admissions_total{result="sized"} > 0`:                          "a runner pod sized at admission",
+		`cgwarden_sizer_resizes_total{result="resized"} > 0`:                           "a runner pod resized",
+	} {
+		poll(t, 60*time.Second, what+", through Prometheus: "+q, func() (bool, string, error) {
+			v, err := prom.query(q)
+			return len(v) > 0, fmt.Sprint(v), err
+		})
+	}
 	observed := prom.dashboardQueries(t, e.node)
 
 	// serve --fix: adoption and weights by size.
@@ -106,17 +141,15 @@ func TestPrometheusAlertsOnTheSeeds(t *testing.T) {
 	time.Sleep(3 * promInterval)
 	fixed := prom.dashboardQueries(t, e.node)
 
-	// Panels of components this test does not run.
-	elsewhere := map[string]string{"NRI plugin": "cgwarden nri (TestNRIPluginPlacesMisplacingRuntime)", "VM sizer": "cgwarden sizer (TestSizerAdmitsAndResizesVMPods)"}
+	var missing []string
 	for q, panel := range observed.panel {
-		if observed.series[q] > 0 || fixed.series[q] > 0 {
-			continue
+		if observed.series[q] == 0 && fixed.series[q] == 0 {
+			missing = append(missing, fmt.Sprintf("%q: %s", panel, q))
 		}
-		if why, ok := elsewhere[panel]; ok {
-			t.Logf("dashboard panel %q: no data here (its series come from %s): %s", panel, why, q)
-			continue
-		}
-		t.Errorf("dashboard panel %q: no data with the agent observing nor fixing: %s", panel, q)
+	}
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		t.Errorf("dashboard queries with no data with the agent observing nor fixing:\n%s", strings.Join(missing, "\n"))
 	}
 }
 
@@ -140,11 +173,21 @@ type prometheus struct {
 	base string
 }
 
+// standIn is where the lane has the pods that Kubernetes pod discovery
+// would find in a namespace a scrape job names: the namespace they are
+// in here, and host, when set, the address their ports are served on
+// instead of the pod's IP (a pod the lane moved onto the host's
+// loopback).
+type standIn struct {
+	namespace, host string
+}
+
 // startPrometheus runs bin on a loopback port with
 // deploy/prometheus/scrape.yaml and the shipped rules (their `for:` set
-// to promFor), discovering pods through the lane's API server with the
-// token of a ServiceAccount of ns allowed what the file says it needs.
-func (e *env) startPrometheus(t *testing.T, bin, ns string) *prometheus {
+// to promFor), its jobs' pods discovered where lane says the shipped
+// namespaces' pods are (a namespace lane lacks has none), with the token
+// of a ServiceAccount of ns allowed what the file says it needs.
+func (e *env) startPrometheus(t *testing.T, bin, ns string, lane map[string]standIn) *prometheus {
 	t.Helper()
 	dir := t.TempDir()
 	token := e.nodeReaderToken(t, ns, "prometheus", "nodes/metrics")
@@ -174,19 +217,38 @@ func (e *env) startPrometheus(t *testing.T, bin, ns string) *prometheus {
 		t.Fatalf("deploy/prometheus/scrape.yaml: %v", err)
 	}
 	// Debian builds Prometheus without Kubernetes discovery: the test
-	// discovers the agent's pods as role: pod would (the same __meta_
+	// discovers each job's pods as role: pod would (the same __meta_
 	// labels, one target per container port) and hands them over in a
 	// file, so that the shipped relabel_configs, honor_labels and
-	// authentication are what select and label the target.
-	targets := e.agentTargets(t)
+	// authentication are what select and label the targets.
 	for _, sc := range cfg["scrape_configs"].([]any) {
 		sc := sc.(map[string]any)
-		sc["authorization"] = map[string]any{"credentials_file": tokenFile}
-		if _, ok := sc["kubernetes_sd_configs"]; !ok {
-			t.Fatalf("deploy/prometheus/scrape.yaml: job %v has no kubernetes_sd_configs to stand in for", sc["job_name"])
+		job := fmt.Sprint(sc["job_name"])
+		if _, ok := sc["authorization"]; ok {
+			sc["authorization"] = map[string]any{"credentials_file": tokenFile}
+		}
+		var sd []struct {
+			Role       string `json:"role"`
+			Namespaces struct {
+				Names []string `json:"names"`
+			} `json:"namespaces"`
+		}
+		if err := remarshal(sc["kubernetes_sd_configs"], &sd); err != nil || len(sd) != 1 || sd[0].Role != "pod" {
+			t.Fatalf("deploy/prometheus/scrape.yaml: job %s: want one kubernetes_sd_configs of role pod to stand in for (%v)", job, err)
+		}
+		var groups []targetGroup
+		for _, name := range sd[0].Namespaces.Names {
+			// A namespace the test runs nothing of: no pods, no targets.
+			if where, ok := lane[name]; ok {
+				groups = append(groups, e.podTargets(t, where)...)
+			}
+		}
+		tb, err := json.Marshal(groups)
+		if err != nil {
+			t.Fatal(err)
 		}
 		delete(sc, "kubernetes_sd_configs")
-		sc["file_sd_configs"] = []any{map[string]any{"files": []any{write("targets.json", targets)}}}
+		sc["file_sd_configs"] = []any{map[string]any{"files": []any{write("targets-"+job+".json", tb)}}}
 	}
 	cfg["global"] = map[string]any{"scrape_interval": promInterval.String(), "evaluation_interval": promInterval.String()}
 	b, err = yaml.Marshal(cfg)
@@ -234,21 +296,38 @@ func (e *env) startPrometheus(t *testing.T, bin, ns string) *prometheus {
 
 func must(b []byte, _ error) string { return string(b) }
 
-// agentTargets are the file_sd targets Kubernetes pod discovery (role:
-// pod, namespace cgwarden-system) would give for the agent's pods: one
-// per container port, with the __meta_ labels scrape.yaml relabels.
-func (e *env) agentTargets(t *testing.T) []byte {
+// remarshal converts a decoded YAML value into out through JSON.
+func remarshal(v, out any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, out)
+}
+
+// targetGroup is one group of a file_sd file.
+type targetGroup struct {
+	Targets []string          `json:"targets"`
+	Labels  map[string]string `json:"labels"`
+}
+
+// podTargets are the file_sd targets Kubernetes pod discovery (role:
+// pod) would give for the pods of where.namespace: one per container
+// port, with the __meta_ labels scrape.yaml relabels (pod labels and
+// annotations among them).
+func (e *env) podTargets(t *testing.T, where standIn) []targetGroup {
 	t.Helper()
-	pods, err := e.cs.CoreV1().Pods("cgwarden-system").List(context.Background(), metav1.ListOptions{})
+	pods, err := e.cs.CoreV1().Pods(where.namespace).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	type group struct {
-		Targets []string          `json:"targets"`
-		Labels  map[string]string `json:"labels"`
-	}
-	var groups []group
+	name := regexp.MustCompile(`[^a-zA-Z0-9_]`)
+	var groups []targetGroup
 	for _, p := range pods.Items {
+		host := p.Status.PodIP
+		if where.host != "" {
+			host = where.host
+		}
 		for _, c := range p.Spec.Containers {
 			for _, port := range c.Ports {
 				labels := map[string]string{
@@ -259,20 +338,16 @@ func (e *env) agentTargets(t *testing.T) []byte {
 					"__meta_kubernetes_pod_container_port_name": port.Name,
 				}
 				for k, v := range p.Labels {
-					labels["__meta_kubernetes_pod_label_"+regexp.MustCompile(`[^a-zA-Z0-9_]`).ReplaceAllString(k, "_")] = v
+					labels["__meta_kubernetes_pod_label_"+name.ReplaceAllString(k, "_")] = v
 				}
-				groups = append(groups, group{Targets: []string{net.JoinHostPort(p.Status.PodIP, fmt.Sprint(port.ContainerPort))}, Labels: labels})
+				for k, v := range p.Annotations {
+					labels["__meta_kubernetes_pod_annotation_"+name.ReplaceAllString(k, "_")] = v
+				}
+				groups = append(groups, targetGroup{Targets: []string{net.JoinHostPort(host, fmt.Sprint(port.ContainerPort))}, Labels: labels})
 			}
 		}
 	}
-	if len(groups) == 0 {
-		t.Fatal("no agent pod to scrape in cgwarden-system")
-	}
-	b, err := json.Marshal(groups)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return groups
 }
 
 // sample is one series of an instant query's vector.

@@ -632,22 +632,25 @@ func TestSizerVMPodsSplitBySize(t *testing.T) {
 	}
 }
 
-// The sizer as deploy/kustomize/sizer installs it — its ServiceAccount,
-// RBAC, Deployment (leader election, managed certificate) — in a namespace
-// of its own, with what a one-node cluster without a pod network or
-// kube-proxy needs changed: the Deployment on the host network with one
-// replica listening on 127.0.0.1, the webhook called by url:, the
-// cluster-scoped objects renamed, and the webhook limited to the test's
-// namespace, the API server's address given (no kube-proxy). Its RBAC is
-// then what lets it size, resize and report.
-func TestSizerDeployedWithItsManifests(t *testing.T) {
-	e := cluster(t)
+// deployedSizer is deploy/kustomize/sizer installed by installSizer.
+type deployedSizer struct {
+	// port is where it listens, on the host's 127.0.0.1.
+	port int
+	// nsLabels and template are its Namespace's labels and its pod
+	// template as shipped.
+	nsLabels map[string]string
+	template map[string]any
+	logs     func() string
+}
+
+// installSizer installs deploy/kustomize/sizer as the lane can run it
+// (TestSizerDeployedWithItsManifests says what is changed and why) in
+// namespace sys, its webhook called for pods of namespace ns only, and
+// waits until it is Ready, leads and keeps its certificate.
+func (e *env) installSizer(t *testing.T, sys, ns string) *deployedSizer {
+	t.Helper()
 	ctx := context.Background()
 	dyn := dynamicClient(t, e)
-	importAgentImage(t)
-	ensureCRD(t, dyn)
-	sys := e.namespace(t)
-	ns := e.namespace(t)
 	port := freePort(t)
 	suffix := "-" + sys
 
@@ -749,7 +752,6 @@ func TestSizerDeployedWithItsManifests(t *testing.T) {
 	if len(objs) != 10 || nsLabels == nil || template == nil {
 		t.Fatalf("%d objects from deploy/kustomize/sizer besides its Namespace, want 10 and a Namespace and a Deployment", len(objs))
 	}
-	checkRestricted(t, e, nsLabels, template)
 	for _, u := range objs {
 		r, ok := gvr[u.GetKind()]
 		if !ok {
@@ -793,14 +795,6 @@ func TestSizerDeployedWithItsManifests(t *testing.T) {
 		return false, "no pod", nil
 	})
 	t.Logf("sizer Ready %v after create", time.Since(start).Round(time.Second))
-	// Every container Ready for 60 s from here, while the test goes on.
-	ready := make(chan error, 1)
-	go func() { ready <- e.staysReady(sys, "app.kubernetes.io/name=cgwarden-sizer", 60*time.Second) }()
-	defer func() {
-		if err := <-ready; err != nil {
-			t.Errorf("the sizer after Ready: %v", err)
-		}
-	}()
 	poll(t, 30*time.Second, "the leader Lease", func() (bool, string, error) {
 		l, err := e.cs.CoordinationV1().Leases(sys).Get(ctx, "cgwarden-sizer", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
@@ -815,8 +809,51 @@ func TestSizerDeployedWithItsManifests(t *testing.T) {
 		t.Fatalf("its certificate Secret: %v", err)
 	}
 
+	return &deployedSizer{port: port, nsLabels: nsLabels, template: template, logs: logs}
+}
+
+// The sizer as deploy/kustomize/sizer installs it — its ServiceAccount,
+// RBAC, Deployment (leader election, managed certificate) — in a namespace
+// of its own, with what a one-node cluster without a pod network or
+// kube-proxy needs changed: the Deployment on the host network with one
+// replica listening on 127.0.0.1, the webhook called by url:, the
+// cluster-scoped objects renamed, and the webhook limited to the test's
+// namespace, the API server's address given (no kube-proxy). Its RBAC is
+// then what lets it size, resize and report.
+func TestSizerDeployedWithItsManifests(t *testing.T) {
+	e := cluster(t)
+	importAgentImage(t)
+	ensureCRD(t, dynamicClient(t, e))
+	sys := e.namespace(t)
+	ns := e.namespace(t)
+	sz := e.installSizer(t, sys, ns)
+	checkRestricted(t, e, sz.nsLabels, sz.template)
+	logs := sz.logs
+	// Every container Ready for 60 s from here, while the test goes on.
+	ready := make(chan error, 1)
+	go func() { ready <- e.staysReady(sys, "app.kubernetes.io/name=cgwarden-sizer", 60*time.Second) }()
+	defer func() {
+		if err := <-ready; err != nil {
+			t.Errorf("the sizer after Ready: %v", err)
+		}
+	}()
 	// Admission through the deployed sizer (its caBundle, its RBAC to read
 	// the VM), then a resize (its RBAC on pods/resize, nodes, events).
+	e.sizeAndResizeVM(t, ns)
+	if strings.Contains(logs(), "forbidden") {
+		t.Errorf("the sizer was refused something by RBAC:\n%s", logs())
+	}
+}
+
+// sizeAndResizeVM creates VirtualMachine vm1 of 1 CPU in ns and its runner
+// pod, which the installed sizer admits with requests.cpu=1 (once the
+// API server has its caBundle); the VM then grows to 1500m and the sizer
+// resizes the pod in place: its pod cgroup's weight follows, and a
+// CPUResized Event says so.
+func (e *env) sizeAndResizeVM(t *testing.T, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	dyn := dynamicClient(t, e)
 	vms := dyn.Resource(vmGVR).Namespace(ns)
 	vm, err := vms.Create(ctx, newVM("vm1", int64(1)), metav1.CreateOptions{})
 	if err != nil {
@@ -859,7 +896,4 @@ func TestSizerDeployedWithItsManifests(t *testing.T) {
 		}
 		return len(list.Items) > 0, "none", nil
 	})
-	if strings.Contains(logs(), "forbidden") {
-		t.Errorf("the sizer was refused something by RBAC:\n%s", logs())
-	}
 }
