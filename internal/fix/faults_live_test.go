@@ -637,10 +637,8 @@ func (s *suite) violations(settled bool) []string {
 			}
 		}
 	}
-	// With no sized pod left the tier keeps the last weight cgwarden gave
-	// it (neither the holder nor fix gives it back to the kubelet's
-	// minimum before a revert): a known gap, not checked here.
-	if got, want := s.weight(s.tree.BestEffort), strconv.FormatUint(s.tree.PodWeight(tier), 10); tier > fairness.MinShares && got != want {
+	// With no sized pod left, the tier is back at the kubelet's minimum.
+	if got, want := s.weight(s.tree.BestEffort), strconv.FormatUint(s.tree.PodWeight(tier), 10); got != want {
 		out = append(out, fmt.Sprintf("the BestEffort tier weighs %s, want %s", got, want))
 	}
 	if settled {

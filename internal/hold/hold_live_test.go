@@ -2,6 +2,7 @@ package hold_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -270,4 +271,50 @@ func journalEntries(t *testing.T, dir string) []journal.Entry {
 		t.Fatal(err)
 	}
 	return e
+}
+
+// TestHoldGivesTheTierBackWithTheLastSizedPod: the VMs' sizes are
+// withdrawn one by one (their annotations gone, as when the sized pods
+// are deleted and only unsized ones stay). The tier follows them down,
+// and with the last one it is back at the kubelet's minimum within 1 s:
+// unsized BestEffort pods do not keep a tier weighted for VMs that are
+// gone. The journal holds nothing new for it (the tier's first value is
+// recorded already), and a revert still finds the kubelet's value.
+func TestHoldGivesTheTierBackWithTheLastSizedPod(t *testing.T) {
+	r := newRig(t)
+	r.start()
+	lines := len(journalEntries(t, r.engine.JournalDir))
+	tier := realtest.Kube + "/besteffort"
+	minimum := r.tree.PodWeight(fairness.MinShares)
+	left := []int64{1000, 2000, 4000}
+	for i := range r.tree.VMs {
+		// Fresh metadata each time (the holder reads the last set's
+		// maps): Pods() lists the VMs in order, then the Burstable pod.
+		pods := r.tree.Pods()
+		for _, p := range pods[:i+1] {
+			delete(p.Annotation, metadata.AnnotationCPU)
+		}
+		left = left[1:]
+		from := time.Now()
+		r.meta.Store(metadata.NewSet(pods))
+		want := r.tierTarget(left...)
+		took := r.waitFor(fmt.Sprintf("the tier at %d with %d sized pods left", want, len(left)), from, time.Second, func() bool {
+			return r.tree.Weight(tier) == want
+		})
+		t.Logf("%d sized pods left: the tier at %d in %v", len(left), want, took)
+	}
+	if got := r.tree.Weight(tier); got != minimum {
+		t.Fatalf("no sized pod left: the tier weighs %d, want the kubelet's minimum %d", got, minimum)
+	}
+	if got := len(journalEntries(t, r.engine.JournalDir)); got != lines {
+		t.Errorf("the journal grew from %d to %d entries for the tier's return", lines, got)
+	}
+	r.stop()
+	rep, err := r.engine.Revert(true)
+	if err != nil || len(rep.Failed()) > 0 {
+		t.Fatalf("revert: %v %+v", err, rep)
+	}
+	if got := r.tree.Weight(tier); got != minimum {
+		t.Errorf("after revert the tier weighs %d, want the kubelet's %d", got, minimum)
+	}
 }

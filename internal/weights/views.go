@@ -1,6 +1,8 @@
 package weights
 
 import (
+	"slices"
+
 	"github.com/cgwarden/cgwarden/internal/fairness"
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/metadata"
@@ -30,7 +32,8 @@ type View struct {
 func Views(n *inventory.Node, meta *metadata.Set, maxTierMilli int64) (views []View, held bool) {
 	in := Input{Node: n, Places: mounts.Places{V2: n.Version == mounts.V2}, Meta: meta, Pods: true, Tier: true, MaxTierMilliCPU: maxTierMilli}
 	wp, err := Targets(in)
-	if err != nil || len(wp.Targets) == 0 {
+	if err != nil || !slices.ContainsFunc(wp.Targets, func(t Target) bool { return t.Role == RolePod }) {
+		// No sized pod (a tier going back to the minimum is not one).
 		return nil, false
 	}
 	// A tier held at its uncapped target (a fix given a larger

@@ -104,8 +104,9 @@ func WeightFile(v2 bool) string {
 // kubelet's linear conversion for the pod, the node's own conversion for
 // the container), and the BestEffort tier gets 2 + the sum of its sized
 // pods' shares — as the kubelet weighs the Burstable tier by the sum of its
-// pods' requests. Pods without a size keep the kubelet's minimum; pods with
-// requests are never targets.
+// pods' requests. A tier with no sized pod left goes back to the kubelet's
+// minimum when it weighs anything else. Pods without a size keep the
+// kubelet's minimum; pods with requests are never targets.
 func Targets(in Input) (*Plan, error) {
 	wp := &Plan{Targets: []Target{}}
 	n := in.Node
@@ -215,8 +216,26 @@ func Targets(in Input) (*Plan, error) {
 	if limit <= 0 {
 		limit = int64(n.CPUs) * 1000
 	}
+	// A BestEffort tier with no pod in it is not met above: it is found
+	// among the kubelet's QoS tiers.
+	for _, c := range n.KubeRoot.Children {
+		if c.Identity.Kind == layout.QoSTier && c.Identity.QoS == layout.BestEffort {
+			tierOf(c)
+		}
+	}
+	minimum := podWeight(fairness.MinShares)
 	for _, t := range tiers {
 		if t.sized == 0 {
+			// No sized pod left (the last one deleted, or its size
+			// withdrawn): the tier goes back to the kubelet's minimum,
+			// which is what the kubelet writes for it. Planned only
+			// when it weighs something else (cgwarden raised it for pods
+			// that are gone), so that a node without sized pods gets no
+			// target; an unknown weight is left alone.
+			if w := t.tier.Stats.CPU.Weight; wantTier && w != nil && *w != minimum {
+				wp.Targets = append(wp.Targets, Target{Path: target(t.tier), Cgroup: t.tier.Path, Value: minimum, Role: RoleTier,
+					Description: fmt.Sprintf("BestEffort tier %s: no sized pod left, back to the kubelet's minimum (it weighs %d)", t.tier.Path, *w)})
+			}
 			continue
 		}
 		if t.others > 0 {

@@ -217,3 +217,68 @@ func TestSeed000Views(t *testing.T) {
 		}
 	}
 }
+
+// The last sized pod gone, a tier cgwarden raised goes back to the
+// kubelet's minimum (v1 2 shares, v2 weight 1); a tier at the minimum, or
+// of unknown weight, gets no target.
+func TestTierWithoutSizedPodsGoesBackToTheMinimum(t *testing.T) {
+	for _, c := range []struct {
+		example, pods string
+		minimum       uint64
+	}{
+		{"seed-000-eks-neonvm", "seed-000-eks-neonvm.pods.json", fairness.MinShares},
+		{"cgroupfs-v2-crio", "cgroupfs-v2-crio.pods.json", fairness.SharesToWeightLinear(fairness.MinShares)},
+	} {
+		t.Run(c.example, func(t *testing.T) {
+			n, pl, _ := example(t, c.example, c.pods, "")
+			// Metadata of no pod: none declares a size.
+			meta := metadata.NewSet(nil)
+			var tier *inventory.Cgroup
+			for _, ch := range n.KubeRoot.Children {
+				if ch.Identity.QoS == "besteffort" {
+					tier = ch
+				}
+			}
+			if tier == nil || tier.Stats.CPU.Weight == nil {
+				t.Fatalf("no BestEffort tier of known weight in %s", c.example)
+			}
+			if *tier.Stats.CPU.Weight != c.minimum {
+				t.Fatalf("the example's tier weighs %d, want the kubelet's %d", *tier.Stats.CPU.Weight, c.minimum)
+			}
+			p, err := Targets(Input{Node: n, Places: pl, Meta: meta, Pods: true, Tier: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(p.Targets) != 0 {
+				t.Errorf("no sized pod, tier at the minimum: targets %+v, want none", p.Targets)
+			}
+
+			// As cgwarden left it for pods since deleted.
+			raised := c.minimum + 4096
+			tier.Stats.CPU.Weight = &raised
+			p, err = Targets(Input{Node: n, Places: pl, Meta: meta, Pods: true, Tier: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := byRole(p)
+			if len(p.Targets) != 1 || len(r[RoleTier]) != 1 {
+				t.Fatalf("a raised tier and no sized pod: targets %+v, want the tier's alone", p.Targets)
+			}
+			if tg := r[RoleTier][0]; tg.Value != c.minimum || tg.Cgroup != tier.Path || !strings.Contains(tg.Description, "no sized pod left") {
+				t.Errorf("tier target %+v, want %s at %d", tg, tier.Path, c.minimum)
+			}
+			// Only the pods' rule: the tier is not its business.
+			if p, _ := Targets(Input{Node: n, Places: pl, Meta: meta, Pods: true}); len(p.Targets) != 0 {
+				t.Errorf("pods only: targets %+v, want none", p.Targets)
+			}
+			if views, _ := Views(n, meta, 0); len(views) != 0 {
+				t.Errorf("views of a node without sized pods: %d", len(views))
+			}
+
+			tier.Stats.CPU.Weight = nil
+			if p, _ := Targets(Input{Node: n, Places: pl, Meta: meta, Pods: true, Tier: true}); len(p.Targets) != 0 {
+				t.Errorf("a tier of unknown weight: targets %+v, want none", p.Targets)
+			}
+		})
+	}
+}
