@@ -3,12 +3,15 @@ package agent
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -58,7 +61,11 @@ type Agent struct {
 	// adoptions hands the adopter the latest picture.
 	adoptions chan *Picture
 	app       *applier
-	closes    []func()
+	// fixing is whether the agent holds the node's agent lock
+	// (journal.AgentLockName) and so runs its fixers; served as
+	// cgwarden_agent_fix_lock.
+	fixing atomic.Bool
+	closes []func()
 }
 
 // Complete opens what the agent runs on: the API server's clients (auth,
@@ -179,6 +186,9 @@ func (a *Agent) completeLive(ctx context.Context, lister podsource.Lister, scfg 
 	if c.Adopt {
 		a.adoptMetrics = hold.NewAdoptionMetrics() // every result at 0 from the first scrape
 		scfg.Collectors = append(scfg.Collectors, a.adoptMetrics)
+	}
+	if c.fixing() {
+		scfg.Collectors = append(scfg.Collectors, lockCollector{&a.fixing})
 	}
 	a.Server = serve.New(*scfg)
 	a.Loop.srv = a.Server
@@ -393,6 +403,36 @@ func (a *Agent) Start(ctx context.Context) (stop func()) {
 	var wg, appWG sync.WaitGroup
 	appWG.Go(func() { a.app.run(appCtx) })
 	wg.Go(func() { a.Loop.Run(ctx) })
+	if a.holder != nil || a.adopt != nil {
+		wg.Go(func() { a.runFixers(ctx) })
+	}
+	return func() {
+		cancel()
+		wg.Wait()
+		// Every writer has stopped: the applier can.
+		stopApp()
+		appWG.Wait()
+	}
+}
+
+// lockRetry is how often an agent waiting for the node's agent lock
+// tries again.
+const lockRetry = time.Second
+
+// runFixers takes the node's agent lock, waiting for as long as another
+// agent holds it (serving meanwhile, /readyz and cgwarden_agent_fix_lock
+// saying so), then runs the holder and the adopter until ctx ends, and
+// lets the lock go after they stopped.
+func (a *Agent) runFixers(ctx context.Context) {
+	lock := a.waitForNode(ctx)
+	if lock == nil {
+		return
+	}
+	defer func() {
+		a.fixing.Store(false)
+		_ = lock.Release()
+	}()
+	var wg sync.WaitGroup
 	if a.holder != nil {
 		wg.Go(func() {
 			if err := a.holder.Run(ctx); err != nil {
@@ -403,12 +443,40 @@ func (a *Agent) Start(ctx context.Context) (stop func()) {
 	if a.adopt != nil {
 		wg.Go(func() { a.runAdoption(ctx) })
 	}
-	return func() {
-		cancel()
-		wg.Wait()
-		// Every writer has stopped: the applier can.
-		stopApp()
-		appWG.Wait()
+	wg.Wait()
+}
+
+// waitForNode takes the agent lock of the journal directory, trying every
+// lockRetry while another agent holds it; nil when ctx ended first. The
+// wait is logged once, when it begins and when it ends.
+func (a *Agent) waitForNode(ctx context.Context) *journal.AgentLock {
+	who := fmt.Sprintf("pid %d (node %s), since %s", os.Getpid(), a.cfg.NodeName, time.Now().UTC().Format(time.RFC3339))
+	log := a.log.With("component", "lock")
+	var since time.Time
+	for {
+		lock, err := journal.TryAgentLock(a.cfg.JournalDir, who)
+		switch {
+		case err == nil:
+			a.fixing.Store(true)
+			if !since.IsZero() {
+				a.Server.Standby("")
+				log.Info("took the node's agent lock: fixing", "waited", time.Since(since).Round(time.Millisecond))
+			}
+			return lock
+		case since.IsZero():
+			since = time.Now()
+			why := err.Error() + ": waiting for it; serving, not fixing"
+			if !errors.Is(err, journal.ErrAgentLocked) {
+				why = err.Error() + ": trying again every " + lockRetry.String() + "; serving, not fixing"
+			}
+			a.Server.Standby(why)
+			log.Warn(why)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(lockRetry):
+		}
 	}
 }
 
@@ -452,6 +520,21 @@ func (a *Agent) Close() {
 type noPods struct{}
 
 func (noPods) Pods(context.Context) ([]metadata.Pod, error) { return nil, nil }
+
+// lockCollector serves whether the agent holds the node's agent lock.
+type lockCollector struct{ held *atomic.Bool }
+
+var descFixLock = prometheus.NewDesc("cgwarden_agent_fix_lock", "1 when this agent holds the node's agent lock and fixes; 0 while another agent on the node holds it and this one only serves.", nil, nil)
+
+func (l lockCollector) Describe(ch chan<- *prometheus.Desc) { ch <- descFixLock }
+
+func (l lockCollector) Collect(ch chan<- prometheus.Metric) {
+	v := 0.0
+	if l.held.Load() {
+		v = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descFixLock, prometheus.GaugeValue, v)
+}
 
 // vmWatchCollector serves how many VM objects the agent watches.
 type vmWatchCollector struct{ v *podsource.VMWatches }

@@ -10,6 +10,7 @@ import (
 	"path"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -185,4 +186,133 @@ func TestAgentFixModeUnderChurn(t *testing.T) {
 	if u := s.Host.Usage(); u.Caches != before.Caches || u.Watchers != before.Watchers {
 		t.Errorf("after stop: %+v open on the host, %+v before", u, before)
 	}
+}
+
+// TestSecondAgentWaitsForTheFirst: two fixing agents on one node (one
+// journal directory), as a DaemonSet update with maxSurge runs them. They
+// disagree on the BestEffort tier's target (the second caps the sizes it
+// counts at 1 CPU). The first holds the tier; the second, started beside
+// it, serves and is Ready but says it stands by (/readyz,
+// cgwarden_agent_fix_lock 0, one log line) and writes nothing while the
+// kubelet resets the tier: the tier is never seen at the second's target,
+// so the two never alternate. Once the first stops, the second takes the
+// lock within a few retries and holds its own target.
+func TestSecondAgentWaitsForTheFirst(t *testing.T) {
+	s := realtest.NewScratch(t)
+	tree := realtest.NewVMTree(s, 500, 1000, 2000)
+	pods := &lister{}
+	pods.set(tree.Pods())
+	dir := t.TempDir()
+	var logB syncBuffer
+	start := func(maxTier string, w io.Writer) (*agent.Agent, func()) {
+		o := &agent.Options{Listen: "127.0.0.1:0", Interval: 200 * time.Millisecond, SizeCheck: 50 * time.Millisecond,
+			Fix: []string{"size-blind-weights", "besteffort-starvation"}, JournalDir: dir, MaxTierCPU: maxTier,
+			HostRoot: "/", Base: s.Name, Lister: pods, Log: slog.New(slog.NewTextHandler(w, nil)), TrustSizes: "default"}
+		cfg, err := o.Config()
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := cfg.Complete(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := a.Start(t.Context())
+		once := sync.OnceFunc(func() { stop(); a.Close() })
+		t.Cleanup(once)
+		return a, once
+	}
+	tier := realtest.Kube + "/besteffort"
+	targetA := tree.PodWeight(fairness.MinShares + fairness.MilliCPUToShares(1000) + fairness.MilliCPUToShares(2000))
+	targetB := tree.PodWeight(fairness.MinShares + fairness.MilliCPUToShares(1000)) // capped at 1 CPU
+	minimum := tree.PodWeight(fairness.MinShares)
+	waitTier := func(what string, want uint64, limit time.Duration) time.Duration {
+		t.Helper()
+		from := time.Now()
+		for tree.Weight(tier) != want {
+			if time.Since(from) > limit {
+				t.Fatalf("%s: tier weight %d, want %d", what, tree.Weight(tier), want)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		return time.Since(from)
+	}
+	_, stopA := start("100", io.Discard)
+	waitTier("the first agent's plan", targetA, 15*time.Second)
+
+	b, _ := start("1", &logB)
+	get := func(p string) (int, string) {
+		rec := httptest.NewRecorder()
+		b.Server.Handler().ServeHTTP(rec, httptest.NewRequest("GET", p, nil))
+		return rec.Code, rec.Body.String()
+	}
+	// The second agent serves (its scans run) and stands by.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		code, body := get("/readyz")
+		if code == 200 && strings.Contains(body, "standby") {
+			t.Logf("the second agent's /readyz: %s", strings.TrimSpace(body))
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the second agent's /readyz: %d %q, want 200 naming its standby", code, body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, m := get("/metrics"); !regexp.MustCompile(`(?m)^cgwarden_agent_fix_lock 0$`).MatchString(m) {
+		t.Errorf("the waiting agent's /metrics lacks cgwarden_agent_fix_lock 0")
+	}
+	// Kubelet-style resets while both run: only the first restores, to its
+	// own target; the second's target never appears.
+	seen := map[uint64]int{}
+	end := time.Now().Add(3 * time.Second)
+	for i := 0; time.Now().Before(end); i++ {
+		if i%100 == 0 {
+			tree.SetWeight(tier, minimum)
+		}
+		seen[tree.Weight(tier)]++
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Logf("tier values seen while both ran (value: samples): %v", seen)
+	if seen[targetB] > 0 {
+		t.Errorf("the waiting agent wrote its target %d to the tier (%d samples): the agents alternate", targetB, seen[targetB])
+	}
+	if seen[targetA] == 0 {
+		t.Errorf("the first agent did not hold the tier at %d: %v", targetA, seen)
+	}
+	waitTier("the first agent after the last reset", targetA, 5*time.Second)
+	if n := strings.Count(logB.String(), "another cgwarden agent fixes this node"); n != 1 {
+		t.Errorf("the waiting agent logged its wait %d times, want once:\n%s", n, logB.String())
+	}
+
+	// The first goes; the second takes over.
+	stopA()
+	took := waitTier("the second agent after the first stopped", targetB, 10*time.Second)
+	t.Logf("the second agent held its target %v after the first stopped", took)
+	if code, body := get("/readyz"); code != 200 || strings.Contains(body, "standby") {
+		t.Errorf("the second agent's /readyz after taking over: %d %q", code, body)
+	}
+	if _, m := get("/metrics"); !regexp.MustCompile(`(?m)^cgwarden_agent_fix_lock 1$`).MatchString(m) {
+		t.Errorf("the fixing agent's /metrics lacks cgwarden_agent_fix_lock 1")
+	}
+	if !strings.Contains(logB.String(), "took the node's agent lock") {
+		t.Errorf("the second agent did not log taking the lock:\n%s", logB.String())
+	}
+}
+
+// syncBuffer is a log destination read while agents write to it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -26,6 +26,21 @@ type health struct {
 	loop atomic.Int64
 	// good is when the last good scan completed.
 	good atomic.Int64
+	// standby, when set, is why the agent serves but does not fix (it
+	// waits for another agent's lock): /readyz says so and stays 200.
+	standby atomic.Pointer[string]
+}
+
+// Standby records why the agent serves without fixing ("" when it
+// fixes): /readyz answers 200 with it. Readiness itself does not fail: a
+// DaemonSet update with maxSurge retires the old agent (and frees the
+// lock the new one waits for) only once the new one is Ready.
+func (s *Server) Standby(why string) {
+	if why == "" {
+		s.probes.standby.Store(nil)
+		return
+	}
+	s.probes.standby.Store(&why)
 }
 
 func stamp(t time.Time) int64 { return t.UnixNano() }
@@ -74,6 +89,10 @@ func (s *Server) health(mux *http.ServeMux) {
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if why := s.ready(s.cfg.Clock.Now()); why != "" {
 			http.Error(w, why, http.StatusServiceUnavailable)
+			return
+		}
+		if why := s.probes.standby.Load(); why != nil {
+			fmt.Fprintf(w, "ok; standby: %s\n", *why)
 			return
 		}
 		fmt.Fprintln(w, "ok")
