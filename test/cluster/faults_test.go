@@ -1,0 +1,578 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cgwarden/cgwarden/internal/fairness"
+	"github.com/cgwarden/cgwarden/internal/journal"
+)
+
+// The fault suite's knobs and bounds.
+const (
+	// faultJournal is the agent's journal on the node: the hostPath of
+	// testdata/agent-faults.
+	faultJournal = "/var/lib/cgwarden-cluster/faults-journal"
+	// defaultFaultCount is CI's count (CGWARDEN_CLUSTER_FAULT_COUNT):
+	// two of each kind, about 5 minutes of lane time.
+	defaultFaultCount = 10
+	// faultSettle bounds the time from a fault's end (the component back,
+	// the pod deleted) to every invariant holding. It allows a new agent
+	// pod (image present, Ready within 60 s), one adoption interval, and
+	// the kubelet's own CPU figure of an adopted pod, which needs two of
+	// its stats samples after the move (10-15 s apart here), on the loaded
+	// 2-core machine.
+	faultSettle = 150 * time.Second
+	// apiOutage is how long the API server stays away.
+	apiOutage = 5 * time.Second
+	// crashRuns is how long the crash-looping container runs before it
+	// exits 1: long enough to be adopted (an interval), short enough to be
+	// restarted several times in a run.
+	crashRuns = 20 * time.Second
+)
+
+// Fault kinds.
+const (
+	faultKubelet    = "kubelet-restart"
+	faultContainerd = "containerd-restart"
+	faultAPIServer  = "apiserver-stop"
+	faultAgent      = "agent-killed"
+	faultChurn      = "pods-churned"
+)
+
+var faultKinds = []string{faultKubelet, faultContainerd, faultAPIServer, faultAgent, faultChurn}
+
+// TestClusterFaultSuite: the fix-mode agent (adoption and weights, one
+// node loop) on the real node, with misplaced busy pods (the misplace
+// runtime), a crash-looping misplaced container and sized BestEffort
+// pods, while faults come in a random order drawn from a seed: the
+// kubelet restarted (it re-asserts the QoS tiers' and pods' weights on
+// start), containerd restarted (its shims, and so the containers, keep
+// running), the API server stopped and started, the agent killed (its pod
+// deleted with grace 0, or its process SIGKILLed), and pods churned (a busy
+// pod deleted, a busy container killed, a sized pod deleted or made). After
+// each, within faultSettle, every invariant must hold at once:
+//
+//   - no process of a live pod in a runtime-literal cgroup (in any
+//     hierarchy), and each running container's processes in its pod's
+//     cgroup (the crash-looper's once it ran an interval);
+//   - the kubelet's own /stats/summary gives every busy pod CPU above 0;
+//   - every sized pod and its container at the weight its size gives,
+//     the BestEffort tier at 2 + their shares (capped at the node's CPUs),
+//     or at the kubelet's minimum when no sized pod is left;
+//   - the journal (read from its hostPath) reads back, every run in it
+//     finished (or cut off and resumed), runs one after another, never two
+//     interleaved;
+//   - the agent Ready.
+//
+// At the end the agent is uninstalled and `cgwarden revert --all` must
+// restore what the kubelet and the runtime made: the sized pods' weights
+// at the kubelet's minimum, every running misplaced container back in its
+// literal cgroup, no cgroup cgwarden made left, and nothing at the
+// hierarchies' roots changed. The recovery times by kind (p50/p99) are
+// logged with the seed (docs/reliability.md).
+//
+// Reproduce: CGWARDEN_FAULT_SEED=<seed>; more faults:
+// CGWARDEN_CLUSTER_FAULT_COUNT=<n>.
+func TestClusterFaultSuite(t *testing.T) {
+	e := cluster(t)
+	seed, count := faultSeed(t), faultCount(t)
+	t.Logf("fault suite: seed %d, %d faults (rerun: CGWARDEN_FAULT_SEED=%d CGWARDEN_CLUSTER_FAULT_COUNT=%d go test -run 'TestClusterFaultSuite$' ./...)", seed, count, seed, count)
+	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	begun := time.Now()
+	bin := buildCgwarden(t)
+	importAgentImage(t)
+	hostBefore := rootEntries(t)
+	_ = os.RemoveAll(faultJournal) // a previous run's, on a cluster left up
+	t.Cleanup(func() { _ = os.RemoveAll(faultJournal) })
+
+	s := &faultSuite{t: t, e: e, rng: rng, ns: e.namespace(t), kubelet: e.kubeletClient(t), cpus: nodeMilliCPU(t, e)}
+	s.root, s.wf = cgroupRoot()
+	e.misplacedDeployment(t, s.ns, "busy", 2, burner)
+	e.misplacedDeployment(t, s.ns, "crash", 1, fmt.Sprintf("sleep %d; exit 1", int(crashRuns.Seconds())))
+	s.sized(1000)
+	s.sized(2000)
+	e.runningPods(t, s.ns, "busy", 2, 120*time.Second)
+	_, _, uninstall := e.installAgent(t, "testdata/agent-faults")
+	first := time.Now()
+	s.settle("the agent's first runs")
+	t.Logf("settled %v after the agent was Ready (setup %v in all)", time.Since(first).Round(100*time.Millisecond), time.Since(begun).Round(time.Second))
+
+	// Every kind as often as the others, in an order from the seed.
+	var plan []string
+	for i := 0; i < count; i++ {
+		plan = append(plan, faultKinds[i%len(faultKinds)])
+	}
+	rng.Shuffle(len(plan), func(i, j int) { plan[i], plan[j] = plan[j], plan[i] })
+	recovery := map[string][]time.Duration{}
+	faultsStart := time.Now()
+	for i, kind := range plan {
+		what := s.inject(kind)
+		end := time.Now()
+		s.settle(fmt.Sprintf("fault %d/%d %s (%s), seed %d", i+1, count, kind, what, seed))
+		d := time.Since(end)
+		recovery[kind] = append(recovery[kind], d)
+		t.Logf("fault %d/%d %s (%s): settled %v after", i+1, count, kind, what, d.Round(100*time.Millisecond))
+	}
+	faultsTook := time.Since(faultsStart)
+
+	// Uninstalled, then reverted: what the kubelet and the runtime made.
+	uninstall()
+	out, err := exec.Command(bin, "revert", "--all", "--journal-dir", faultJournal).CombinedOutput()
+	if err != nil {
+		t.Fatalf("cgwarden revert --all: %v\n%s", err, out)
+	}
+	t.Logf("cgwarden revert --all:\n%s", tail(string(out), 8))
+	if v := s.reverted(); len(v) > 0 {
+		t.Errorf("after revert --all (seed %d):\n%s", seed, strings.Join(v, "\n"))
+	}
+	if after := rootEntries(t); !slices.Equal(after, hostBefore) {
+		t.Errorf("the hierarchies' roots changed (seed %d):\nbefore %v\nafter  %v", seed, hostBefore, after)
+	}
+
+	// The figures.
+	var lines []string
+	var all []time.Duration
+	for _, kind := range faultKinds {
+		ds := recovery[kind]
+		all = append(all, ds...)
+		lines = append(lines, fmt.Sprintf("  %-18s %2d faults, recovery p50 %v, p99 %v, max %v", kind, len(ds), pct(ds, 50), pct(ds, 99), pct(ds, 100)))
+	}
+	t.Logf("fault suite, seed %d: %d faults in %v (%d invariant checks; the whole test %v); recovery by kind:\n%s\n  %-18s %2d faults, recovery p50 %v, p99 %v, max %v",
+		seed, count, faultsTook.Round(time.Second), s.checks, time.Since(begun).Round(time.Second), strings.Join(lines, "\n"),
+		"all", len(all), pct(all, 50), pct(all, 99), pct(all, 100))
+}
+
+// faultSuite is the state of one run.
+type faultSuite struct {
+	t       *testing.T
+	e       *env
+	rng     *rand.Rand
+	ns      string
+	kubelet func(string) (int, string)
+	root    string
+	wf      string
+	cpus    int64
+	// nextVM numbers the sized pods made.
+	nextVM int
+	// checks counts invariant evaluations.
+	checks int
+}
+
+func faultSeed(t *testing.T) int64 {
+	if v := os.Getenv("CGWARDEN_FAULT_SEED"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			t.Fatalf("CGWARDEN_FAULT_SEED=%q: %v", v, err)
+		}
+		return n
+	}
+	return time.Now().UnixNano()
+}
+
+func faultCount(t *testing.T) int {
+	if v := os.Getenv("CGWARDEN_CLUSTER_FAULT_COUNT"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("CGWARDEN_CLUSTER_FAULT_COUNT=%q: want a positive count", v)
+		}
+		return n
+	}
+	return defaultFaultCount
+}
+
+func nodeMilliCPU(t *testing.T, e *env) int64 {
+	node, err := e.cs.CoreV1().Nodes().Get(context.Background(), e.node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return node.Status.Capacity.Cpu().MilliValue()
+}
+
+// sized makes a BestEffort pod (the default runtime) declaring milli CPUs.
+func (s *faultSuite) sized(milli int64) {
+	s.t.Helper()
+	s.nextVM++
+	one := int64(1)
+	_, err := s.e.cs.CoreV1().Pods(s.ns).Create(context.Background(), &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("vm-%d", s.nextVM), Labels: map[string]string{"app": "vm"},
+			Annotations: map[string]string{"cgwarden.io/cpu": fmt.Sprintf("%dm", milli)}},
+		Spec: corev1.PodSpec{HostNetwork: true, TerminationGracePeriodSeconds: &one, Containers: []corev1.Container{{
+			Name: "vm", Image: busybox, ImagePullPolicy: corev1.PullNever, Command: []string{"sleep", "3600"}}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// scripts runs scripts/cluster (its component subcommands).
+func (s *faultSuite) scripts(args ...string) {
+	s.t.Helper()
+	if out, err := exec.Command("../../scripts/cluster", args...).CombinedOutput(); err != nil {
+		s.t.Fatalf("scripts/cluster %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// inject makes one fault of kind and says what it did; it returns when
+// the fault is over (the component back, the pod deleted or made).
+func (s *faultSuite) inject(kind string) string {
+	s.t.Helper()
+	ctx := context.Background()
+	switch kind {
+	case faultKubelet:
+		s.scripts("kubelet", "restart")
+		return "stopped and started; node Ready"
+	case faultContainerd:
+		s.scripts("containerd", "restart")
+		return "stopped and started; shims kept running"
+	case faultAPIServer:
+		s.scripts("apiserver", "stop")
+		time.Sleep(apiOutage)
+		s.scripts("apiserver", "start")
+		return fmt.Sprintf("away %v, then ready", apiOutage)
+	case faultAgent:
+		p := s.agentPod()
+		if s.rng.IntN(2) == 0 {
+			zero := int64(0)
+			if err := s.e.cs.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+				s.t.Fatal(err)
+			}
+			return "its pod deleted with grace 0"
+		}
+		id := strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "containerd://")
+		ps := procs(filepath.Join(s.root, "kubepods", "burstable", "pod"+string(p.UID), id))
+		if len(ps) == 0 {
+			s.t.Fatalf("the agent's container %.12s has no process in its cgroup", id)
+		}
+		for _, pid := range ps {
+			_ = syscall.Kill(atoi(pid), syscall.SIGKILL)
+		}
+		return fmt.Sprintf("its process SIGKILLed (%s)", strings.Join(ps, " "))
+	case faultChurn:
+		switch s.rng.IntN(3) {
+		case 0:
+			p := s.pick("busy")
+			if err := s.e.cs.CoreV1().Pods(s.ns).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
+				s.t.Fatal(err)
+			}
+			return "busy pod " + p.Name + " deleted"
+		case 1:
+			p := s.pick("busy")
+			id := containerID(p)
+			for _, dir := range []string{filepath.Join(s.root, "kubepods", "besteffort", "pod"+string(p.UID), id), filepath.Join(s.root, literalName(string(p.UID), id))} {
+				for _, pid := range procs(dir) {
+					_ = syscall.Kill(atoi(pid), syscall.SIGKILL)
+				}
+			}
+			return "busy container of " + p.Name + " killed"
+		default:
+			vms := s.pods("vm")
+			if len(vms) == 2 || len(vms) == 1 && s.rng.IntN(2) == 0 {
+				p := vms[s.rng.IntN(len(vms))]
+				if err := s.e.cs.CoreV1().Pods(s.ns).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
+					s.t.Fatal(err)
+				}
+				return fmt.Sprintf("sized pod %s deleted (%d left)", p.Name, len(vms)-1)
+			}
+			milli := []int64{500, 1000, 2000}[s.rng.IntN(3)]
+			s.sized(milli)
+			return fmt.Sprintf("sized pod vm-%d of %dm made (%d now)", s.nextVM, milli, len(vms)+1)
+		}
+	}
+	s.t.Fatalf("unknown fault kind %q", kind)
+	return ""
+}
+
+// pods lists the test's live pods of an app (not being deleted).
+func (s *faultSuite) pods(app string) []*corev1.Pod {
+	s.t.Helper()
+	l, err := s.e.cs.CoreV1().Pods(s.ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app=" + app})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	var out []*corev1.Pod
+	for i := range l.Items {
+		if l.Items[i].DeletionTimestamp == nil {
+			out = append(out, &l.Items[i])
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// pick chooses a running pod of app.
+func (s *faultSuite) pick(app string) *corev1.Pod {
+	s.t.Helper()
+	var running []*corev1.Pod
+	for _, p := range s.pods(app) {
+		if containerID(p) != "" {
+			running = append(running, p)
+		}
+	}
+	if len(running) == 0 {
+		s.t.Fatalf("no running pod of %s to churn (the suite churns settled pods only)", app)
+	}
+	return running[s.rng.IntN(len(running))]
+}
+
+func (s *faultSuite) agentPod() *corev1.Pod {
+	s.t.Helper()
+	l, err := s.e.cs.CoreV1().Pods("cgwarden-system").List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=cgwarden"})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	for i := range l.Items {
+		p := &l.Items[i]
+		if p.DeletionTimestamp == nil && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Running != nil {
+			return p
+		}
+	}
+	s.t.Fatalf("no running agent pod (%d pods)", len(l.Items))
+	return nil
+}
+
+// settle polls the invariants every second until they all hold at once,
+// or fails the test after faultSettle with what did not hold.
+func (s *faultSuite) settle(after string) {
+	s.t.Helper()
+	deadline := time.Now().Add(faultSettle)
+	for {
+		v := s.violations()
+		s.checks++
+		if len(v) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("after %s: not settled within %v:\n%s", after, faultSettle, strings.Join(v, "\n"))
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// violations lists the invariants that do not hold now.
+func (s *faultSuite) violations() []string {
+	ctx := context.Background()
+	all, err := s.e.cs.CoreV1().Pods(s.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return []string{"listing pods: " + err.Error()}
+	}
+	var out []string
+	shares := func(m int64) uint64 { return fairness.MilliCPUToShares(m) }
+	var sum int64
+	busy := map[string]bool{}
+	for i := range all.Items {
+		p := &all.Items[i]
+		if p.DeletionTimestamp != nil {
+			out = append(out, "pod "+p.Name+" is being deleted")
+			continue
+		}
+		id := containerID(p)
+		app := p.Labels["app"]
+		// Runtime-literal cgroups of a live pod hold no process in any
+		// hierarchy the kubelet reads a pod's figures and limits from.
+		for _, l := range literalsOf(s.t, map[string]bool{string(p.UID): true}) {
+			if !podHierarchy(l) {
+				continue
+			}
+			if ps := procs(l); len(ps) > 0 {
+				out = append(out, fmt.Sprintf("pod %s: processes %v in %s", p.Name, ps, l))
+			}
+		}
+		if id == "" {
+			if app != "crash" {
+				out = append(out, fmt.Sprintf("pod %s: not running (%s)", p.Name, describe(p)))
+			}
+			continue
+		}
+		started := p.Status.ContainerStatuses[0].State.Running.StartedAt.Time
+		if app == "crash" && time.Since(started) < agentInterval+adoptionSlack {
+			continue // not yet due for adoption
+		}
+		if ps := procs(filepath.Join(s.root, "kubepods", "besteffort", "pod"+string(p.UID), id)); len(ps) == 0 {
+			out = append(out, fmt.Sprintf("pod %s: no process of container %.12s in its pod's cgroup", p.Name, id))
+		}
+		switch app {
+		case "busy":
+			busy[p.Name] = true
+		case "vm":
+			m, err := strconv.ParseInt(strings.TrimSuffix(p.Annotations["cgwarden.io/cpu"], "m"), 10, 64)
+			if err != nil {
+				return []string{fmt.Sprintf("pod %s: size %q: %v", p.Name, p.Annotations["cgwarden.io/cpu"], err)}
+			}
+			sum += m
+			want := s.podWeight(shares(m))
+			for _, rel := range []string{"pod" + string(p.UID), filepath.Join("pod"+string(p.UID), id)} {
+				if got := s.weight(filepath.Join("kubepods", "besteffort", rel)); got != strconv.FormatUint(want, 10) {
+					out = append(out, fmt.Sprintf("sized pod %s (%dm): %s weighs %s, want %d", p.Name, m, rel, got, want))
+				}
+			}
+		}
+	}
+	tier := uint64(fairness.MinShares) + shares(min(sum, s.cpus))
+	if sum == 0 {
+		tier = fairness.MinShares
+	}
+	if got, want := s.weight("kubepods/besteffort"), strconv.FormatUint(s.podWeight(tier), 10); got != want {
+		out = append(out, fmt.Sprintf("the BestEffort tier weighs %s, want %s (sized pods %dm, node %dm)", got, want, sum, s.cpus))
+	}
+	// The kubelet's own figure of each busy pod's CPU.
+	if code, body := s.kubelet("/stats/summary?only_cpu_and_memory=true"); code != 200 {
+		out = append(out, fmt.Sprintf("kubelet /stats/summary: %d %.100s", code, body))
+	} else {
+		cpu := summaryCPU(s.t, func(string) (int, string) { return code, body }, s.ns)
+		for name := range busy {
+			if v, ok := cpu[name]; !ok || v.pod <= 0 {
+				out = append(out, fmt.Sprintf("busy pod %s: the kubelet's pod CPU %v (its containers %v)", name, v.pod, v.containers))
+			}
+		}
+	}
+	out = append(out, s.journalViolations()...)
+	a, err := s.e.cs.CoreV1().Pods("cgwarden-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=cgwarden"})
+	switch {
+	case err != nil:
+		out = append(out, "listing the agent: "+err.Error())
+	case len(a.Items) != 1 || !podReady(&a.Items[0]):
+		out = append(out, fmt.Sprintf("the agent not Ready (%d pods)", len(a.Items)))
+	}
+	return out
+}
+
+// podHierarchy reports whether a cgroup is in a hierarchy whose pod
+// cgroup the kubelet reads or limits, which adoption moves processes in:
+// on v1 cpu, cpuacct, memory and pids (not blkio, cpuset, devices,
+// freezer, the named systemd one or the hybrid unified one, where the
+// runtime's cgroup stays as it made it); on v2 the one hierarchy.
+func podHierarchy(cg string) bool {
+	rel, err := filepath.Rel("/sys/fs/cgroup", cg)
+	if err != nil {
+		return false
+	}
+	h, _, nested := strings.Cut(rel, "/")
+	if !nested {
+		return true // at the root of a v2 host's one hierarchy
+	}
+	return slices.Contains([]string{"cpu", "cpuacct", "cpu,cpuacct", "memory", "pids"}, h)
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue && p.DeletionTimestamp == nil
+		}
+	}
+	return false
+}
+
+// journalViolations reads the agent's journal from its hostPath, whole
+// lines only (the agent may be appending): it must read back; every run
+// finished, or cut off and continued (a Resume of the same run); and runs
+// come one after another, never two interleaved (two writers, or two
+// agents, writing at once).
+func (s *faultSuite) journalViolations() []string {
+	entries, err := journal.New(faultJournal).Snapshot()
+	if err != nil {
+		return []string{"journal: " + err.Error()}
+	}
+	var out []string
+	for _, r := range journal.Applies(entries) {
+		if !r.Ended && !r.RevertStarted {
+			out = append(out, fmt.Sprintf("journal: run %s not finished", r.ID))
+		}
+	}
+	open := ""
+	for _, e := range entries {
+		switch e.Type {
+		case journal.Begin, journal.Resume, journal.RevertBegin:
+			open = e.Apply
+		default:
+			if e.Apply != open {
+				return append(out, fmt.Sprintf("journal: entry %d (%s) of run %s inside run %s: two writers interleaved", e.Seq, e.Type, e.Apply, open))
+			}
+		}
+	}
+	return out
+}
+
+// reverted checks the node after `revert --all`: every running sized pod
+// and its container back at the kubelet's and the runtime's minimum
+// weight, the tier at the minimum, and every running misplaced container
+// back in its runtime-literal cgroup, with no cgroup cgwarden made left
+// for it in the pod.
+func (s *faultSuite) reverted() []string {
+	var out []string
+	minimum := strconv.FormatUint(s.podWeight(fairness.MinShares), 10)
+	if got := s.weight("kubepods/besteffort"); got != minimum {
+		out = append(out, fmt.Sprintf("the BestEffort tier weighs %s, want the kubelet's %s", got, minimum))
+	}
+	for _, app := range []string{"vm", "busy", "crash"} {
+		for _, p := range s.pods(app) {
+			id := containerID(p)
+			if id == "" {
+				continue
+			}
+			home := filepath.Join("kubepods", "besteffort", "pod"+string(p.UID), id)
+			if app == "vm" {
+				for _, rel := range []string{filepath.Dir(home), home} {
+					if got := s.weight(rel); got != minimum {
+						out = append(out, fmt.Sprintf("sized pod %s: %s weighs %s, want the kubelet's %s", p.Name, rel, got, minimum))
+					}
+				}
+				continue
+			}
+			if _, err := os.Stat(filepath.Join(s.root, home)); err == nil {
+				out = append(out, fmt.Sprintf("pod %s: the cgroup cgwarden made for container %.12s is left", p.Name, id))
+			}
+			// (The crash-looper's container may have exited since it was
+			// listed.)
+			if app == "busy" && len(procs(filepath.Join(s.root, literalName(string(p.UID), id)))) == 0 {
+				out = append(out, fmt.Sprintf("pod %s: container %.12s not back in its literal cgroup", p.Name, id))
+			}
+		}
+	}
+	return out
+}
+
+// weight reads the weight file of a cgroup of the cpu tree ("" when gone).
+func (s *faultSuite) weight(rel string) string {
+	b, err := os.ReadFile(filepath.Join(s.root, rel, s.wf))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// podWeight is what the kubelet writes for a pod or tier of these shares:
+// the shares on v1, the linear conversion on v2 (the suite's sized
+// containers are checked the same way: on v2 the runtime's conversion
+// may differ, and the lane runs v1).
+func (s *faultSuite) podWeight(shares uint64) uint64 {
+	if s.wf == "cpu.weight" {
+		return fairness.SharesToWeightLinear(shares)
+	}
+	return shares
+}
+
+// pct is the p-th percentile (nearest rank) of ds.
+func pct(ds []time.Duration, p int) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := (p*len(s)+99)/100 - 1
+	return s[max(0, min(i, len(s)-1))].Round(100 * time.Millisecond)
+}
