@@ -121,12 +121,12 @@ func TestClusterFaultSuite(t *testing.T) {
 	recovery := map[string][]time.Duration{}
 	faultsStart := time.Now()
 	for i, kind := range plan {
-		what := s.inject(kind)
-		end := time.Now()
+		at := time.Now()
+		what, end := s.inject(kind)
 		s.settle(fmt.Sprintf("fault %d/%d %s (%s), seed %d", i+1, count, kind, what, seed))
 		d := time.Since(end)
 		recovery[kind] = append(recovery[kind], d)
-		t.Logf("fault %d/%d %s (%s): settled %v after", i+1, count, kind, what, d.Round(100*time.Millisecond))
+		t.Logf("fault %d/%d %s (%s, %v): settled %v after", i+1, count, kind, what, end.Sub(at).Round(100*time.Millisecond), d.Round(100*time.Millisecond))
 	}
 	faultsTook := time.Since(faultsStart)
 
@@ -227,33 +227,39 @@ func (s *faultSuite) scripts(args ...string) {
 	}
 }
 
-// inject makes one fault of kind and says what it did; it returns when
-// the fault is over (the component back, the pod deleted or made).
-func (s *faultSuite) inject(kind string) string {
+// inject makes one fault of kind, says what it did, and returns when the
+// fault is over (the component back, the pod deleted or made, the
+// process killed): recovery is measured from then. A killed process is
+// waited for until the kubelet reports its container restarted, so that
+// the invariants are not read off a status that has not seen the kill.
+func (s *faultSuite) inject(kind string) (what string, end time.Time) {
 	s.t.Helper()
 	ctx := context.Background()
 	switch kind {
 	case faultKubelet:
 		s.scripts("kubelet", "restart")
-		return "stopped and started; node Ready"
+		return "stopped and started; node Ready", time.Now()
 	case faultContainerd:
 		s.scripts("containerd", "restart")
-		return "stopped and started; shims kept running"
+		return "stopped and started; shims kept running", time.Now()
 	case faultAPIServer:
 		s.scripts("apiserver", "stop")
 		time.Sleep(apiOutage)
 		s.scripts("apiserver", "start")
-		return fmt.Sprintf("away %v, then ready", apiOutage)
+		return fmt.Sprintf("away %v, then ready", apiOutage), time.Now()
 	case faultAgent:
 		p := s.agentPod()
-		if s.rng.IntN(2) == 0 {
+		// A container killed a third time would wait for the kubelet's
+		// back-off (up to 5 min): a pod that was killed twice is deleted.
+		if s.rng.IntN(2) == 0 || p.Status.ContainerStatuses[0].RestartCount >= 2 {
 			zero := int64(0)
 			if err := s.e.cs.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 				s.t.Fatal(err)
 			}
-			return "its pod deleted with grace 0"
+			return "its pod deleted with grace 0", time.Now()
 		}
-		id := strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "containerd://")
+		c := p.Status.ContainerStatuses[0]
+		id := strings.TrimPrefix(c.ContainerID, "containerd://")
 		ps := procs(filepath.Join(s.root, "kubepods", "burstable", "pod"+string(p.UID), id))
 		if len(ps) == 0 {
 			s.t.Fatalf("the agent's container %.12s has no process in its cgroup", id)
@@ -261,24 +267,31 @@ func (s *faultSuite) inject(kind string) string {
 		for _, pid := range ps {
 			_ = syscall.Kill(atoi(pid), syscall.SIGKILL)
 		}
-		return fmt.Sprintf("its process SIGKILLed (%s)", strings.Join(ps, " "))
+		end = time.Now()
+		s.restarted(p.Namespace, p.Name, id, c.RestartCount)
+		return fmt.Sprintf("its process SIGKILLed (%s)", strings.Join(ps, " ")), end
 	case faultChurn:
-		switch s.rng.IntN(3) {
+		n := s.rng.IntN(3)
+		p := s.pick("busy")
+		if n == 1 && p.Status.ContainerStatuses[0].RestartCount >= 2 {
+			n = 0 // as the agent: no third kill in one pod (the back-off)
+		}
+		switch n {
 		case 0:
-			p := s.pick("busy")
 			if err := s.e.cs.CoreV1().Pods(s.ns).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
 				s.t.Fatal(err)
 			}
-			return "busy pod " + p.Name + " deleted"
+			return "busy pod " + p.Name + " deleted", time.Now()
 		case 1:
-			p := s.pick("busy")
 			id := containerID(p)
 			for _, dir := range []string{filepath.Join(s.root, "kubepods", "besteffort", "pod"+string(p.UID), id), filepath.Join(s.root, literalName(string(p.UID), id))} {
 				for _, pid := range procs(dir) {
 					_ = syscall.Kill(atoi(pid), syscall.SIGKILL)
 				}
 			}
-			return "busy container of " + p.Name + " killed"
+			end = time.Now()
+			s.restarted(s.ns, p.Name, id, p.Status.ContainerStatuses[0].RestartCount)
+			return "busy container of " + p.Name + " killed", end
 		default:
 			vms := s.pods("vm")
 			if len(vms) == 2 || len(vms) == 1 && s.rng.IntN(2) == 0 {
@@ -286,15 +299,29 @@ func (s *faultSuite) inject(kind string) string {
 				if err := s.e.cs.CoreV1().Pods(s.ns).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
 					s.t.Fatal(err)
 				}
-				return fmt.Sprintf("sized pod %s deleted (%d left)", p.Name, len(vms)-1)
+				return fmt.Sprintf("sized pod %s deleted (%d left)", p.Name, len(vms)-1), time.Now()
 			}
 			milli := []int64{500, 1000, 2000}[s.rng.IntN(3)]
 			s.sized(milli)
-			return fmt.Sprintf("sized pod vm-%d of %dm made (%d now)", s.nextVM, milli, len(vms)+1)
+			return fmt.Sprintf("sized pod vm-%d of %dm made (%d now)", s.nextVM, milli, len(vms)+1), time.Now()
 		}
 	}
 	s.t.Fatalf("unknown fault kind %q", kind)
-	return ""
+	return "", time.Time{}
+}
+
+// restarted waits until the kubelet reports the pod's container, killed,
+// as restarted (its restart count past was, or another container ID).
+func (s *faultSuite) restarted(ns, name, id string, was int32) {
+	s.t.Helper()
+	poll(s.t, 60*time.Second, "the kubelet seeing the kill of "+ns+"/"+name, func() (bool, string, error) {
+		p, err := s.e.cs.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil || len(p.Status.ContainerStatuses) != 1 {
+			return false, fmt.Sprint(err), nil
+		}
+		c := p.Status.ContainerStatuses[0]
+		return c.RestartCount > was || strings.TrimPrefix(c.ContainerID, "containerd://") != id, describe(p), nil
+	})
 }
 
 // pods lists the test's live pods of an app (not being deleted).
@@ -374,6 +401,16 @@ func (s *faultSuite) violations() []string {
 	shares := func(m int64) uint64 { return fairness.MilliCPUToShares(m) }
 	var sum int64
 	busy := map[string]bool{}
+	live := map[string]int{}
+	for i := range all.Items {
+		if all.Items[i].DeletionTimestamp == nil {
+			live[all.Items[i].Labels["app"]]++
+		}
+	}
+	// A deleted pod's replacement counts from when its Deployment made it.
+	if live["busy"] != 2 || live["crash"] != 1 {
+		out = append(out, fmt.Sprintf("%d busy pods and %d crash-looping, want 2 and 1", live["busy"], live["crash"]))
+	}
 	for i := range all.Items {
 		p := &all.Items[i]
 		if p.DeletionTimestamp != nil {
@@ -483,7 +520,9 @@ func podReady(p *corev1.Pod) bool {
 // come one after another, never two interleaved (two writers, or two
 // agents, writing at once).
 func (s *faultSuite) journalViolations() []string {
-	entries, err := journal.New(faultJournal).Snapshot()
+	j := journal.New(faultJournal)
+	defer j.Close()
+	entries, err := j.Snapshot()
 	if err != nil {
 		return []string{"journal: " + err.Error()}
 	}
