@@ -615,3 +615,26 @@ func pct(ds []time.Duration, p int) time.Duration {
 	i := (p*len(s)+99)/100 - 1
 	return s[max(0, min(i, len(s)-1))].Round(100 * time.Millisecond)
 }
+
+// The suite's percentile and its choice of hierarchies (need no cluster).
+func TestFaultSuiteHelpers(t *testing.T) {
+	ds := []time.Duration{5 * time.Second, time.Second, 3 * time.Second, 2 * time.Second, 4 * time.Second}
+	for p, want := range map[int]time.Duration{50: 3 * time.Second, 99: 5 * time.Second, 100: 5 * time.Second, 1: time.Second} {
+		if got := pct(ds, p); got != want {
+			t.Errorf("p%d of %v = %v, want %v", p, ds, got, want)
+		}
+	}
+	if got := pct(nil, 50); got != 0 {
+		t.Errorf("p50 of nothing = %v", got)
+	}
+	lit := "kubepods-besteffort-pod1.slice:cri-containerd:abc"
+	for cg, want := range map[string]bool{
+		"/sys/fs/cgroup/cpu/" + lit: true, "/sys/fs/cgroup/cpuacct/" + lit: true, "/sys/fs/cgroup/memory/" + lit: true,
+		"/sys/fs/cgroup/pids/" + lit: true, "/sys/fs/cgroup/" + lit: true, "/sys/fs/cgroup/blkio/" + lit: false,
+		"/sys/fs/cgroup/unified/" + lit: false, "/sys/fs/cgroup/systemd/" + lit: false, "/elsewhere/" + lit: false,
+	} {
+		if got := podHierarchy(cg); got != want {
+			t.Errorf("podHierarchy(%s) = %v, want %v", cg, got, want)
+		}
+	}
+}
