@@ -28,8 +28,9 @@ const (
 	// testdata/agent-faults.
 	faultJournal = "/var/lib/cgwarden-cluster/faults-journal"
 	// defaultFaultCount is CI's count (CGWARDEN_CLUSTER_FAULT_COUNT):
-	// two of each kind, about 5 minutes of lane time.
-	defaultFaultCount = 10
+	// three of each kind (each way of churning once), about 5 minutes of
+	// lane time.
+	defaultFaultCount = 15
 	// faultSettle bounds the time from a fault's end (the component back,
 	// the pod deleted) to every invariant holding. It allows a new agent
 	// pod (image present, Ready within 60 s), one adoption interval, and
@@ -167,8 +168,9 @@ type faultSuite struct {
 	root    string
 	wf      string
 	cpus    int64
-	// nextVM numbers the sized pods made.
-	nextVM int
+	// nextVM numbers the sized pods made; churns counts the churn
+	// faults (from an offset the seed chooses).
+	nextVM, churns int
 	// checks counts invariant evaluations.
 	checks int
 }
@@ -271,7 +273,13 @@ func (s *faultSuite) inject(kind string) (what string, end time.Time) {
 		s.restarted(p.Namespace, p.Name, id, c.RestartCount)
 		return fmt.Sprintf("its process SIGKILLed (%s)", strings.Join(ps, " ")), end
 	case faultChurn:
-		n := s.rng.IntN(3)
+		// The three ways of churning take turns, from a point the seed
+		// chooses, so that a short run has each.
+		if s.churns == 0 {
+			s.churns = 1 + s.rng.IntN(3)
+		}
+		n := s.churns % 3
+		s.churns++
 		p := s.pick("busy")
 		if n == 1 && p.Status.ContainerStatuses[0].RestartCount >= 2 {
 			n = 0 // as the agent: no third kill in one pod (the back-off)
