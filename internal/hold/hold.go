@@ -35,6 +35,15 @@ const (
 	DefaultCheck  = 250 * time.Millisecond
 	DefaultPoll   = 10 * time.Second
 	DefaultResync = time.Minute
+	// DefaultRestoreDelay is how long an overwritten target is left
+	// before it is restored. The kubelet (runc's cgroups library) reads
+	// cpu.shares back right after writing it and fails when it finds
+	// another value ("the minimum allowed cpu-shares is …"); at its start
+	// that failure is fatal ("Failed to start ContainerManager"). A
+	// restore inside that window made a restarted kubelet exit in the
+	// cluster lane's fault suite. The delay leaves the read-back to the
+	// kubelet, and keeps a restore well within a second.
+	DefaultRestoreDelay = 200 * time.Millisecond
 )
 
 // Config configures a Holder.
@@ -52,9 +61,11 @@ type Config struct {
 	MaxTierMilliCPU int64
 	// Check is how often the sizes are looked at, Poll how often every
 	// target file is read again (in case an event was lost), Resync how
-	// often the node is planned again without any event.
-	Check, Poll, Resync time.Duration
-	Log                 *slog.Logger
+	// often the node is planned again without any event. RestoreDelay
+	// is how long an overwritten target waits before it is restored
+	// (DefaultRestoreDelay when 0).
+	Check, Poll, Resync, RestoreDelay time.Duration
+	Log                               *slog.Logger
 	// OnApply is told of every journaled apply (for Events); may be nil.
 	OnApply func(*fix.Result)
 
@@ -178,6 +189,9 @@ func New(cfg Config) (*Holder, error) {
 	if cfg.Resync <= 0 {
 		cfg.Resync = DefaultResync
 	}
+	if cfg.RestoreDelay <= 0 {
+		cfg.RestoreDelay = DefaultRestoreDelay
+	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
@@ -252,7 +266,7 @@ func (h *Holder) Run(ctx context.Context) error {
 				}
 				return fmt.Errorf("hold: reading inotify events: %w", err)
 			}
-			if h.handle(evs) {
+			if h.handle(ctx, evs) {
 				h.replan(ctx)
 			}
 		case <-check.C:
@@ -270,8 +284,11 @@ func (h *Holder) Run(ctx context.Context) error {
 }
 
 // handle corrects the files the events name and reports whether the set
-// of cgroups changed (plan again).
-func (h *Holder) handle(evs []cgroupfs.WatchEvent) (dirty bool) {
+// of cgroups changed (plan again). Modified targets are corrected after
+// RestoreDelay (once for the batch), each read again then: the writer's
+// read-back of its own value comes first.
+func (h *Holder) handle(ctx context.Context, evs []cgroupfs.WatchEvent) (dirty bool) {
+	var modified []string
 	for _, ev := range evs {
 		switch {
 		case ev.Mask&cgroupfs.EventOverflow != 0:
@@ -284,9 +301,23 @@ func (h *Holder) handle(evs []cgroupfs.WatchEvent) (dirty bool) {
 			// A watched file or directory went with its cgroup.
 			dirty = dirty || h.isTarget(ev.Path) || h.dirs[ev.Path]
 		case ev.Mask&cgroupfs.EventModify != 0:
-			if !h.correctApplied(ev.Path) {
-				dirty = true
+			if !slices.Contains(modified, ev.Path) && h.isTarget(ev.Path) {
+				modified = append(modified, ev.Path)
 			}
+		}
+	}
+	if len(modified) == 0 {
+		return dirty
+	}
+	noticed := time.Now()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(h.cfg.RestoreDelay):
+	}
+	for _, p := range modified {
+		if !h.correctApplied(p, noticed) {
+			dirty = true
 		}
 	}
 	return dirty
@@ -299,15 +330,17 @@ func (h *Holder) isTarget(p string) bool {
 	return ok
 }
 
-// correctApplied corrects p on the agent's applier.
-func (h *Holder) correctApplied(p string) (ok bool) {
-	h.cfg.Apply(func() { ok = h.correct(p) })
+// correctApplied corrects p on the agent's applier; noticed is when the
+// change was seen (the zero time: now).
+func (h *Holder) correctApplied(p string, noticed time.Time) (ok bool) {
+	h.cfg.Apply(func() { ok = h.correct(p, noticed) })
 	return ok
 }
 
 // correct reads target file p and, when it holds anything but the target,
-// writes the target back. It reports false when the file is gone.
-func (h *Holder) correct(p string) bool {
+// writes the target back. It reports false when the file is gone. The
+// time off target counts from noticed (the zero time: now).
+func (h *Holder) correct(p string, noticed time.Time) bool {
 	h.mu.Lock()
 	f, ok := h.files[p]
 	h.mu.Unlock()
@@ -326,7 +359,9 @@ func (h *Holder) correct(p string) bool {
 	if cur == f.want {
 		return true
 	}
-	noticed := time.Now()
+	if noticed.IsZero() {
+		noticed = time.Now()
+	}
 	op := plan.Op{Kind: plan.Write, Rule: f.t.Rule, Path: p, Value: f.want}
 	if f.t.Unit != "" {
 		// systemd's unit: the property, which systemd keeps.
@@ -371,7 +406,7 @@ func (h *Holder) checkAll() (dirty bool) {
 	}
 	h.mu.Unlock()
 	for _, p := range paths {
-		if !h.correctApplied(p) {
+		if !h.correctApplied(p, time.Time{}) {
 			dirty = true
 		}
 	}

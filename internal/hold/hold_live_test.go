@@ -129,11 +129,13 @@ func hasLabel(m *dto.Metric, k, v string) bool {
 // reset is counted and undone within 1 s (measured from the file), the
 // journal does not grow, and the VM pods' share of the CPU over the whole
 // run stays within 5 points of what their sizes give them (7 CPUs against
-// 0.5: 93%).
+// 0.5: 93%), less the time each reset is left for the kubelet's read-back
+// (DefaultRestoreDelay).
 func TestHoldAgainstTierResets(t *testing.T) {
 	realtest.LockCPU(t)
 	r := newRig(t)
 	r.tree.BurnAll(0)
+	held := time.Now()
 	r.start()
 	time.Sleep(time.Second) // let the scheduler settle the new weights
 	lines := len(journalEntries(t, r.engine.JournalDir))
@@ -162,9 +164,13 @@ func TestHoldAgainstTierResets(t *testing.T) {
 	// points of what their sizes give them. (On a heavily loaded machine
 	// the kernel can serve the low-weight Burstable pod, deep in the
 	// tree, even less than its weight says, which only raises the share.)
-	if want := 7.0 / 7.5; share < want-0.05 {
-		t.Errorf("the VM pods got %.2f%% of the CPU over the run, want at least %.2f%% less 5 points; Burstable container procs %q weight %d, tier weight %d, pod weight %d",
-			100*share, 100*want, r.tree.S.Read(r.tree.Burstable.CtrRel, "cgroup.procs"), r.tree.Weight(r.tree.Burstable.CtrRel),
+	// Each reset stays DefaultRestoreDelay (the kubelet's read-back) and a
+	// little more at the minimum, when the VMs get next to nothing: that
+	// fraction of the run is taken off what they may expect.
+	off := float64(resets) * (hold.DefaultRestoreDelay + 50*time.Millisecond).Seconds() / time.Since(held).Seconds()
+	if want := 7.0 / 7.5; share < want-0.05-off {
+		t.Errorf("the VM pods got %.2f%% of the CPU over the run, want at least %.2f%% less 5 points and %.1f%% at the minimum; Burstable container procs %q weight %d, tier weight %d, pod weight %d",
+			100*share, 100*want, 100*off, r.tree.S.Read(r.tree.Burstable.CtrRel, "cgroup.procs"), r.tree.Weight(r.tree.Burstable.CtrRel),
 			r.tree.Weight(realtest.Kube+"/burstable"), r.tree.Weight(r.tree.Burstable.Rel))
 	}
 	labels := map[string]string{"role": "tier"}
@@ -174,8 +180,10 @@ func TestHoldAgainstTierResets(t *testing.T) {
 	if off := r.metric("cgwarden_weight_off_target_seconds_total", labels); off <= 0 || off > float64(resets) {
 		t.Errorf("cgwarden_weight_off_target_seconds_total{role=tier} = %v, want above 0 and under 1 s per reset", off)
 	}
-	if eff := r.metric("cgwarden_weight_effective", labels); eff < 0.99*float64(target) || eff > float64(target) {
-		t.Errorf("cgwarden_weight_effective{role=tier} = %v, want just under the target %d", eff, target)
+	// The time-weighted value is under the target by the same fraction,
+	// and no more than 1% lower still.
+	if eff := r.metric("cgwarden_weight_effective", labels); eff < (1-off-0.01)*float64(target) || eff > float64(target) {
+		t.Errorf("cgwarden_weight_effective{role=tier} = %v, want just under the target %d (at least %.0f)", eff, target, (1-off-0.01)*float64(target))
 	}
 	if got := len(journalEntries(t, r.engine.JournalDir)); got != lines {
 		t.Errorf("the journal grew from %d to %d entries while the holder undid resets", lines, got)
@@ -316,5 +324,32 @@ func TestHoldGivesTheTierBackWithTheLastSizedPod(t *testing.T) {
 	}
 	if got := r.tree.Weight(tier); got != minimum {
 		t.Errorf("after revert the tier weighs %d, want the kubelet's %d", got, minimum)
+	}
+}
+
+// TestHoldLeavesTheKubeletsReadBack: the kubelet (runc's cgroups
+// library) writes the tier's cpu.shares and reads it back at once,
+// failing when it finds another value; at its start that failure is
+// fatal (the cluster lane's fault suite saw a restarted kubelet exit with
+// "the minimum allowed cpu-shares is 2050"). A kubelet-like writer here
+// reads back 20 ms after its write, as a thread preempted on a loaded
+// node would: it must find its own value every time, and the holder must
+// still restore the target within a second of each write.
+func TestHoldLeavesTheKubeletsReadBack(t *testing.T) {
+	r := newRig(t)
+	r.start()
+	tier := realtest.Kube + "/besteffort"
+	target := r.tree.Weight(tier)
+	minimum := r.tree.PodWeight(fairness.MinShares)
+	for i := 0; i < 5; i++ {
+		from := time.Now()
+		r.tree.SetWeight(tier, minimum)
+		time.Sleep(20 * time.Millisecond)
+		if got := r.tree.Weight(tier); got != minimum {
+			t.Fatalf("write %d: the kubelet-like writer read back %d 20 ms after writing %d: the holder restored inside its read-back", i+1, got, minimum)
+		}
+		took := r.waitFor("restoring the tier", from, time.Second, func() bool { return r.tree.Weight(tier) == target })
+		t.Logf("write %d: read back intact, restored %v after", i+1, took)
+		time.Sleep(100 * time.Millisecond)
 	}
 }
