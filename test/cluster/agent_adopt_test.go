@@ -145,20 +145,7 @@ func TestAgentAdoptsMisplacedContainers(t *testing.T) {
 
 	// Each repair is an Event on its pod.
 	for _, p := range []*corev1.Pod{fresh, restarted} {
-		poll(t, 30*time.Second, "a CgwardenMisplacedContainerFixed Event on "+p.Name, func() (bool, string, error) {
-			evs, err := e.cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + p.Name})
-			if err != nil {
-				return false, "", err
-			}
-			var seen []string
-			for _, ev := range evs.Items {
-				seen = append(seen, ev.Reason)
-				if ev.Source.Component == "cgwarden" && ev.Reason == "CgwardenMisplacedContainerFixed" {
-					return true, "", nil
-				}
-			}
-			return false, strings.Join(seen, ","), nil
-		})
+		e.waitCgwardenEvent(t, p, "CgwardenMisplacedContainerFixed", "")
 	}
 
 	// Uninstall: the adopted processes stay under their pods, the
@@ -220,4 +207,24 @@ func cpuCgroupOf(pid string) string {
 		}
 	}
 	return unified
+}
+
+// waitCgwardenEvent waits (up to 30 s) for an Event from cgwarden with
+// reason (and type, when not empty) on pod p.
+func (e *env) waitCgwardenEvent(t *testing.T, p *corev1.Pod, reason, typ string) {
+	t.Helper()
+	poll(t, 30*time.Second, "a "+reason+" Event on "+p.Name, func() (bool, string, error) {
+		evs, err := e.cs.CoreV1().Events(p.Namespace).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + p.Name})
+		if err != nil {
+			return false, "", err
+		}
+		var seen []string
+		for _, ev := range evs.Items {
+			seen = append(seen, ev.Reason)
+			if ev.Source.Component == "cgwarden" && ev.Reason == reason && (typ == "" || ev.Type == typ) {
+				return true, "", nil
+			}
+		}
+		return false, strings.Join(seen, ","), nil
+	})
 }

@@ -16,8 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/tools/clientcmd"
 )
 
 // TestAgentFollowsLiveVMSize: a NeonVM-shaped VirtualMachine (use 2) and
@@ -31,14 +29,7 @@ import (
 func TestAgentFollowsLiveVMSize(t *testing.T) {
 	e := cluster(t)
 	ctx := context.Background()
-	cfg, err := clientcmd.BuildConfigFromFlags("", e.kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dyn := dynamicClient(t, e)
 	ensureCRD(t, dyn)
 	importAgentImage(t)
 	ns := e.namespace(t)

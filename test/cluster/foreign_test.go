@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -17,7 +16,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	krand "k8s.io/apimachinery/pkg/util/rand"
 )
 
@@ -44,7 +42,6 @@ type foreignFinding struct {
 // its own cgroup, in neither pod's.
 func TestAgentLeavesForeignCgroups(t *testing.T) {
 	e := cluster(t)
-	ctx := context.Background()
 	importAgentImage(t)
 	root, _ := cgroupRoot()
 	ns := e.namespace(t)
@@ -120,20 +117,7 @@ func TestAgentLeavesForeignCgroups(t *testing.T) {
 	})
 	t.Logf("both impostors reported foreign %v after the agent was installed", time.Since(start).Round(time.Second))
 	for _, p := range []*corev1.Pod{a, b} {
-		poll(t, 30*time.Second, "a ForeignCgroup Event on "+p.Name, func() (bool, string, error) {
-			evs, err := e.cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + p.Name})
-			if err != nil {
-				return false, "", err
-			}
-			var seen []string
-			for _, ev := range evs.Items {
-				seen = append(seen, ev.Reason)
-				if ev.Source.Component == "cgwarden" && ev.Reason == "ForeignCgroup" && ev.Type == corev1.EventTypeWarning {
-					return true, "", nil
-				}
-			}
-			return false, strings.Join(seen, ","), nil
-		})
+		e.waitCgwardenEvent(t, p, "ForeignCgroup", corev1.EventTypeWarning)
 	}
 	code, body := get("/metrics")
 	m := regexp.MustCompile(`(?m)^cgwarden_audit_findings\{rule="foreign-cgroup",severity="warning"\} (\d+)$`).FindStringSubmatch(body)

@@ -319,18 +319,14 @@ func waitRunning(t *testing.T, e *env, ns, name string) *corev1.Pod {
 func TestSizerAdmitsAndResizesVMPods(t *testing.T) {
 	e := cluster(t)
 	ctx := context.Background()
-	cfg, err := clientcmd.BuildConfigFromFlags("", e.kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dyn := dynamicClient(t, e)
 	warn := &warnings{}
-	wcfg := *cfg
+	wcfg, err := clientcmd.BuildConfigFromFlags("", e.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
 	wcfg.WarningHandler = warn
-	wcs, err := kubernetes.NewForConfig(&wcfg)
+	wcs, err := kubernetes.NewForConfig(wcfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -231,14 +230,7 @@ func TestAgentIgnoresUntrustedSizes(t *testing.T) {
 		t.Fatalf("the size policy is installed (%v): %s", err, out)
 	}
 	ns := e.namespace(t)
-	cfg, err := clientcmd.BuildConfigFromFlags("", e.kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dyn := dynamicClient(t, e)
 	ensureCRD(t, dyn)
 	if _, err := dyn.Resource(vmGVR).Namespace(ns).Create(ctx, newVM("db", int64(4)), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
