@@ -156,11 +156,10 @@ func startAgent(base *rest.Config, node string, reqs *requestCounter, log *slog.
 	closes = append(closes, stopEvents)
 	// The size-trust checker (agent.sizeTrust).
 	ch := &sizetrust.Checker{Node: node, Log: log.With("component", "sizetrust")}
-	if g, err := sizetrust.NewGetter(rc); err == nil {
-		ch.API = g
+	if dyn, err := sizetrust.NewClient(rc); err == nil {
+		ch.API = dyn
 	}
-	ch.Refresh(ctx)
-	go ch.Run(ctx)
+	ch.Start(ctx, 10*time.Second)
 	// The metadata source (agent.completeLive).
 	src := &hold.MetaSource{Lister: pods, Live: pods.VMs, Trust: ch.Trust}
 	a := &agent{node: node, meta: src}
