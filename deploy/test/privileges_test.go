@@ -41,6 +41,7 @@ func configurations(t *testing.T) []config {
 		{"chart cri", map[string]any{"metadata": map[string]any{"source": "cri"}}},
 		{"chart auth off", map[string]any{"auth": map[string]any{"enabled": false}, "listen": map[string]any{"address": "127.0.0.1"}}},
 		{"chart sizer", map[string]any{"sizer": map[string]any{"enabled": true}}},
+		{"chart size policy", map[string]any{"sizePolicy": map[string]any{"enabled": true}}},
 		{"chart all", map[string]any{"fix": fix, "nri": nri, "serviceMonitor": sm, "sizer": map[string]any{"enabled": true}}},
 	} {
 		out = append(out, config{c.name, helm(t, c.vals)})
@@ -370,6 +371,13 @@ func TestRBACRulesArePinned(t *testing.T) {
 			{"", "events", "", "create,patch"},
 			{"authentication.k8s.io", "tokenreviews", "", "create"},
 			{"authorization.k8s.io", "subjectaccessreviews", "", "create"},
+		},
+		// With the size policy (deploy/kustomize/size-policy): the
+		// agent's watches of the policy, its binding (by name) and its
+		// own Node (field selector; RBAC cannot name a node per agent).
+		"ClusterRole//cgwarden-size-trust": {
+			{"admissionregistration.k8s.io", "validatingadmissionpolicies,validatingadmissionpolicybindings", "cgwarden-size-annotation", "list,watch"},
+			{"", "nodes", "", "list,watch"},
 		},
 		"ClusterRole//cgwarden-sizer": {
 			{"", "pods", "", "list,watch"},

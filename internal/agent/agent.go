@@ -213,6 +213,11 @@ func (a *Agent) engine() *fix.Engine {
 	return e
 }
 
+// sizeTrustWait is how long the agent waits at start for the size-trust
+// watches' first lists (then it starts with what it has: nothing trusted
+// beyond the flag until they answer).
+const sizeTrustWait = 10 * time.Second
+
 // sizeTrust starts the live agent's check of which pod sizes it may
 // believe (sizetrust): --trust-size-annotations' namespaces, the size
 // policy and the Node's allocatable CPU, read from the API server when
@@ -222,14 +227,13 @@ func (a *Agent) sizeTrust(ctx context.Context) func() metadata.Trust {
 	c := a.cfg
 	ch := &sizetrust.Checker{Node: c.NodeName, Namespaces: c.TrustNamespaces, Log: a.log.With("component", "sizetrust")}
 	if rc, err := apiconn.RESTConfig(c.Kubeconfig, c.WrapTransport); err == nil {
-		if g, err := sizetrust.NewGetter(rc); err == nil {
-			ch.API = g
+		if dyn, err := sizetrust.NewClient(rc); err == nil {
+			ch.API = dyn
 		}
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	a.closes = append(a.closes, cancel)
-	ch.Refresh(ctx)
-	go ch.Run(ctx)
+	ch.Start(ctx, sizeTrustWait)
 	return ch.Trust
 }
 

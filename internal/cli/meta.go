@@ -153,12 +153,14 @@ func (o *Options) liveTrust(ctx context.Context, cfg podsource.Config) (metadata
 	ch := &sizetrust.Checker{Node: cfg.NodeName, Namespaces: ns}
 	if cfg.Kubeconfig != "" || os.Getenv("KUBERNETES_SERVICE_HOST") != "" {
 		if rc, err := apiconn.RESTConfig(cfg.Kubeconfig, nil); err == nil {
-			if g, err := sizetrust.NewGetter(rc); err == nil {
-				ch.API = g
+			if dyn, err := sizetrust.NewClient(rc); err == nil {
+				ch.API = dyn
 			}
 		}
 	}
-	ch.Refresh(ctx)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // one answer, then the watches stop
+	ch.Start(ctx, 10*time.Second)
 	return ch.Trust(), nil
 }
 

@@ -45,11 +45,22 @@ type Options struct {
 
 	loading   *clientcmd.ClientConfigLoadingRules
 	overrides clientcmd.ConfigOverrides
+	// opener reaches the agents; nil: a port-forward through the API
+	// server to each.
+	opener Opener
 }
 
 // NewRoot is `kubectl cgwarden` with its audit and inspect commands.
-func NewRoot(out, errOut io.Writer) *cobra.Command {
-	o := &Options{loading: clientcmd.NewDefaultClientConfigLoadingRules()}
+func NewRoot(out, errOut io.Writer) *cobra.Command { return NewRootWith(out, errOut, nil) }
+
+// NewRootWith is NewRoot reaching the agents it finds through op instead
+// of a port-forward each (nil: the port-forward): everything else — the
+// agent pods listed through the API server, -n's pod LIST, --parallel,
+// --timeout, the tables and the summary — is the command's. The scale
+// lane's simulated agents listen on loopback, where no API server
+// forwards.
+func NewRootWith(out, errOut io.Writer, op Opener) *cobra.Command {
+	o := &Options{loading: clientcmd.NewDefaultClientConfigLoadingRules(), opener: op}
 	root := &cobra.Command{
 		Use:           "kubectl-cgwarden",
 		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl cgwarden"},
@@ -196,7 +207,11 @@ func (o *Options) run(ctx context.Context, out, errOut io.Writer, k kind) error 
 	if err != nil {
 		return err
 	}
-	results := FetchAll(ctx, agents, portForward{cfg: cfg, core: core, port: o.AgentPort},
+	var op Opener = portForward{cfg: cfg, core: core, port: o.AgentPort}
+	if o.opener != nil {
+		op = o.opener
+	}
+	results := FetchAll(ctx, agents, op,
 		FetchOptions{Path: k.path, Token: token, Parallel: o.Parallel, Timeout: o.Timeout, Port: o.AgentPort})
 	doc, failed := o.render(results, sel, k)
 	for _, n := range doc.Nodes {

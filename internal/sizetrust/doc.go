@@ -5,8 +5,12 @@
 // PolicyName (deploy/kustomize/size-policy) — is installed; and every size
 // capped at the node's allocatable CPU.
 //
-// A Checker reads the policy, its binding and the Node object through the
-// API server at start and then every few minutes (three GETs per node per
-// period: 5,000 nodes every 10 minutes are about 25 requests a second for
-// the whole cluster), never per scan; a scan reads the last verdict.
+// A Checker watches the policy, its binding and the node's own Node
+// object, each alone (an informer on a list and watch with the field
+// selector metadata.name=<name>, no resync): an idle node asks the API
+// server nothing beyond those three watches, and a change reaches the
+// verdict as the watch delivers it; a scan reads the last verdict. A
+// watch the API server refuses (no RBAC for it, or no such API) is asked
+// again after 10 minutes, doubling up to an hour, not at the informer's
+// pace of every 30 s.
 package sizetrust

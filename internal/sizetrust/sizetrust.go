@@ -2,7 +2,6 @@ package sizetrust
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -13,9 +12,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/cgwarden/cgwarden/internal/metadata"
 )
@@ -24,145 +27,160 @@ import (
 // and of its ValidatingAdmissionPolicyBinding.
 const PolicyName = "cgwarden-size-annotation"
 
-// DefaultEvery is how often a Checker looks again (with up to a fifth of
-// it added at random, so a fleet started together does not ask together).
+// DefaultEvery is how long a watch the API server refused (no RBAC, no
+// such API) waits before it asks again, doubled at each refusal up to
+// MaxRefusedBackoff times it (with up to a fifth added at random, so a
+// fleet started together does not ask together).
 const DefaultEvery = 10 * time.Minute
+
+// MaxRefusedBackoff bounds the doubling of Every after refusals: a node
+// without the size policy's RBAC asks three times an hour at most.
+const MaxRefusedBackoff = 6
 
 // FlagTrust is Trust.TrustedBy for namespaces --trust-size-annotations names.
 const FlagTrust = "--trust-size-annotations names the namespace"
 
-// The objects a Checker reads.
+// The objects a Checker watches.
 var (
 	policies = schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicies"}
 	bindings = schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicybindings"}
 	nodes    = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
 )
 
-// Getter reads one cluster-scoped object (a dynamic client does).
-type Getter interface {
-	Get(ctx context.Context, gvr schema.GroupVersionResource, name string) (*unstructured.Unstructured, error)
+// NewClient is the dynamic client a Checker watches through, for rc.
+func NewClient(rc *rest.Config) (dynamic.Interface, error) {
+	return dynamic.NewForConfig(rc)
 }
 
-// dynGetter is a Getter over a dynamic client.
-type dynGetter struct{ dyn dynamic.Interface }
-
-func (d dynGetter) Get(ctx context.Context, gvr schema.GroupVersionResource, name string) (*unstructured.Unstructured, error) {
-	return d.dyn.Resource(gvr).Get(ctx, name, metav1.GetOptions{})
-}
-
-// NewGetter is a Getter for rc.
-func NewGetter(rc *rest.Config) (Getter, error) {
-	c := rest.CopyConfig(rc)
-	c.Timeout = 10 * time.Second
-	dyn, err := dynamic.NewForConfig(c)
-	if err != nil {
-		return nil, err
-	}
-	return dynGetter{dyn}, nil
-}
-
-// Checker keeps the agent's Trust current.
+// Checker keeps the agent's Trust current: it watches the size policy,
+// its binding and the node's own Node object, each alone (a list and
+// watch with the field selector metadata.name), and decides from what the
+// watches hold. An idle node asks nothing beyond its three watches.
 type Checker struct {
-	// API reads the policy and the Node; nil: neither is known (pods
+	// API is what the watches run through; nil: nothing is known (pods
 	// from a CRI runtime without an API server).
-	API Getter
+	API dynamic.Interface
 	// Node is this node's name.
 	Node string
 	// Namespaces is --trust-size-annotations, as metadata.ParseNamespaces
 	// returns it.
 	Namespaces string
-	// Every is the period between two checks (DefaultEvery if 0).
+	// Every is how long a refused watch waits before it asks again, at
+	// first (DefaultEvery if 0).
 	Every time.Duration
 	Log   *slog.Logger
 
-	mu    sync.Mutex
-	trust metadata.Trust
-	done  bool
+	mu sync.Mutex
+	// policy, binding and node are nil until Start.
+	policy, binding, node *watched
+	// last is the verdict last logged.
+	last   metadata.Trust
+	logged bool
 }
 
-// Trust is the last verdict (before the first check: nothing trusted
-// beyond --trust-size-annotations).
-func (c *Checker) Trust() metadata.Trust {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.done {
-		return c.flagOnly("not checked yet")
+// Start watches the policy, its binding and the Node until ctx ends, and
+// waits up to wait for each of them to be listed (or refused, or found
+// unreachable): the verdict is then the API server's, not "not checked
+// yet". Without an API, it does nothing.
+func (c *Checker) Start(ctx context.Context, wait time.Duration) {
+	if c.API == nil {
+		return
 	}
-	return c.trust
-}
-
-// Run checks every period until ctx is done (Refresh first, for a verdict
-// before the first scan).
-func (c *Checker) Run(ctx context.Context) {
 	every := c.Every
 	if every <= 0 {
 		every = DefaultEvery
 	}
-	for {
-		wait := every + time.Duration(rand.Int64N(int64(every)/5+1))
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait):
-		}
-		c.Refresh(ctx)
+	name := "the size policy (ValidatingAdmissionPolicy " + PolicyName + ")"
+	c.mu.Lock()
+	c.policy = newWatched(c.API.Resource(policies), PolicyName, name+" is not installed", "ValidatingAdmissionPolicies", every, c.changed)
+	c.binding = newWatched(c.API.Resource(bindings), PolicyName,
+		"the size policy's ValidatingAdmissionPolicyBinding "+PolicyName+" is not installed", "ValidatingAdmissionPolicyBindings", every, c.changed)
+	all := []*watched{c.policy, c.binding}
+	if c.Node != "" {
+		c.node = newWatched(c.API.Resource(nodes), c.Node, "Node "+c.Node+" not found", "Nodes", every, c.changed)
+		all = append(all, c.node)
 	}
+	c.mu.Unlock()
+	for _, w := range all {
+		go w.run(ctx)
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for slices.ContainsFunc(all, func(w *watched) bool { return !w.view().settled() }) {
+		select {
+		case <-wctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+	c.changed()
 }
 
-// Refresh checks the policy and the Node once. An answer that is not the
-// API server's (it could not be reached) keeps the previous verdict on
-// that point: a blip does not move every weight on the node.
-func (c *Checker) Refresh(ctx context.Context) {
+// changed logs the verdict when it is not the one last logged.
+func (c *Checker) changed() {
+	t := c.Trust()
 	c.mu.Lock()
-	prev, had := c.trust, c.done
+	news := !c.logged || t != c.last
+	c.last, c.logged = t, true
 	c.mu.Unlock()
-	t := c.flagOnly("")
-	policyBy, policyWhy, perr := c.policy(ctx)
-	switch {
-	case perr != nil && had:
-		t = mergePolicy(t, prev)
-		c.logf("size policy not checked; keeping the last verdict", "err", perr)
-	case perr != nil:
-		t.Untrusted = fmt.Sprintf("the size policy could not be checked (%v)", perr) + c.flagClause()
-	case policyBy != "":
-		t = t.Merge(metadata.AllNamespaces, policyBy)
-	default:
-		t.Untrusted = policyWhy + c.flagClause()
-	}
-	alloc, unknown, nerr := c.allocatable(ctx)
-	switch {
-	case nerr != nil && had:
-		t.AllocatableMilliCPU, t.AllocatableUnknown = prev.AllocatableMilliCPU, prev.AllocatableUnknown
-	case nerr != nil:
-		t.AllocatableMilliCPU, t.AllocatableUnknown = 0, fmt.Sprintf("the Node object could not be read (%v)", nerr)
-	default:
-		t.AllocatableMilliCPU, t.AllocatableUnknown = alloc, unknown
-	}
-	c.mu.Lock()
-	changed := !had || t != c.trust
-	c.trust, c.done = t, true
-	c.mu.Unlock()
-	if changed && c.Log != nil {
+	if news && c.Log != nil {
 		c.Log.Info("trusted pod sizes", "annotations", orNone(t.Annotations), "trustedBy", t.TrustedBy, "untrusted", t.Untrusted,
 			"allocatableMilliCPU", t.AllocatableMilliCPU, "allocatableUnknown", t.AllocatableUnknown)
 	}
 }
 
-func (c *Checker) logf(msg string, args ...any) {
-	if c.Log != nil {
-		c.Log.Warn(msg, args...)
-	}
-}
-
-// flagOnly is the trust of the flag alone; why says why the policy does
-// not count.
-func (c *Checker) flagOnly(why string) metadata.Trust {
+// Trust is the verdict from what the watches hold now. An answer that is
+// not the API server's (it could not be reached) changes nothing a watch
+// had listed: a blip does not move every weight on the node.
+func (c *Checker) Trust() metadata.Trust {
+	c.mu.Lock()
+	pol, bind, node, started := c.policy.view(), c.binding.view(), c.node.view(), c.policy != nil
+	c.mu.Unlock()
 	t := metadata.Trust{}.Merge(c.Namespaces, FlagTrust)
-	if why != "" {
+	name := "the size policy (ValidatingAdmissionPolicy " + PolicyName + ")"
+	switch by, why := c.policyVerdict(name, started, pol, bind); {
+	case by != "":
+		t = t.Merge(metadata.AllNamespaces, by)
+	default:
 		t.Untrusted = why + c.flagClause()
 	}
-	t.AllocatableUnknown = "the Node object has not been read yet"
+	switch {
+	case c.API == nil || c.Node == "":
+		t.AllocatableUnknown = "the Node object is not readable without the API server and the node's name"
+	case !started:
+		t.AllocatableUnknown = "the Node object has not been read yet"
+	default:
+		if why := node.reason("the Node object has not been read yet", "the Node object could not be read"); why != "" {
+			t.AllocatableUnknown = why
+		} else {
+			t.AllocatableMilliCPU, t.AllocatableUnknown, _ = Allocatable(node.obj)
+		}
+	}
 	return t
+}
+
+// policyVerdict says whether the size policy is installed and in force:
+// by is the reason to trust annotations ("" when not), why the reason not
+// to.
+func (c *Checker) policyVerdict(name string, started bool, pol, bind view) (by, why string) {
+	switch {
+	case c.API == nil:
+		return "", name + " cannot be checked without the API server"
+	case !started:
+		return "", "not checked yet"
+	}
+	if why := pol.reason("not checked yet", "the size policy could not be checked"); why != "" {
+		return "", why
+	}
+	if why := bind.reason("not checked yet", "the size policy could not be checked"); why != "" {
+		return "", why
+	}
+	if why := Check(pol.obj, bind.obj); why != "" {
+		return "", why
+	}
+	return "the size policy (ValidatingAdmissionPolicy and binding " + PolicyName + ") is installed", ""
 }
 
 func (c *Checker) flagClause() string {
@@ -172,42 +190,11 @@ func (c *Checker) flagClause() string {
 	return ", and --trust-size-annotations does not name the namespace"
 }
 
-// mergePolicy carries a previous verdict's policy trust over.
-func mergePolicy(t, prev metadata.Trust) metadata.Trust {
-	if prev.Annotations == metadata.AllNamespaces {
-		return t.Merge(metadata.AllNamespaces, prev.TrustedBy)
-	}
-	t.Untrusted = prev.Untrusted
-	return t
-}
-
 func orNone(s string) string {
 	if s == "" {
 		return "none"
 	}
 	return s
-}
-
-// policy says whether the size policy is installed and in force: by is
-// the reason to trust annotations ("" when not), why the reason not to.
-// err is set only when the API server could not be asked.
-func (c *Checker) policy(ctx context.Context) (by, why string, err error) {
-	name := "the size policy (ValidatingAdmissionPolicy " + PolicyName + ")"
-	if c.API == nil {
-		return "", name + " cannot be checked without the API server", nil
-	}
-	pol, err := c.API.Get(ctx, policies, PolicyName)
-	if w, err := apiWhy(err, name+" is not installed", "ValidatingAdmissionPolicies"); w != "" || err != nil {
-		return "", w, err
-	}
-	bind, err := c.API.Get(ctx, bindings, PolicyName)
-	if w, err := apiWhy(err, "the size policy's ValidatingAdmissionPolicyBinding "+PolicyName+" is not installed", "ValidatingAdmissionPolicyBindings"); w != "" || err != nil {
-		return "", w, err
-	}
-	if why := Check(pol, bind); why != "" {
-		return "", why, nil
-	}
-	return "the size policy (ValidatingAdmissionPolicy and binding " + PolicyName + ") is installed", "", nil
 }
 
 // Check says why a ValidatingAdmissionPolicy and its binding do not hold
@@ -227,33 +214,20 @@ func Check(pol, bind *unstructured.Unstructured) string {
 	return ""
 }
 
-// apiWhy turns a GET's error into a reason (absent, forbidden) or, when
-// the API server did not answer, an error.
-func apiWhy(err error, absent, what string) (string, error) {
-	var status apierrors.APIStatus
+// refusal turns a list's error into a reason (the object's API absent,
+// forbidden, unauthorized: the API server's answer, asked again only
+// after a backoff) or "" (no error, or the API server did not answer: the
+// informer retries soon).
+func refusal(err error, absent, what string) string {
 	switch {
 	case err == nil:
-		return "", nil
+		return ""
 	case apierrors.IsNotFound(err):
-		return absent, nil
+		return absent
 	case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
-		return "the agent may not read " + what + " (RBAC: the size-policy manifests grant it)", nil
-	case errors.As(err, &status):
-		return fmt.Sprintf("reading %s: %v", what, err), nil
+		return "the agent may not read " + what + " (RBAC: the size-policy manifests grant it)"
 	}
-	return "", err
-}
-
-// allocatable reads the Node's status.allocatable.cpu.
-func (c *Checker) allocatable(ctx context.Context) (milli int64, unknown string, err error) {
-	if c.API == nil || c.Node == "" {
-		return 0, "the Node object is not readable without the API server and the node's name", nil
-	}
-	n, err := c.API.Get(ctx, nodes, c.Node)
-	if w, err := apiWhy(err, "Node "+c.Node+" not found", "Nodes"); w != "" || err != nil {
-		return 0, w, err
-	}
-	return Allocatable(n)
+	return ""
 }
 
 // Allocatable reads a Node's status.allocatable.cpu; unknown says why it
@@ -269,3 +243,168 @@ func Allocatable(n *unstructured.Unstructured) (milli int64, unknown string, err
 	}
 	return m, "", nil
 }
+
+// watched is one cluster-scoped object, watched by name: an informer on a
+// list and watch with the field selector metadata.name=<name>, no resync.
+// A list the API server refuses is asked again only after a backoff
+// (every, doubled up to MaxRefusedBackoff times), not at the informer's
+// pace of 30 s at most: a node without the RBAC makes a few requests an
+// hour.
+type watched struct {
+	res          dynamic.ResourceInterface
+	name         string
+	absent, what string
+	every        time.Duration
+	changed      func()
+
+	mu sync.Mutex
+	// synced is the informer's HasSynced (nil before run).
+	synced func() bool
+	// obj is the object as the informer last delivered it; nil: absent.
+	obj *unstructured.Unstructured
+	// refused is the last list's refusal; err its failure to reach the
+	// API server (both cleared by a list that succeeds).
+	refused string
+	err     error
+	// refusedWait is the current backoff after refusals; notBefore when
+	// the next list may go.
+	refusedWait time.Duration
+	notBefore   time.Time
+}
+
+func newWatched(res dynamic.ResourceInterface, name, absent, what string, every time.Duration, changed func()) *watched {
+	return &watched{res: res, name: name, absent: absent, what: what, every: every, changed: changed}
+}
+
+// view is what a watched object holds at one moment.
+type view struct {
+	absent  string
+	obj     *unstructured.Unstructured
+	listed  bool
+	refused string
+	err     error
+}
+
+func (w *watched) view() view {
+	if w == nil {
+		return view{}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	v := view{absent: w.absent, obj: w.obj, refused: w.refused, err: w.err}
+	v.listed = w.synced != nil && w.synced()
+	return v
+}
+
+// settled: the API server has answered, or could not be reached.
+func (v view) settled() bool { return v.listed || v.refused != "" || v.err != nil }
+
+// reason is why the object is not there to decide from ("" when it is):
+// refused, absent, not reached (unreachable, with the error) or not yet
+// listed (notYet).
+func (v view) reason(notYet, unreachable string) string {
+	switch {
+	case v.refused != "":
+		return v.refused
+	case v.listed && v.obj == nil:
+		return v.absent
+	case v.listed:
+		return ""
+	case v.err != nil:
+		return fmt.Sprintf("%s (%v)", unreachable, v.err)
+	}
+	return notYet
+}
+
+// run runs the informer until ctx ends.
+func (w *watched) run(ctx context.Context) {
+	selector := fields.OneTermEqualSelector("metadata.name", w.name).String()
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = selector
+			return w.list(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = selector
+			return w.res.Watch(ctx, o)
+		},
+	}
+	set := func(obj any) {
+		if u, ok := obj.(*unstructured.Unstructured); ok && u.GetName() == w.name {
+			w.mu.Lock()
+			w.obj = u
+			w.mu.Unlock()
+			w.changed()
+		}
+	}
+	_, ctrl := cache.NewInformerWithOptions(cache.InformerOptions{
+		ListerWatcher: cache.ToListWatcherWithWatchListSemantics(lw, listThenWatch{}),
+		ObjectType:    &unstructured.Unstructured{},
+		Handler: cache.ResourceEventHandlerFuncs{
+			AddFunc:    set,
+			UpdateFunc: func(_, obj any) { set(obj) },
+			DeleteFunc: func(obj any) {
+				if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+					obj = d.Obj
+				}
+				if u, ok := obj.(*unstructured.Unstructured); ok && u.GetName() != w.name {
+					return
+				}
+				w.mu.Lock()
+				w.obj = nil
+				w.mu.Unlock()
+				w.changed()
+			},
+		},
+	})
+	w.mu.Lock()
+	w.synced = ctrl.HasSynced
+	w.mu.Unlock()
+	ctrl.RunWithContext(ctx)
+}
+
+// list lists the object, after the backoff of a previous refusal.
+func (w *watched) list(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+	w.mu.Lock()
+	wait := time.Until(w.notBefore)
+	w.mu.Unlock()
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+	l, err := w.res.List(ctx, o)
+	why := refusal(err, w.absent, w.what)
+	w.mu.Lock()
+	switch {
+	case err == nil:
+		w.refused, w.err, w.refusedWait = "", nil, 0
+	case why != "":
+		w.refused, w.err = why, nil
+		switch {
+		case w.refusedWait == 0:
+			w.refusedWait = w.every
+		case w.refusedWait < MaxRefusedBackoff*w.every:
+			w.refusedWait = min(2*w.refusedWait, MaxRefusedBackoff*w.every)
+		}
+		w.notBefore = time.Now().Add(w.refusedWait + time.Duration(rand.Int64N(int64(w.refusedWait)/5+1)))
+	default:
+		w.err = err
+	}
+	w.mu.Unlock()
+	w.changed()
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// listThenWatch tells the reflector not to use streaming lists (whose
+// list would not go through list, and so not through its backoff).
+type listThenWatch struct{}
+
+func (listThenWatch) IsWatchListSemanticsUnSupported() bool { return true }

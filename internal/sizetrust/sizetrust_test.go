@@ -4,83 +4,165 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	dynfake "k8s.io/client-go/dynamic/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/cgwarden/cgwarden/internal/metadata"
 )
 
-// fakeAPI answers GETs from a map; a missing object is NotFound, and err
-// (when set) is every answer.
+// fakeAPI is client-go's fake dynamic client (an object tracker that
+// serves list and watch) holding objs; err, when set, is every list's
+// answer. It counts the requests by verb and resource.
 type fakeAPI struct {
-	objs map[string]*unstructured.Unstructured // by resource/name
-	err  error
+	*dynfake.FakeDynamicClient
+	mu    sync.Mutex
+	calls map[string]int
+	err   error
+	// own: watches are fakes the test drives (held in watches), not the
+	// tracker's.
+	own     bool
+	watches []*watch.RaceFreeFakeWatcher
 }
 
-func (f *fakeAPI) Get(_ context.Context, gvr schema.GroupVersionResource, name string) (*unstructured.Unstructured, error) {
-	if f.err != nil {
-		return nil, f.err
-	}
-	if o, ok := f.objs[gvr.Resource+"/"+name]; ok {
-		return o, nil
-	}
-	return nil, apierrors.NewNotFound(gvr.GroupResource(), name)
+// fail makes every list answer err from now on (nil: answer again).
+func (f *fakeAPI) fail(err error) {
+	f.mu.Lock()
+	f.err = err
+	f.mu.Unlock()
 }
 
-func obj(m map[string]any) *unstructured.Unstructured { return &unstructured.Unstructured{Object: m} }
+func newFakeAPI(t *testing.T, objs []runtime.Object, err error) *fakeAPI {
+	t.Helper()
+	c := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+		policies: "ValidatingAdmissionPolicyList", bindings: "ValidatingAdmissionPolicyBindingList", nodes: "NodeList",
+	}, objs...)
+	f := &fakeAPI{FakeDynamicClient: c, calls: map[string]int{}, err: err}
+	c.PrependReactor("*", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.calls[a.GetVerb()+" "+a.GetResource().Resource]++
+		if f.err != nil && a.GetVerb() == "list" {
+			return true, nil, f.err
+		}
+		return false, nil, nil
+	})
+	c.PrependWatchReactor("*", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.calls["watch "+a.GetResource().Resource]++
+		if f.own {
+			w := watch.NewRaceFreeFake()
+			f.watches = append(f.watches, w)
+			return true, w, nil
+		}
+		return false, nil, nil
+	})
+	return f
+}
 
-func installed(actions ...any) map[string]*unstructured.Unstructured {
-	return map[string]*unstructured.Unstructured{
-		"validatingadmissionpolicies/" + PolicyName: obj(map[string]any{"spec": map[string]any{"failurePolicy": "Fail"}}),
-		"validatingadmissionpolicybindings/" + PolicyName: obj(map[string]any{"spec": map[string]any{"policyName": PolicyName,
-			"validationActions": actions}}),
-		"nodes/n1": obj(map[string]any{"metadata": map[string]any{"name": "n1"}, "status": map[string]any{"allocatable": map[string]any{"cpu": "1900m"}}}),
+func (f *fakeAPI) count(verb, res string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[verb+" "+res]
+}
+
+func obj(apiVersion, kind, name string, m map[string]any) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: m}
+	u.SetAPIVersion(apiVersion)
+	u.SetKind(kind)
+	u.SetName(name)
+	return u
+}
+
+func policy(failurePolicy string) *unstructured.Unstructured {
+	return obj("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy", PolicyName,
+		map[string]any{"spec": map[string]any{"failurePolicy": failurePolicy}})
+}
+
+func binding(policyName string, actions ...any) *unstructured.Unstructured {
+	return obj("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding", PolicyName,
+		map[string]any{"spec": map[string]any{"policyName": policyName, "validationActions": actions}})
+}
+
+func node(name, cpu string) *unstructured.Unstructured {
+	m := map[string]any{}
+	if cpu != "" {
+		m["status"] = map[string]any{"allocatable": map[string]any{"cpu": cpu}}
 	}
+	return obj("v1", "Node", name, m)
+}
+
+// installed is the policy, its binding and node n1 (and another node, which
+// the checker of n1 must not take for its own).
+func installed(actions ...any) []runtime.Object {
+	return []runtime.Object{policy("Fail"), binding(PolicyName, actions...), node("n1", "1900m"), node("n2", "64")}
+}
+
+// start starts a checker of n1 on api and waits for its first answers.
+func start(t *testing.T, api *fakeAPI, flag string) *Checker {
+	t.Helper()
+	ch := &Checker{Node: "n1", Namespaces: flag}
+	if api != nil {
+		ch.API = api
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	ch.Start(ctx, 30*time.Second)
+	return ch
 }
 
 // TestChecker is each decision the agent makes from the API server.
 func TestChecker(t *testing.T) {
-	noBinding := installed("Deny")
-	delete(noBinding, "validatingadmissionpolicybindings/"+PolicyName)
-	failOpen := installed("Deny")
-	failOpen["validatingadmissionpolicies/"+PolicyName] = obj(map[string]any{"spec": map[string]any{"failurePolicy": "Ignore"}})
-	otherPolicy := installed("Deny")
-	otherPolicy["validatingadmissionpolicybindings/"+PolicyName] = obj(map[string]any{"spec": map[string]any{"policyName": "allow-all",
-		"validationActions": []any{"Deny"}}})
-	noAlloc := installed("Deny")
-	noAlloc["nodes/n1"] = obj(map[string]any{"metadata": map[string]any{"name": "n1"}})
 	forbidden := apierrors.NewForbidden(schema.GroupResource{Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicies"}, PolicyName, errors.New("no"))
+	noAPI := apierrors.NewNotFound(schema.GroupResource{Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicies"}, "")
 	cases := []struct {
 		name        string
-		api         Getter
+		objs        []runtime.Object
+		err         error
+		noAPIServer bool
 		flag        string
 		annotations string
 		says        string // in Untrusted or AllocatableUnknown, or TrustedBy
 		alloc       int64
 	}{
-		{name: "policy and binding installed", api: &fakeAPI{objs: installed("Deny")}, annotations: "*", says: "is installed", alloc: 1900},
-		{name: "policy and binding, Deny among actions", api: &fakeAPI{objs: installed("Audit", "Deny")}, annotations: "*", alloc: 1900},
-		{name: "nothing installed", api: &fakeAPI{objs: map[string]*unstructured.Unstructured{}}, says: "is not installed, and --trust-size-annotations names no namespace"},
-		{name: "nothing installed, flag", api: &fakeAPI{objs: map[string]*unstructured.Unstructured{}}, flag: "a,b", annotations: "a,b",
-			says: "does not name the namespace"},
-		{name: "policy without binding", api: &fakeAPI{objs: noBinding}, says: "ValidatingAdmissionPolicyBinding " + PolicyName + " is not installed", alloc: 1900},
-		{name: "binding only warns", api: &fakeAPI{objs: installed("Warn")}, says: "does not deny", alloc: 1900},
-		{name: "policy fails open", api: &fakeAPI{objs: failOpen}, says: "failurePolicy Ignore", alloc: 1900},
-		{name: "binding of another policy", api: &fakeAPI{objs: otherPolicy}, says: `binds policy "allow-all"`, alloc: 1900},
-		{name: "no RBAC to read the policy", api: &fakeAPI{err: forbidden}, says: "may not read ValidatingAdmissionPolicies"},
-		{name: "API server unreachable at start", api: &fakeAPI{err: errors.New("dial tcp: connection refused")}, flag: "*", annotations: "*",
+		{name: "policy and binding installed", objs: installed("Deny"), annotations: "*", says: "is installed", alloc: 1900},
+		{name: "policy and binding, Deny among actions", objs: installed("Audit", "Deny"), annotations: "*", alloc: 1900},
+		{name: "nothing installed", says: "is not installed, and --trust-size-annotations names no namespace"},
+		{name: "nothing installed, flag", flag: "a,b", annotations: "a,b", says: "does not name the namespace"},
+		{name: "policy without binding", objs: []runtime.Object{policy("Fail"), node("n1", "1900m")},
+			says: "ValidatingAdmissionPolicyBinding " + PolicyName + " is not installed", alloc: 1900},
+		{name: "binding only warns", objs: installed("Warn"), says: "does not deny", alloc: 1900},
+		{name: "policy fails open", objs: []runtime.Object{policy("Ignore"), binding(PolicyName, "Deny"), node("n1", "1900m")},
+			says: "failurePolicy Ignore", alloc: 1900},
+		{name: "binding of another policy", objs: []runtime.Object{policy("Fail"), binding("allow-all", "Deny"), node("n1", "1900m")},
+			says: `binds policy "allow-all"`, alloc: 1900},
+		{name: "no RBAC to read the policy", objs: installed("Deny"), err: forbidden, says: "may not read ValidatingAdmissionPolicies"},
+		{name: "an API server without ValidatingAdmissionPolicies", err: noAPI, says: "is not installed"},
+		{name: "API server unreachable at start", objs: installed("Deny"), err: errors.New("dial tcp: connection refused"), flag: "*", annotations: "*",
 			says: "could not be checked"},
-		{name: "no API server", api: nil, says: "cannot be checked without the API server"},
-		{name: "node without allocatable", api: &fakeAPI{objs: noAlloc}, annotations: "*", says: "has no status.allocatable.cpu"},
+		{name: "no API server", noAPIServer: true, says: "cannot be checked without the API server"},
+		{name: "node without allocatable", objs: []runtime.Object{policy("Fail"), binding(PolicyName, "Deny"), node("n1", "")},
+			annotations: "*", says: "has no status.allocatable.cpu"},
+		{name: "node not there", objs: []runtime.Object{policy("Fail"), binding(PolicyName, "Deny"), node("n2", "64")},
+			annotations: "*", says: "Node n1 not found"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			ch := &Checker{API: c.api, Node: "n1", Namespaces: c.flag}
-			ch.Refresh(context.Background())
-			got := ch.Trust()
+			var api *fakeAPI
+			if !c.noAPIServer {
+				api = newFakeAPI(t, c.objs, c.err)
+			}
+			got := start(t, api, c.flag).Trust()
 			if got.Annotations != c.annotations {
 				t.Errorf("annotations trusted in %q, want %q (%+v)", got.Annotations, c.annotations, got)
 			}
@@ -94,24 +176,127 @@ func TestChecker(t *testing.T) {
 	}
 }
 
-// A check that cannot reach the API server keeps the last verdict; one
-// that finds the policy gone drops the trust.
-func TestCheckerKeepsVerdictThroughBlips(t *testing.T) {
-	api := &fakeAPI{objs: installed("Deny")}
-	ch := &Checker{API: api, Node: "n1"}
-	if got := ch.Trust(); got.Annotations != "" {
-		t.Fatalf("trusted %q before the first check", got.Annotations)
+// waitTrust waits until the checker's verdict satisfies ok.
+func waitTrust(t *testing.T, ch *Checker, what string, ok func(metadata.Trust) bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !ok(ch.Trust()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still %+v", what, ch.Trust())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	ch.Refresh(context.Background())
-	api.err = errors.New("connection refused")
-	ch.Refresh(context.Background())
+}
+
+// The verdict follows the objects as they change, through the watches
+// alone: no check before trust, trust when the policy comes, a new cap
+// when the Node's allocatable changes, no trust when the policy goes —
+// and not one request beyond the first list and watch of each.
+func TestCheckerFollowsTheWatches(t *testing.T) {
+	api := newFakeAPI(t, []runtime.Object{node("n1", "1900m"), node("n2", "64")}, nil)
+	ch := &Checker{API: api, Node: "n1"}
+	if got := ch.Trust(); got.Annotations != "" || !strings.Contains(got.Untrusted, "not checked yet") {
+		t.Fatalf("before the start: %+v", got)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch.Start(ctx, 30*time.Second)
+	if got := ch.Trust(); got.Annotations != "" || got.AllocatableMilliCPU != 1900 {
+		t.Fatalf("no policy: %+v", got)
+	}
+	pols, binds, ns := api.Resource(policies), api.Resource(bindings), api.Resource(nodes)
+	if _, err := pols.Create(ctx, policy("Fail"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := binds.Create(ctx, binding(PolicyName, "Deny"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitTrust(t, ch, "policy installed", func(got metadata.Trust) bool { return got.Annotations == metadata.AllNamespaces })
+	if _, err := ns.Update(ctx, node("n1", "3"), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitTrust(t, ch, "allocatable 3", func(got metadata.Trust) bool { return got.AllocatableMilliCPU == 3000 })
+	if _, err := ns.Update(ctx, node("n2", "7"), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := pols.Delete(ctx, PolicyName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitTrust(t, ch, "policy removed", func(got metadata.Trust) bool {
+		return got.Annotations == "" && strings.Contains(got.Untrusted, "not installed")
+	})
+	if got := ch.Trust(); got.AllocatableMilliCPU != 3000 {
+		t.Errorf("another node's change reached the cap: %+v", got)
+	}
+	for _, r := range []string{policies.Resource, bindings.Resource, nodes.Resource} {
+		if l, w, g := api.count("list", r), api.count("watch", r), api.count("get", r); l != 1 || w != 1 || g != 0 {
+			t.Errorf("%s: %d lists, %d watches, %d gets; want one list and one watch", r, l, w, g)
+		}
+	}
+}
+
+// A refused list (no RBAC) is not asked again at the informer's pace:
+// one list of each object, then nothing until Every has passed.
+func TestCheckerBacksOffRefusals(t *testing.T) {
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "n1", errors.New("no"))
+	api := newFakeAPI(t, installed("Deny"), forbidden)
+	ch := &Checker{API: api, Node: "n1", Every: time.Hour}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch.Start(ctx, 30*time.Second)
+	if got := ch.Trust(); !strings.Contains(got.Untrusted, "may not read") || !strings.Contains(got.AllocatableUnknown, "may not read Nodes") {
+		t.Fatalf("refused: %+v", got)
+	}
+	// The informer retries a failed list after 0.8 s, then 1.6 s: give
+	// it time for both.
+	time.Sleep(3 * time.Second)
+	for _, r := range []string{policies.Resource, bindings.Resource, nodes.Resource} {
+		if l := api.count("list", r); l != 1 {
+			t.Errorf("%s: %d lists within 3 s of a refusal, want 1", r, l)
+		}
+	}
+}
+
+// A list the API server does not answer changes nothing the watches had
+// listed (a blip does not move every weight on the node).
+func TestCheckerKeepsVerdictThroughBlips(t *testing.T) {
+	api := newFakeAPI(t, installed("Deny"), nil)
+	api.own = true
+	ch := start(t, api, "")
+	if got := ch.Trust(); got.Annotations != metadata.AllNamespaces || got.AllocatableMilliCPU != 1900 {
+		t.Fatalf("installed: %+v", got)
+	}
+	// The API server goes away: each watch ends as too old (the
+	// informer must list again), and each list fails.
+	api.fail(errors.New("dial tcp: connection refused"))
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		api.mu.Lock()
+		n := len(api.watches)
+		api.mu.Unlock()
+		if n == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d watches, want 3", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, w := range api.watches {
+		w.Error(&apierrors.NewResourceExpired("too old").ErrStatus)
+	}
+	for _, r := range []string{policies.Resource, bindings.Resource, nodes.Resource} {
+		for api.count("list", r) < 2 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s not listed again after its watch expired", r)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitTrust(t, ch, "the failed lists seen", func(metadata.Trust) bool {
+		return ch.policy.view().err != nil && ch.binding.view().err != nil && ch.node.view().err != nil
+	})
 	if got := ch.Trust(); got.Annotations != metadata.AllNamespaces || got.AllocatableMilliCPU != 1900 {
 		t.Errorf("after a blip: %+v, want the last verdict", got)
-	}
-	api.err = nil
-	delete(api.objs, "validatingadmissionpolicies/"+PolicyName)
-	ch.Refresh(context.Background())
-	if got := ch.Trust(); got.Annotations != "" || !strings.Contains(got.Untrusted, "not installed") {
-		t.Errorf("policy removed: %+v, want no trust", got)
 	}
 }

@@ -331,14 +331,15 @@ grep -E '^(Uid|CapEff)' /proc/self/status
 // `kubectl auth can-i --as`: the sizer may patch pods/resize and may not
 // patch, update, create or delete pods (so it cannot change an image);
 // neither reads Secrets outside what the sizer keeps for itself; the agent
-// writes nothing but Events. The resize itself through these rules is
+// writes nothing but Events; the size policy's role lets it list and
+// watch that policy and binding by name, and Nodes, and nothing else. The resize itself through these rules is
 // TestSizerDeployedWithItsManifests.
 func TestRBACIsLeast(t *testing.T) {
 	e := cluster(t)
 	ctx := context.Background()
 	ns := e.namespace(t)
 	suffix := "-" + ns
-	for _, dir := range []string{"base", "sizer"} {
+	for _, dir := range []string{"base", "sizer", "size-policy"} {
 		out, err := exec.Command(e.kubectl, "kustomize", "../../deploy/kustomize/"+dir).Output()
 		if err != nil {
 			t.Fatalf("kubectl kustomize %s: %v", dir, err)
@@ -428,6 +429,17 @@ func TestRBACIsLeast(t *testing.T) {
 		{"cgwarden", "get", "secrets", "", other, false},
 		{"cgwarden", "get", "nodes", "", "", false},
 		{"cgwarden", "delete", "events", "", other, false},
+		// The size policy's role for the agent (its own ServiceAccount
+		// here): list and watch of the policy and its binding by name
+		// only, and of Nodes (its own, by field selector).
+		{"cgwarden-size-trust", "list", "validatingadmissionpolicies.admissionregistration.k8s.io/cgwarden-size-annotation", "", "", true},
+		{"cgwarden-size-trust", "watch", "validatingadmissionpolicybindings.admissionregistration.k8s.io/cgwarden-size-annotation", "", "", true},
+		{"cgwarden-size-trust", "list", "validatingadmissionpolicies.admissionregistration.k8s.io", "", "", false},
+		{"cgwarden-size-trust", "list", "validatingadmissionpolicies.admissionregistration.k8s.io/other", "", "", false},
+		{"cgwarden-size-trust", "update", "validatingadmissionpolicies.admissionregistration.k8s.io/cgwarden-size-annotation", "", "", false},
+		{"cgwarden-size-trust", "watch", "nodes", "", "", true},
+		{"cgwarden-size-trust", "patch", "nodes", "", "", false},
+		{"cgwarden-size-trust", "get", "secrets", "", other, false},
 	} {
 		args := []string{"--kubeconfig", e.kubeconfig, "auth", "can-i", c.verb, c.what, "--as=system:serviceaccount:" + ns + ":" + c.sa}
 		if c.sub != "" {

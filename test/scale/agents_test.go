@@ -22,6 +22,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/apiconn"
 	"github.com/cgwarden/cgwarden/internal/events"
 	"github.com/cgwarden/cgwarden/internal/hold"
+	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/podsource"
 	"github.com/cgwarden/cgwarden/internal/sizetrust"
 )
@@ -37,6 +38,8 @@ import (
 type agent struct {
 	node string
 	meta *hold.MetaSource
+	// trust is its size-trust checker's verdict.
+	trust func() metadata.Trust
 	// sized counts MetaSource.Sizes calls that returned a set.
 	sized atomic.Int64
 	// lastErr is the last error of Sizes.
@@ -54,7 +57,8 @@ type fleet struct {
 }
 
 // startFleet starts one agent per node name, as ServiceAccount
-// cgwarden-system/cgwarden (deploy/kustomize/base), workers at a time, and
+// cgwarden-system/cgwarden (deploy/kustomize/base, and the size-trust role
+// of deploy/kustomize/size-policy), workers at a time, and
 // waits until every one has its pods listed.
 func (e *env) startFleet(t *testing.T, nodes []string) *fleet {
 	t.Helper()
@@ -156,14 +160,13 @@ func startAgent(base *rest.Config, node string, reqs *requestCounter, log *slog.
 	closes = append(closes, stopEvents)
 	// The size-trust checker (agent.sizeTrust).
 	ch := &sizetrust.Checker{Node: node, Log: log.With("component", "sizetrust")}
-	if g, err := sizetrust.NewGetter(rc); err == nil {
-		ch.API = g
+	if dyn, err := sizetrust.NewClient(rc); err == nil {
+		ch.API = dyn
 	}
-	ch.Refresh(ctx)
-	go ch.Run(ctx)
+	ch.Start(ctx, 10*time.Second)
 	// The metadata source (agent.completeLive).
 	src := &hold.MetaSource{Lister: pods, Live: pods.VMs, Trust: ch.Trust}
-	a := &agent{node: node, meta: src}
+	a := &agent{node: node, meta: src, trust: ch.Trust}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -37,13 +37,18 @@ var (
 // The cluster lane's NeonVM CRD, and the deploy manifests whose RBAC the
 // simulated agents and the sizer run under.
 const (
-	crdFile        = "../cluster/testdata/neonvm-crd.json"
-	agentRBACFile  = "../../deploy/kustomize/base/rbac.yaml"
-	sizerRBACFile  = "../../deploy/kustomize/sizer/rbac.yaml"
-	agentNamespace = "cgwarden-system"
-	agentSA        = "cgwarden"
-	sizerNamespace = "cgwarden-sizer"
-	sizerSA        = "cgwarden-sizer"
+	crdFile       = "../cluster/testdata/neonvm-crd.json"
+	agentRBACFile = "../../deploy/kustomize/base/rbac.yaml"
+	// The agent's size-trust role, as a cluster with the size policy
+	// grants it: the agents watch the policy, its binding and their Node
+	// (the policy itself is not installed; they watch for it all the
+	// same).
+	sizeTrustRBACFile = "../../deploy/kustomize/size-policy/rbac.yaml"
+	sizerRBACFile     = "../../deploy/kustomize/sizer/rbac.yaml"
+	agentNamespace    = "cgwarden-system"
+	agentSA           = "cgwarden"
+	sizerNamespace    = "cgwarden-sizer"
+	sizerSA           = "cgwarden-sizer"
 	// kwokAnnotation marks the Nodes kwok manages (scripts/scale).
 	kwokAnnotation = "kwok.x-k8s.io/node"
 )
@@ -80,7 +85,7 @@ func (e *env) install() error {
 			return err
 		}
 	}
-	for _, f := range []string{agentRBACFile, sizerRBACFile} {
+	for _, f := range []string{agentRBACFile, sizeTrustRBACFile, sizerRBACFile} {
 		if err := e.applyRBAC(ctx, f); err != nil {
 			return fmt.Errorf("%s: %w", f, err)
 		}
