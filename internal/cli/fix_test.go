@@ -3,6 +3,9 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -71,5 +74,26 @@ func TestRevertWithEmptyJournal(t *testing.T) {
 	out, err := runCLI(t, "revert", "--journal-dir", t.TempDir())
 	if err != nil || !strings.Contains(out, "Nothing to revert.") {
 		t.Fatalf("revert with an empty journal: %q, %v", out, err)
+	}
+}
+
+// A --journal-dir that does not exist, or is a file, is refused (exit 2,
+// naming it) rather than read as an empty journal: a typo would otherwise
+// answer "Nothing to revert." while the real journal's changes stay.
+func TestRevertRefusesAMissingJournalDir(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "typo")
+	file := filepath.Join(t.TempDir(), "a-file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{missing, file} {
+		out, err := runCLI(t, "revert", "--all", "--journal-dir", dir)
+		var exit *ExitError
+		if !errors.As(err, &exit) || exit.Code != 2 || !strings.Contains(err.Error(), dir) {
+			t.Errorf("revert --journal-dir %s: %q, %v; want exit 2 naming it", dir, out, err)
+		}
+		if strings.Contains(out, "Nothing to revert") {
+			t.Errorf("revert --journal-dir %s said %q", dir, out)
+		}
 	}
 }

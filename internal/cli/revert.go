@@ -1,8 +1,11 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -37,6 +40,9 @@ func runRevert(out io.Writer, o *Options, dir string, all bool) error {
 	if o.Snapshot != "" {
 		return fmt.Errorf("revert works on the live node, not on a snapshot")
 	}
+	if err := journalDirReadable(dir); err != nil {
+		return &ExitError{Code: 2, Err: err}
+	}
 	host, err := cgroupfs.OpenHost(o.HostRoot)
 	if err != nil {
 		return err
@@ -55,6 +61,26 @@ func runRevert(out io.Writer, o *Options, dir string, all bool) error {
 	}
 	if n := len(rep.Failed()); n > 0 {
 		return &ExitError{Code: 1, Err: fmt.Errorf("%d change(s) could not be undone", n)}
+	}
+	return nil
+}
+
+// journalDirReadable refuses a --journal-dir that does not exist or cannot
+// be read: an empty journal says "Nothing to revert.", and a typo in the
+// directory would say so too while the real journal's changes stay on the
+// node.
+func journalDirReadable(dir string) error {
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("--journal-dir %s does not exist: no fix --apply or serve --fix journaled there (the default is %s)", dir, journal.DefaultDir)
+	case err != nil:
+		return fmt.Errorf("--journal-dir %s: %w", dir, err)
+	case !fi.IsDir():
+		return fmt.Errorf("--journal-dir %s is not a directory", dir)
+	}
+	if _, err := os.ReadDir(dir); err != nil {
+		return fmt.Errorf("--journal-dir %s cannot be read: %w", dir, err)
 	}
 	return nil
 }
