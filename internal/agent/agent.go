@@ -454,10 +454,12 @@ func (a *Agent) runFixers(ctx context.Context) {
 // lockRetry while another agent holds it; nil when ctx ended first. The
 // wait is logged once, when it begins and when it ends.
 func (a *Agent) waitForNode(ctx context.Context) *journal.AgentLock {
-	who := fmt.Sprintf("pid %d (node %s), since %s", os.Getpid(), a.cfg.NodeName, time.Now().UTC().Format(time.RFC3339))
 	log := a.log.With("component", "lock")
 	var since time.Time
 	for {
+		// What the next agent will read of this one: since when it holds
+		// the lock (written only when it takes it).
+		who := fmt.Sprintf("pid %d (node %s), since %s", os.Getpid(), a.cfg.NodeName, time.Now().UTC().Format(time.RFC3339))
 		lock, err := journal.TryAgentLock(a.cfg.JournalDir, who)
 		switch {
 		case err == nil:

@@ -54,6 +54,24 @@ func soak(t *testing.T) time.Duration {
 	return 20 * time.Second
 }
 
+// startAgent completes and starts an agent of o; stop (also run at the
+// test's end, once) stops and closes it.
+func startAgent(t *testing.T, o *agent.Options) (a *agent.Agent, stop func()) {
+	t.Helper()
+	cfg, err := o.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err = cfg.Complete(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopLoop := a.Start(t.Context())
+	stop = sync.OnceFunc(func() { stopLoop(); a.Close() })
+	t.Cleanup(stop)
+	return a, stop
+}
+
 // TestAgentFixModeUnderChurn runs the agent as `serve --fix=all` runs it
 // (serving, auditing, holding weights and adopting, one node loop) on a
 // live scratch tree while pods and containers are made and removed and
@@ -73,22 +91,7 @@ func TestAgentFixModeUnderChurn(t *testing.T) {
 		// No API server here: the pods' size annotations count only as
 		// --trust-size-annotations=default says (sizetrust).
 		TrustSizes: "default"}
-	cfg, err := o.Config()
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := cfg.Complete(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop := a.Start(t.Context())
-	stopped := false
-	defer func() {
-		if !stopped {
-			stop()
-			a.Close()
-		}
-	}()
+	a, stop := startAgent(t, o)
 	tier := realtest.Kube + "/besteffort"
 	target := func() uint64 {
 		sum := uint64(fairness.MinShares)
@@ -176,8 +179,6 @@ func TestAgentFixModeUnderChurn(t *testing.T) {
 		}
 	}
 	stop()
-	a.Close()
-	stopped = true
 	// The probes follow the agent's loop: stopped, it goes stale.
 	time.Sleep(4 * o.Interval)
 	if live, ready := probe("/healthz"), probe("/readyz"); live != 503 || ready != 503 {
@@ -208,18 +209,7 @@ func TestSecondAgentWaitsForTheFirst(t *testing.T) {
 		o := &agent.Options{Listen: "127.0.0.1:0", Interval: 200 * time.Millisecond, SizeCheck: 50 * time.Millisecond,
 			Fix: []string{"size-blind-weights", "besteffort-starvation"}, JournalDir: dir, MaxTierCPU: maxTier,
 			HostRoot: "/", Base: s.Name, Lister: pods, Log: slog.New(slog.NewTextHandler(w, nil)), TrustSizes: "default"}
-		cfg, err := o.Config()
-		if err != nil {
-			t.Fatal(err)
-		}
-		a, err := cfg.Complete(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		stop := a.Start(t.Context())
-		once := sync.OnceFunc(func() { stop(); a.Close() })
-		t.Cleanup(once)
-		return a, once
+		return startAgent(t, o)
 	}
 	tier := realtest.Kube + "/besteffort"
 	targetA := tree.PodWeight(fairness.MinShares + fairness.MilliCPUToShares(1000) + fairness.MilliCPUToShares(2000))

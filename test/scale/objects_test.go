@@ -457,19 +457,7 @@ func (e *env) makeVMs(t *testing.T, vms []vm, withPods bool) {
 		namespaces[v.ns]++
 	}
 	for ns, want := range namespaces {
-		poll(t, 5*time.Minute, fmt.Sprintf("%d runner pods Running in %s (kwok)", want, ns), func() (bool, string, error) {
-			list, err := e.cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "vm.neon.tech/name"})
-			if err != nil {
-				return false, "", err
-			}
-			running := 0
-			for _, p := range list.Items {
-				if p.Status.Phase == corev1.PodRunning {
-					running++
-				}
-			}
-			return running >= want, fmt.Sprintf("%d of %d Running", running, want), nil
-		})
+		e.waitRunning(t, 5*time.Minute, fmt.Sprintf("%d runner pods Running in %s (kwok)", want, ns), ns, "vm.neon.tech/name", want)
 	}
 	if e.kwok {
 		// The resources a kubelet with in-place resize reports in each
@@ -513,6 +501,25 @@ func (e *env) nodeReady(ctx context.Context, name string) error {
 		Message: "simulated by the scale test", LastHeartbeatTime: now, LastTransitionTime: now}}
 	_, err = e.cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
 	return err
+}
+
+// waitRunning polls (up to timeout) until at least want pods that
+// selector matches in ns are Running.
+func (e *env) waitRunning(t *testing.T, timeout time.Duration, what, ns, selector string, want int) {
+	t.Helper()
+	poll(t, timeout, what, func() (bool, string, error) {
+		list, err := e.cs.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			return false, "", err
+		}
+		running := 0
+		for _, p := range list.Items {
+			if p.Status.Phase == corev1.PodRunning {
+				running++
+			}
+		}
+		return running >= want, fmt.Sprintf("%d of %d Running", running, want), nil
+	})
 }
 
 func (e *env) podRunning(ctx context.Context, p *corev1.Pod) error {

@@ -204,19 +204,7 @@ func TestPluginBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	poll(t, 5*time.Minute, fmt.Sprintf("%d agent pods Running (kwok)", n), func() (bool, string, error) {
-		list, err := e.cs.CoreV1().Pods(agentNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=cgwarden"})
-		if err != nil {
-			return false, "", err
-		}
-		running := 0
-		for _, p := range list.Items {
-			if p.Status.Phase == corev1.PodRunning {
-				running++
-			}
-		}
-		return running >= n, fmt.Sprintf("%d of %d Running", running, n), nil
-	})
+	e.waitRunning(t, 5*time.Minute, fmt.Sprintf("%d agent pods Running (kwok)", n), agentNamespace, "app.kubernetes.io/name=cgwarden", n)
 
 	flags := []string{"-o", "json", "--parallel", fmt.Sprint(parallel), "--timeout", timeout.String()}
 	stdout, stderr, runErr, took := e.runPlugin(addr, append([]string{"audit", "-A"}, flags...)...)
@@ -292,19 +280,7 @@ func TestPluginBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	poll(t, 2*time.Minute, fmt.Sprintf("%d pods Running in %s (kwok)", len(on), ns), func() (bool, string, error) {
-		list, err := e.cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, "", err
-		}
-		running := 0
-		for _, p := range list.Items {
-			if p.Status.Phase == corev1.PodRunning {
-				running++
-			}
-		}
-		return running == len(on), fmt.Sprintf("%d of %d", running, len(on)), nil
-	})
+	e.waitRunning(t, 2*time.Minute, fmt.Sprintf("%d pods Running in %s (kwok)", len(on), ns), ns, "", len(on))
 	stdout, stderr, runErr, took = e.runPlugin(addr, append([]string{"audit", "-n", ns}, flags...)...)
 	doc = kubectlplugin.ClusterReport{}
 	if err := json.Unmarshal([]byte(stdout), &doc); err != nil {
