@@ -30,8 +30,9 @@ type Scratch struct {
 	t     testing.TB
 	Host  *cgroupfs.Host
 	Table mounts.Table
-	// Name is the scratch cgroup's path inside each hierarchy,
-	// e.g. "/cgwarden-test-1a2b3c4d".
+	// Name is the scratch cgroup's path inside each hierarchy: the test
+	// process's PID and random hex, e.g. "/cgwarden-test-4242-1a2b3c4d"
+	// (the PID lets a later test sweep it if this one is killed).
 	Name string
 	// Points are the mount points the scratch lives in.
 	Points []string
@@ -61,7 +62,7 @@ func NewScratch(t testing.TB) *Scratch {
 	}
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	s := &Scratch{t: t, Host: host, Table: table, Name: "/cgwarden-test-" + hex.EncodeToString(b[:])}
+	s := &Scratch{t: t, Host: host, Table: table, Name: fmt.Sprintf("/cgwarden-test-%d-%s", os.Getpid(), hex.EncodeToString(b[:]))}
 	switch table.Version() {
 	case mounts.V2:
 		u, _ := table.Unified()
@@ -90,6 +91,7 @@ func NewScratch(t testing.TB) *Scratch {
 		Unavailable(t, "no cgroup hierarchy mounted")
 	}
 	host.AllowWrites(s.Points...)
+	s.sweep()
 	t.Cleanup(s.cleanup)
 	s.Mkdir("")
 	return s
@@ -223,22 +225,28 @@ func (s *Scratch) cleanup() {
 	})
 	for _, rel := range dirs {
 		for _, p := range s.Points {
-			full := path.Join(p, s.Name, rel)
-			var err error
-			for i := 0; i < 250; i++ {
-				err = s.Host.Rmdir(full)
-				if err == nil || errors.Is(err, fs.ErrNotExist) {
-					err = nil
-					break
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
-			if err != nil {
+			if err := s.rmdirPatiently(path.Join(p, s.Name, rel)); err != nil {
 				s.t.Errorf("scratch cleanup: %v", err)
 			}
 		}
 	}
 	_ = s.Host.Close()
+}
+
+// rmdirPatiently removes the cgroup directory full, retrying for 5 s
+// while its killed processes leave it (seconds on a loaded machine: a
+// killed task leaves its pids cgroup only when it is released); one
+// already gone is no error.
+func (s *Scratch) rmdirPatiently(full string) error {
+	var err error
+	for i := 0; i < 250; i++ {
+		err = s.Host.Rmdir(full)
+		if err == nil || errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return err
 }
 
 func boolInt(b bool) int {

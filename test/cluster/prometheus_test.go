@@ -144,8 +144,8 @@ func TestPrometheusAlertsOnTheSeeds(t *testing.T) {
 	// Resolved because the agent's figures changed, not because a series
 	// went stale while the DaemonSet replaced its pod.
 	sel := func(pod string) string { return fmt.Sprintf(`{node=%q, namespace=%q, pod=%q}`, e.node, ns, pod) }
-	prom.waitResolved(t, "CgwardenMisplacedContainer", misplaced, "cgwarden_pod_misplaced"+sel(busy.Name)+" == 0")
-	prom.waitResolved(t, "CgwardenVMStarved", starved, "cgwarden_pod_cpu_guaranteed_cores"+sel("vm-1")+" / cgwarden_pod_cpu_declared_cores"+sel("vm-1")+" >= 0.5")
+	prom.waitResolved(t, "CgwardenMisplacedContainer", misplaced, "cgwarden_pod_misplaced"+sel(busy.Name), " == 0")
+	prom.waitResolved(t, "CgwardenVMStarved", starved, "cgwarden_pod_cpu_guaranteed_cores"+sel("vm-1")+" / cgwarden_pod_cpu_declared_cores"+sel("vm-1"), " >= 0.5")
 	// Two scrapes more, for the rates of the fix-mode series.
 	time.Sleep(3 * promInterval)
 	fixed := prom.dashboardQueries(t, e.node)
@@ -463,17 +463,23 @@ func (p *prometheus) waitFiring(t *testing.T, alerts map[string]map[string]strin
 }
 
 // waitResolved waits until alert name with labels want is neither pending
-// nor firing while the query healthy, which says why, returns a series.
-func (p *prometheus) waitResolved(t *testing.T, name string, want map[string]string, healthy string) {
+// nor firing while the query value+healthy, which says why, returns a
+// series; while the alert is active, value's series go into the message.
+func (p *prometheus) waitResolved(t *testing.T, name string, want map[string]string, value, healthy string) {
 	t.Helper()
 	start := time.Now()
-	poll(t, 3*time.Minute, name+" resolved for "+fmt.Sprint(want)+" with "+healthy, func() (bool, string, error) {
+	poll(t, 3*time.Minute, name+" resolved for "+fmt.Sprint(want)+" with "+value+healthy, func() (bool, string, error) {
 		a, err := p.alert(name, want)
-		if err != nil || a != nil {
-			return false, fmt.Sprint(a), err
+		if err != nil {
+			return false, "", err
 		}
-		v, err := p.query(healthy)
-		return len(v) > 0, fmt.Sprintf("alert inactive; %s: %v", healthy, v), err
+		if a != nil {
+			// The value the alert is on, for the failure's message.
+			v, err := p.query(value)
+			return false, fmt.Sprintf("%v; %s: %v", a, value, v), err
+		}
+		v, err := p.query(value + healthy)
+		return len(v) > 0, fmt.Sprintf("alert inactive; %s%s: %v", value, healthy, v), err
 	})
 	t.Logf("%s resolved %v after the agent was switched to fix mode", name, time.Since(start).Round(time.Second))
 }

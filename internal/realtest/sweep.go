@@ -1,0 +1,89 @@
+package realtest
+
+import (
+	"errors"
+	"path"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// scratchName is a scratch cgroup's name: its test process's PID, then
+// random hex, so that a later test can tell whose it is.
+var scratchName = regexp.MustCompile(`^cgwarden-test-([0-9]+)-[0-9a-f]{8}$`)
+
+// sweep removes the scratch cgroups, beside the one being made, of test
+// processes that are gone: a test binary killed before its cleanups ran
+// (a CI job stopped, a timeout's SIGKILL) leaves its scratch behind, and
+// a leftover heavy weight at the hierarchy's root changes what every
+// later test measures (a 262144-share scratch beside kubepods left a VM
+// pod guaranteed 1.5% of its core). Only names of this form are touched,
+// and only while no process has the PID they name (a PID in use, even by
+// another program, keeps its scratch). The processes inside, the dead
+// test's own burners, are killed first.
+func (s *Scratch) sweep() {
+	for _, p := range s.Points {
+		names, err := s.Host.ReadDirs(p)
+		if err != nil {
+			continue
+		}
+		for _, n := range names {
+			m := scratchName.FindStringSubmatch(n)
+			if m == nil {
+				continue
+			}
+			pid, err := strconv.Atoi(m[1])
+			if err != nil || pid <= 0 || !errors.Is(unix.Kill(pid, 0), unix.ESRCH) {
+				continue
+			}
+			if err := s.remove(path.Join(p, n)); err != nil {
+				s.t.Logf("scratch sweep: leftover %s of dead test process %d not removed: %v", path.Join(p, n), pid, err)
+				continue
+			}
+			s.t.Logf("scratch sweep: removed %s, left by test process %d that was killed before its cleanup", path.Join(p, n), pid)
+		}
+	}
+}
+
+// remove kills every process in dir's subtree and removes the subtree,
+// deepest first.
+func (s *Scratch) remove(dir string) error {
+	var dirs []string
+	var walk func(string) error
+	walk = func(d string) error {
+		dirs = append(dirs, d)
+		subs, err := s.Host.ReadDirs(d)
+		if err != nil {
+			return err
+		}
+		for _, sub := range subs {
+			if err := walk(path.Join(d, sub)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := walk(dir); err != nil {
+		return err
+	}
+	for _, d := range dirs {
+		b, err := s.Host.ReadFile(path.Join(d, "cgroup.procs"))
+		if err != nil {
+			return err
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
+				_ = unix.Kill(pid, unix.SIGKILL)
+			}
+		}
+	}
+	for _, d := range slices.Backward(dirs) {
+		if err := s.rmdirPatiently(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
