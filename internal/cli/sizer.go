@@ -17,7 +17,7 @@ func newSizer() *cobra.Command {
 	o := sizer.Options{
 		Listen: ":9443", CertSecret: "cgwarden-sizer-tls", WebhookConfig: "cgwarden-sizer",
 		Controller: true, LeaderElect: true, LeaderElectionID: "cgwarden-sizer",
-		Workers: 4, QPS: 50, Burst: 100,
+		Workers: 8, QPS: 100, Burst: 200,
 	}
 	coalesce, recheck := Duration(time.Second), Duration(time.Minute)
 	cmd := &cobra.Command{

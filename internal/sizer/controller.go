@@ -57,7 +57,7 @@ type Controller struct {
 	// MinStep: a resize smaller than this many milli-CPU is not made (0:
 	// every change). A pod below its node's cap is still raised to it.
 	MinStep int64
-	// Workers sync that many VMs at once (default 4): each sync is one
+	// Workers sync that many VMs at once (default 8): each sync is one
 	// PATCH, so throughput is bounded by the client's QPS, not by one
 	// round trip at a time.
 	Workers int
@@ -98,7 +98,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		c.MaxDelay = 5 * c.Coalesce
 	}
 	if c.Workers <= 0 {
-		c.Workers = 4
+		c.Workers = 8
 	}
 	if c.EventWindow <= 0 {
 		c.EventWindow = 10 * time.Minute

@@ -263,7 +263,7 @@ func TestSizerDrainsBurst(t *testing.T) {
 	nChanges := envInt(t, "CGWARDEN_SCALE_BURST_CHANGES", 2*nVMs)
 	rate := envInt(t, "CGWARDEN_SCALE_STEADY_RATE", 50)
 	steady := envDuration(t, "CGWARDEN_SCALE_STEADY", 15*time.Second)
-	const qps = 50 // the sizer's default --kube-api-qps
+	const qps = 100 // the sizer's default --kube-api-qps
 	ns := e.testNamespace(t, "sizer")
 	nodes := max(1, nVMs/100)
 	e.makeNodes(t, nodes)
