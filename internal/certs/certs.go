@@ -24,7 +24,8 @@ type Pair struct {
 	Cert, Key []byte
 }
 
-// CA is a certificate authority that signs serving certificates.
+// CA is a certificate authority that signs serving and client
+// certificates.
 type CA struct {
 	cert *x509.Certificate
 	key  *ecdsa.PrivateKey
@@ -58,30 +59,56 @@ func NewCA(name string, now time.Time, lifetime time.Duration) (*CA, error) {
 // Sign makes a serving certificate for hosts (DNS names or IP addresses)
 // signed by the CA, valid from now for lifetime, with name as its subject.
 func (ca *CA) Sign(name string, hosts []string, now time.Time, lifetime time.Duration) (Pair, error) {
-	return serving(name, hosts, now, lifetime, ca)
+	return issue(Subject{Name: name, Hosts: hosts}, now, lifetime, ca)
+}
+
+// Subject is who a certificate names and what it may be used for.
+type Subject struct {
+	// Name is the common name: a Kubernetes user, when the certificate
+	// is a client's.
+	Name string
+	// Groups are the organizations: a client's Kubernetes groups
+	// (system:masters, system:nodes).
+	Groups []string
+	// Hosts are the DNS names and IP addresses a server serves.
+	Hosts []string
+	// Client: also a TLS client certificate (the kubelet's, an API
+	// server's client); a certificate is always a server's.
+	Client bool
+}
+
+// Issue makes a certificate for sub signed by the CA, valid from now for
+// lifetime: the certificates of a cluster's components (the lane's API
+// server, kubelet and clients).
+func (ca *CA) Issue(sub Subject, now time.Time, lifetime time.Duration) (Pair, error) {
+	return issue(sub, now, lifetime, ca)
 }
 
 // SelfSigned makes a serving certificate for hosts signed by its own key:
 // clients pin it or skip verification (metrics-server's
 // --kubelet-insecure-tls), as with a kubelet's self-signed certificate.
 func SelfSigned(name string, hosts []string, now time.Time, lifetime time.Duration) (Pair, error) {
-	return serving(name, hosts, now, lifetime, nil)
+	return issue(Subject{Name: name, Hosts: hosts}, now, lifetime, nil)
 }
 
-// serving makes a serving certificate, signed by ca or, when ca is nil, by
+// issue makes a certificate for sub, signed by ca or, when ca is nil, by
 // itself.
-func serving(name string, hosts []string, now time.Time, lifetime time.Duration, ca *CA) (Pair, error) {
+func issue(sub Subject, now time.Time, lifetime time.Duration, ca *CA) (Pair, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return Pair{}, fmt.Errorf("serving key: %w", err)
+		return Pair{}, fmt.Errorf("key for %q: %w", sub.Name, err)
 	}
-	tmpl, err := template(name, now, lifetime)
+	tmpl, err := template(sub.Name, now, lifetime)
 	if err != nil {
 		return Pair{}, err
 	}
+	tmpl.Subject.Organization = sub.Groups
 	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
 	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-	for _, h := range hosts {
+	if sub.Client {
+		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageClientAuth)
+	}
+	for _, h := range sub.Hosts {
 		if ip := net.ParseIP(h); ip != nil {
 			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
 		} else if h != "" {
@@ -94,13 +121,32 @@ func serving(name string, hosts []string, now time.Time, lifetime time.Duration,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, signer)
 	if err != nil {
-		return Pair{}, fmt.Errorf("serving certificate: %w", err)
+		return Pair{}, fmt.Errorf("certificate for %q: %w", sub.Name, err)
 	}
 	keyDER, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
-		return Pair{}, fmt.Errorf("serving key: %w", err)
+		return Pair{}, fmt.Errorf("key for %q: %w", sub.Name, err)
 	}
 	return Pair{Cert: encode("CERTIFICATE", der), Key: encode("EC PRIVATE KEY", keyDER)}, nil
+}
+
+// SigningKey makes a key pair that signs tokens rather than TLS
+// sessions (a cluster's service-account key): the private key
+// ("EC PRIVATE KEY") and its public key ("PUBLIC KEY", PKIX).
+func SigningKey() (private, public []byte, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, fmt.Errorf("signing key: %w", err)
+	}
+	priv, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("signing key: %w", err)
+	}
+	pub, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		return nil, nil, fmt.Errorf("signing key: %w", err)
+	}
+	return encode("EC PRIVATE KEY", priv), encode("PUBLIC KEY", pub), nil
 }
 
 // template is what every certificate made here shares: a random 128-bit

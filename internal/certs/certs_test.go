@@ -3,6 +3,8 @@ package certs
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"strings"
 	"testing"
 	"time"
@@ -171,5 +173,114 @@ func TestLifetime(t *testing.T) {
 	}
 	if _, err := SelfSigned("x", nil, now, -time.Hour); err == nil {
 		t.Error("a certificate with a negative lifetime was made")
+	}
+}
+
+// clientHandshake serves server on loopback, requiring a client
+// certificate signed by caPEM, and dials it with client. It returns the
+// client certificate's subject the server saw, or the server's error.
+func clientHandshake(t *testing.T, server, client Pair, caPEM []byte) (pkix.Name, error) {
+	t.Helper()
+	sc, err := server.TLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := client.TLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		t.Fatal("CA PEM does not parse")
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{sc}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	type result struct {
+		err error
+		sub pkix.Name
+	}
+	done := make(chan result, 1)
+	go func() {
+		conn, err := ln.Accept()
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		defer conn.Close()
+		tc := conn.(*tls.Conn)
+		if err := tc.Handshake(); err != nil {
+			done <- result{err: err}
+			return
+		}
+		done <- result{sub: tc.ConnectionState().PeerCertificates[0].Subject}
+	}()
+	conn, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", Certificates: []tls.Certificate{cc}})
+	if err == nil {
+		_, _ = conn.Read(make([]byte, 1)) // the server's verdict on the client certificate arrives with the first read
+		conn.Close()
+	}
+	r := <-done
+	return r.sub, r.err
+}
+
+// TestIssueClient: a certificate issued for a client, with groups, is
+// accepted by a server that trusts the CA and requires client
+// certificates, which sees its name and groups (what the API server reads
+// as user and groups); a serving certificate from Sign is refused as a
+// client's.
+func TestIssueClient(t *testing.T) {
+	wall := time.Now()
+	ca, err := NewCA("test-ca", wall, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, err := ca.Issue(Subject{Name: "kube-apiserver", Hosts: []string{"127.0.0.1"}, Client: true}, wall, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := ca.Issue(Subject{Name: "system:node:n1", Groups: []string{"system:nodes"}, Client: true}, wall, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := clientHandshake(t, server, client, ca.PEM)
+	if err != nil {
+		t.Fatalf("client certificate refused: %v", err)
+	}
+	if sub.CommonName != "system:node:n1" || strings.Join(sub.Organization, ",") != "system:nodes" {
+		t.Errorf("server saw CN %q O %q, want system:node:n1 and system:nodes", sub.CommonName, sub.Organization)
+	}
+	servingOnly, err := ca.Sign("n1", []string{"n1"}, wall, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := clientHandshake(t, server, servingOnly, ca.PEM); err == nil {
+		t.Error("a serving-only certificate was accepted as a client's")
+	}
+}
+
+// TestSigningKey: the public key is the private key's.
+func TestSigningKey(t *testing.T) {
+	priv, pub, err := SigningKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb, _ := pem.Decode(priv)
+	ub, _ := pem.Decode(pub)
+	if pb == nil || pb.Type != "EC PRIVATE KEY" || ub == nil || ub.Type != "PUBLIC KEY" {
+		t.Fatalf("PEM blocks %v %v, want EC PRIVATE KEY and PUBLIC KEY", pb, ub)
+	}
+	k, err := x509.ParseECPrivateKey(pb.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := x509.ParsePKIXPublicKey(ub.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !k.PublicKey.Equal(p) {
+		t.Error("the public key is not the private key's")
 	}
 }

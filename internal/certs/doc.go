@@ -1,6 +1,8 @@
 // Package certs makes and checks the X.509 certificates cgwarden serves
-// with: a CA and the serving certificates it signs (the sizer's webhook,
-// the cluster lane's agent), a self-signed serving certificate (the agent
+// with and the cluster lane's PKI: a CA and the certificates it signs (the
+// sizer's webhook, the cluster lane's agent; the lane's API server,
+// kubelet and clients, with their groups), a service-account signing
+// key, a self-signed serving certificate (the agent
 // without --tls-cert-file, as the kubelet does without one), and the check
 // that a certificate still serves a set of hosts.
 //
