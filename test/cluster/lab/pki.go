@@ -98,10 +98,10 @@ func (p PKI) Write(now time.Time) error {
 	if err != nil {
 		return err
 	}
-	if err := writePair(dir, "sa", certs.Pair{Cert: pub, Key: priv}); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "sa.key"), priv, 0o600); err != nil {
 		return err
 	}
-	if err := os.Rename(filepath.Join(dir, "sa.crt"), filepath.Join(dir, "sa.pub")); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "sa.pub"), pub, 0o644); err != nil {
 		return err
 	}
 	for _, c := range Clients {

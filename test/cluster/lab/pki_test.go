@@ -112,6 +112,9 @@ func TestPKI(t *testing.T) {
 	if err != nil || !k.PublicKey.Equal(pub) {
 		t.Errorf("sa.pub is not sa.key's public key (%v)", err)
 	}
+	if fi, err := os.Stat(filepath.Join(dir, "sa.key")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("sa.key: %v %v, want mode 0600", fi.Mode(), err)
+	}
 	entries, _ := os.ReadDir(dir)
 	var names []string
 	for _, e := range entries {
