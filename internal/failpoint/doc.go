@@ -23,7 +23,11 @@
 // and @k fires on the k-th hit of the point only (default: the first).
 // Before it acts, a firing point writes "cgwarden failpoint POINT: ACTION"
 // to standard error, so that the test that started the process knows
-// where it stopped. CGWARDEN_FAILPOINT_TRACE names a file to which every
+// where it stopped. CGWARDEN_FAILPOINTS_FILE names a file of more terms
+// (';' or one a line), which the process that reads it removes: it arms
+// one process only, so that a test can fault the next start of a
+// container whose restarts would otherwise fire the same point again and
+// again. CGWARDEN_FAILPOINT_TRACE names a file to which every
 // hit of every point is appended, one name a line: a test learns from a
 // clean run how often each point is reached, and picks k from that.
 //

@@ -3,8 +3,11 @@
 package failpoint
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -14,10 +17,15 @@ import (
 const Enabled = true
 
 // Env names the failpoints to arm; TraceEnv a file every hit is appended
-// to.
+// to; FileEnv a file holding more failpoints to arm, in Env's form, which
+// the process that reads it removes: an armed file fires in one process
+// only, so that a test can arm the next start of a container (the cluster
+// lane's fault suite) and the start after it runs clean, whatever the
+// container's restart policy.
 const (
 	Env      = "CGWARDEN_FAILPOINTS"
 	TraceEnv = "CGWARDEN_FAILPOINT_TRACE"
+	FileEnv  = "CGWARDEN_FAILPOINTS_FILE"
 )
 
 // armed is the process's failpoints, read from the environment on the
@@ -34,7 +42,24 @@ var armed struct {
 
 func load() {
 	armed.hits = map[string]int{}
-	points, err := Parse(os.Getenv(Env))
+	spec := os.Getenv(Env)
+	if name := os.Getenv(FileEnv); name != "" {
+		b, err := os.ReadFile(name)
+		switch {
+		case err == nil:
+			// Consumed: a process that cannot remove it could not tell
+			// the next one it was already armed.
+			if err := os.Remove(name); err != nil {
+				fmt.Fprintf(os.Stderr, "cgwarden failpoint: %v\n", err)
+				os.Exit(97)
+			}
+			spec += ";" + strings.ReplaceAll(string(b), "\n", ";")
+		case !errors.Is(err, fs.ErrNotExist):
+			fmt.Fprintf(os.Stderr, "cgwarden failpoint: %v\n", err)
+			os.Exit(97)
+		}
+	}
+	points, err := Parse(spec)
 	if err != nil {
 		// A test that arms a point it misspelled must not pass
 		// because nothing fired.

@@ -32,11 +32,11 @@ func TestMain(m *testing.M) {
 // child runs the test binary hitting t/p five times with CGWARDEN_FAILPOINTS
 // set to spec; it returns the child's output, its wait status and its
 // trace.
-func child(t *testing.T, spec string) (stdout, stderr string, ws syscall.WaitStatus, trace string) {
+func child(t *testing.T, spec string, env ...string) (stdout, stderr string, ws syscall.WaitStatus, trace string) {
 	t.Helper()
 	tr := filepath.Join(t.TempDir(), "trace")
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envChild+"=1", Env+"="+spec, TraceEnv+"="+tr)
+	cmd.Env = append(append(os.Environ(), envChild+"=1", Env+"="+spec, TraceEnv+"="+tr), env...)
 	var out, errb strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -82,5 +82,34 @@ func TestActions(t *testing.T) {
 	_, errs, ws, _ = child(t, "t/p=explode")
 	if ws.ExitStatus() != 97 || !strings.Contains(errs, "unknown action") {
 		t.Errorf("a bad spec: status %v, stderr %q; want exit 97 naming the mistake", ws, errs)
+	}
+}
+
+// TestArmedFileFiresOnce: a point armed in CGWARDEN_FAILPOINTS_FILE fires
+// in the first process that reads the file, which removes it; the next
+// process runs clean. Terms may be on lines of their own.
+func TestArmedFileFiresOnce(t *testing.T) {
+	arm := filepath.Join(t.TempDir(), "arm")
+	if err := os.WriteFile(arm, []byte("other=panic\nt/p=kill@2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errs, ws, _ := child(t, "", FileEnv+"="+arm)
+	if !ws.Signaled() || ws.Signal() != syscall.SIGKILL || strings.Count(out, "passed") != 1 {
+		t.Fatalf("armed file: child ended with %v after %q, want SIGKILL at the second hit; stderr %s", ws, out, errs)
+	}
+	if _, err := os.Stat(arm); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the armed file is still there after the process read it: %v", err)
+	}
+	out, errs, ws, _ = child(t, "", FileEnv+"="+arm)
+	if ws.ExitStatus() != 0 || strings.Count(out, "passed") != 5 {
+		t.Errorf("the next process: status %v, stdout %q, stderr %q; want a clean run", ws, out, errs)
+	}
+
+	// A file that does not parse stops the process, as the variable does.
+	if err := os.WriteFile(arm, []byte("t/p=explode"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, errs, ws, _ = child(t, "", FileEnv+"="+arm); ws.ExitStatus() != 97 || !strings.Contains(errs, "explode") {
+		t.Errorf("a bad armed file: status %v, stderr %q; want exit 97 naming it", ws, errs)
 	}
 }

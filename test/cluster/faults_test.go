@@ -27,10 +27,13 @@ const (
 	// faultJournal is the agent's journal on the node: the hostPath of
 	// testdata/agent-faults.
 	faultJournal = "/var/lib/cgwarden-cluster/faults-journal"
+	// faultArm is the agent's armed failpoints file on the node: the
+	// hostPath of testdata/agent-faults, read and removed by the next
+	// agent process (CGWARDEN_FAILPOINTS_FILE).
+	faultArm = "/var/lib/cgwarden-cluster/faults-arm/arm"
 	// defaultFaultCount is CI's count (CGWARDEN_CLUSTER_FAULT_COUNT):
-	// three of each kind (each way of churning once), about 5 minutes of
-	// lane time.
-	defaultFaultCount = 15
+	// three of each kind (each way of churning once).
+	defaultFaultCount = 21
 	// faultSettle bounds the time from a fault's end (the component back,
 	// the pod deleted) to every invariant holding. It allows a new agent
 	// pod (image present, Ready within 60 s), one adoption interval, and
@@ -53,9 +56,21 @@ const (
 	faultAPIServer  = "apiserver-stop"
 	faultAgent      = "agent-killed"
 	faultChurn      = "pods-churned"
+	faultReboot     = "node-rebooted"
+	faultFailpoint  = "agent-failpoint"
 )
 
-var faultKinds = []string{faultKubelet, faultContainerd, faultAPIServer, faultAgent, faultChurn}
+var faultKinds = []string{faultKubelet, faultContainerd, faultAPIServer, faultAgent, faultChurn, faultReboot, faultFailpoint}
+
+// failpoints are where the agent-failpoint fault kills the agent, and on
+// which hit: the steps of an adoption and of a weight written that the
+// suite then makes happen (internal/failpoint; the host lane's failpoint
+// lane kills `fix --apply` at each of them too).
+var failpoints = []string{
+	"journal/before-append=kill@1", "journal/before-append=kill@2", "journal/before-append=kill@3",
+	"journal/after-append=kill@1", "journal/after-append=kill@2", "journal/after-append=kill@3",
+	"fix/mid-move=kill@1", "fix/after-write=kill@1",
+}
 
 // TestClusterFaultSuite: the fix-mode agent (adoption and weights, one
 // node loop) on the real node, with misplaced busy pods (the misplace
@@ -64,8 +79,15 @@ var faultKinds = []string{faultKubelet, faultContainerd, faultAPIServer, faultAg
 // kubelet restarted (it re-asserts the QoS tiers' and pods' weights on
 // start), containerd restarted (its shims, and so the containers, keep
 // running), the API server stopped and started, the agent killed (its pod
-// deleted with grace 0, or its process SIGKILLed), and pods churned (a busy
-// pod deleted, a busy container killed, a sized pod deleted or made). After
+// deleted with grace 0, or its process SIGKILLed), pods churned (a busy
+// pod deleted, a busy container killed, a sized pod deleted or made), the
+// node rebooted (a power cut: the kubelet, containerd, every shim and
+// container killed, every pod cgroup removed, containerd's state emptied,
+// while the agent's journal stays on its hostPath; the Deployments' pods
+// recreated with new UIDs meanwhile, the sized pods keeping theirs), and
+// the agent killed at a failpoint (its next process armed to SIGKILL
+// itself in the middle of a journal append, a move or a weight written,
+// then an adoption and a weight made due). After
 // each, within faultSettle, every invariant must hold at once:
 //
 //   - no process of a live pod in a runtime-literal cgroup (in any
@@ -96,10 +118,15 @@ func TestClusterFaultSuite(t *testing.T) {
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))
 	begun := time.Now()
 	bin := buildCgwarden(t)
-	importAgentImage(t)
+	importImage(t, failpointImage, "failpoints")
 	hostBefore := rootEntries(t)
-	_ = os.RemoveAll(faultJournal) // a previous run's, on a cluster left up
-	t.Cleanup(func() { _ = os.RemoveAll(faultJournal) })
+	// A previous run's, on a cluster left up.
+	_ = os.RemoveAll(faultJournal)
+	_ = os.RemoveAll(filepath.Dir(faultArm))
+	t.Cleanup(func() {
+		_ = os.RemoveAll(faultJournal)
+		_ = os.RemoveAll(filepath.Dir(faultArm))
+	})
 
 	s := &faultSuite{t: t, e: e, rng: rng, ns: e.namespace(t), kubelet: e.kubeletClient(t), cpus: nodeMilliCPU(t, e)}
 	s.root, s.wf = cgroupRoot()
@@ -301,21 +328,126 @@ func (s *faultSuite) inject(kind string) (what string, end time.Time) {
 			s.restarted(s.ns, p.Name, id, p.Status.ContainerStatuses[0].RestartCount)
 			return "busy container of " + p.Name + " killed", end
 		default:
-			vms := s.pods("vm")
-			if len(vms) == 2 || len(vms) == 1 && s.rng.IntN(2) == 0 {
-				p := vms[s.rng.IntN(len(vms))]
-				if err := s.e.cs.CoreV1().Pods(s.ns).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
+			return s.churnSized(), time.Now()
+		}
+	case faultReboot:
+		s.scripts("power", "off")
+		// While the node is down, the Deployments' pods are deleted and
+		// made again with new UIDs (their old cgroups, containers and
+		// PIDs gone with the power); the sized pods are bare pods that
+		// keep their UIDs and get new containers at boot.
+		var again []string
+		for _, app := range []string{"busy", "crash"} {
+			for _, p := range s.pods(app) {
+				zero := int64(0)
+				if err := s.e.cs.CoreV1().Pods(s.ns).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 					s.t.Fatal(err)
 				}
-				return fmt.Sprintf("sized pod %s deleted (%d left)", p.Name, len(vms)-1), time.Now()
+				again = append(again, p.Name)
 			}
-			milli := []int64{500, 1000, 2000}[s.rng.IntN(3)]
-			s.sized(milli)
-			return fmt.Sprintf("sized pod vm-%d of %dm made (%d now)", s.nextVM, milli, len(vms)+1), time.Now()
 		}
+		s.scripts("power", "on")
+		return fmt.Sprintf("power cut, pods %s made again with new UIDs, booted; node Ready", strings.Join(again, " ")), time.Now()
+	case faultFailpoint:
+		return s.failpoint()
 	}
 	s.t.Fatalf("unknown fault kind %q", kind)
 	return "", time.Time{}
+}
+
+// churnSized deletes a sized pod or makes one (of 500m, 1 or 2 CPUs),
+// between one and two of them, as the seed chooses, and says which.
+func (s *faultSuite) churnSized() string {
+	s.t.Helper()
+	vms := s.pods("vm")
+	if len(vms) == 2 || len(vms) == 1 && s.rng.IntN(2) == 0 {
+		p := vms[s.rng.IntN(len(vms))]
+		if err := s.e.cs.CoreV1().Pods(s.ns).Delete(context.Background(), p.Name, metav1.DeleteOptions{}); err != nil {
+			s.t.Fatal(err)
+		}
+		return fmt.Sprintf("sized pod %s deleted (%d left)", p.Name, len(vms)-1)
+	}
+	milli := []int64{500, 1000, 2000}[s.rng.IntN(3)]
+	s.sized(milli)
+	return fmt.Sprintf("sized pod vm-%d of %dm made (%d now)", s.nextVM, milli, len(vms)+1)
+}
+
+// failpoint arms the agent's next process to SIGKILL itself at a
+// failpoint the seed chooses, makes that process start (the agent pod
+// deleted with grace 0: a new pod, with no restart back-off yet), makes an
+// adoption due (a busy container killed, or its pod deleted) and a weight
+// due (a sized pod made or deleted), and waits until the point fired: the
+// agent's container restarted, its previous log naming the point. The
+// restarted process finds the armed file gone and runs clean, resuming
+// what the killed one left.
+func (s *faultSuite) failpoint() (what string, end time.Time) {
+	s.t.Helper()
+	ctx := context.Background()
+	spec := failpoints[s.rng.IntN(len(failpoints))]
+	point, _, _ := strings.Cut(spec, "=")
+	if err := os.MkdirAll(filepath.Dir(faultArm), 0o755); err != nil {
+		s.t.Fatal(err)
+	}
+	if err := os.WriteFile(faultArm, []byte(spec+"\n"), 0o644); err != nil {
+		s.t.Fatal(err)
+	}
+	old := s.agentPod()
+	zero := int64(0)
+	if err := s.e.cs.CoreV1().Pods(old.Namespace).Delete(ctx, old.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		s.t.Fatal(err)
+	}
+	poll(s.t, 90*time.Second, "the new agent process reading the armed file "+faultArm, func() (bool, string, error) {
+		_, err := os.Stat(faultArm)
+		return os.IsNotExist(err), fmt.Sprint(err), nil
+	})
+	var agent *corev1.Pod
+	for _, p := range s.agentPods() {
+		if p.Name != old.Name {
+			agent = p
+		}
+	}
+	if agent == nil {
+		s.t.Fatal("no new agent pod after the armed file was read")
+	}
+
+	// Work that reaches the point: an adoption and a weight.
+	p := s.pick("busy")
+	made := "busy container of " + p.Name + " killed"
+	if p.Status.ContainerStatuses[0].RestartCount >= 2 {
+		if err := s.e.cs.CoreV1().Pods(s.ns).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
+			s.t.Fatal(err)
+		}
+		made = "busy pod " + p.Name + " deleted"
+	} else {
+		id := containerID(p)
+		for _, dir := range []string{filepath.Join(s.root, "kubepods", "besteffort", "pod"+string(p.UID), id), filepath.Join(s.root, literalName(string(p.UID), id))} {
+			for _, pid := range procs(dir) {
+				_ = syscall.Kill(atoi(pid), syscall.SIGKILL)
+			}
+		}
+	}
+	made += ", " + s.churnSized()
+
+	// Fired: the container restarted, and its previous log says where.
+	poll(s.t, 120*time.Second, fmt.Sprintf("the agent killed at %s (%s)", spec, made), func() (bool, string, error) {
+		p, err := s.e.cs.CoreV1().Pods(agent.Namespace).Get(ctx, agent.Name, metav1.GetOptions{})
+		if err != nil || len(p.Status.ContainerStatuses) != 1 {
+			return false, fmt.Sprint(err), nil
+		}
+		if c := p.Status.ContainerStatuses[0]; c.RestartCount == 0 {
+			return false, describe(p), nil
+		}
+		end = time.Now()
+		logs, err := runKubectl(s.e, "logs", "-n", p.Namespace, p.Name, "--previous")
+		if err != nil {
+			return false, logs, nil
+		}
+		if !strings.Contains(logs, "cgwarden failpoint "+point+": kill") {
+			return false, "", fmt.Errorf("the agent's container restarted, but its previous log does not name the failpoint %s:\n%s", point, tail(logs, 10))
+		}
+		return true, "", nil
+	})
+	return fmt.Sprintf("%s, then %s; fired", spec, made), end
 }
 
 // restarted waits until the kubelet reports the pod's container, killed,
@@ -366,18 +498,30 @@ func (s *faultSuite) pick(app string) *corev1.Pod {
 
 func (s *faultSuite) agentPod() *corev1.Pod {
 	s.t.Helper()
+	ps := s.agentPods()
+	for _, p := range ps {
+		if len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Running != nil {
+			return p
+		}
+	}
+	s.t.Fatalf("no running agent pod (%d pods)", len(ps))
+	return nil
+}
+
+// agentPods lists the agent's pods that are not being deleted.
+func (s *faultSuite) agentPods() []*corev1.Pod {
+	s.t.Helper()
 	l, err := s.e.cs.CoreV1().Pods("cgwarden-system").List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=cgwarden"})
 	if err != nil {
 		s.t.Fatal(err)
 	}
+	var out []*corev1.Pod
 	for i := range l.Items {
-		p := &l.Items[i]
-		if p.DeletionTimestamp == nil && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Running != nil {
-			return p
+		if l.Items[i].DeletionTimestamp == nil {
+			out = append(out, &l.Items[i])
 		}
 	}
-	s.t.Fatalf("no running agent pod (%d pods)", len(l.Items))
-	return nil
+	return out
 }
 
 // settle polls the invariants every second until they all hold at once,
