@@ -20,7 +20,8 @@
 //	                where the call site says so; the suite's deliberately
 //	                broken build drops a journal append this way)
 //
-// and @k fires on the k-th hit of the point only (default: the first).
+// and @k fires on the k-th hit of the point only (default: the first), @*
+// on every hit.
 // Before it acts, a firing point writes "cgwarden failpoint POINT: ACTION"
 // to standard error, so that the test that started the process knows
 // where it stopped. CGWARDEN_FAILPOINTS_FILE names a file of more terms

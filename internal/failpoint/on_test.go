@@ -74,6 +74,11 @@ func TestActions(t *testing.T) {
 		t.Errorf("skip@4: status %v, stdout %q", ws, out)
 	}
 
+	out, _, ws, _ = child(t, "t/p=skip@*")
+	if ws.ExitStatus() != 0 || out != strings.Repeat("skipped\npassed\n", 5) {
+		t.Errorf("skip@*: status %v, stdout %q", ws, out)
+	}
+
 	out, errs, ws, trace = child(t, "t/p=stall=1ms;other=kill")
 	if ws.ExitStatus() != 0 || strings.Count(out, "passed") != 5 || !strings.Contains(errs, "t/p: stall") || trace != strings.Repeat("t/p\n", 5) {
 		t.Errorf("stall: status %v, stdout %q, stderr %q, trace %q", ws, out, errs, trace)

@@ -25,7 +25,9 @@ type Point struct {
 	Action Action
 	// Stall is how long a stall lasts.
 	Stall time.Duration
-	// At is the hit the point fires on (1: the first).
+	// At is the hit the point fires on (1: the first); 0 fires on every
+	// hit ("@*": the deliberately broken build that drops every journal
+	// append, so that a suite can show its invariants fail).
 	At int
 }
 
@@ -48,10 +50,12 @@ func Parse(s string) (map[string]*Point, error) {
 		}
 		p := &Point{At: 1}
 		spec, at, hasAt := strings.Cut(spec, "@")
-		if hasAt {
+		if hasAt && at == "*" {
+			p.At = 0
+		} else if hasAt {
 			k, err := strconv.Atoi(at)
 			if err != nil || k < 1 {
-				return nil, fmt.Errorf("failpoint %s: hit %q is not a number from 1", name, at)
+				return nil, fmt.Errorf("failpoint %s: hit %q is not a number from 1 (or *, every hit)", name, at)
 			}
 			p.At = k
 		}

@@ -14,6 +14,7 @@ func TestParse(t *testing.T) {
 		"":                             {},
 		"a=panic":                      {"a": {Action: Panic, At: 1}},
 		"journal/before-append=kill@3": {"journal/before-append": {Action: Kill, At: 3}},
+		"journal/before-append=skip@*": {"journal/before-append": {Action: Skip, At: 0}},
 		" a=stall=250ms@2 ; b=skip ;":  {"a": {Action: Stall, Stall: 250 * time.Millisecond, At: 2}, "b": {Action: Skip, At: 1}},
 	}
 	for in, want := range good {
@@ -32,6 +33,7 @@ func TestParse(t *testing.T) {
 		"a=explode":     "unknown action",
 		"a=kill@0":      "not a number from 1",
 		"a=kill@x":      "not a number from 1",
+		"a=kill@**":     "not a number from 1",
 		"a=stall":       "positive duration",
 		"a=stall=-1s":   "positive duration",
 		"a=panic=1":     "takes no argument",
@@ -54,7 +56,7 @@ func FuzzParse(f *testing.F) {
 			return
 		}
 		for name, p := range points {
-			if name == "" || p.At < 1 || (p.Action == Stall) != (p.Stall > 0) {
+			if name == "" || p.At < 0 || (p.Action == Stall) != (p.Stall > 0) {
 				t.Fatalf("Parse(%q) accepted %q: %+v", s, name, p)
 			}
 		}
