@@ -112,9 +112,35 @@ var failpoints = []string{
 // Reproduce: CGWARDEN_FAULT_SEED=<seed>; more faults:
 // CGWARDEN_CLUSTER_FAULT_COUNT=<n>.
 func TestClusterFaultSuite(t *testing.T) {
-	e := cluster(t)
 	seed, count := faultSeed(t), faultCount(t)
 	t.Logf("fault suite: seed %d, %d faults (rerun: CGWARDEN_FAULT_SEED=%d CGWARDEN_CLUSTER_FAULT_COUNT=%d go test -run 'TestClusterFaultSuite$' ./...)", seed, count, seed, count)
+	if v := runFaultSuite(t, seed, count, ""); len(v) > 0 {
+		t.Errorf("at the end (seed %d):\n%s", seed, strings.Join(v, "\n"))
+	}
+}
+
+// TestClusterFaultSuiteCatchesADroppedAppend runs the suite on the
+// deliberately broken build: the agent's every journal append dropped
+// (journal/before-append=skip@*, armed in its first process), no fault
+// injected. It adopts and weighs as before, and the invariants checked
+// while it runs hold (its journal is empty, which reads back), but
+// `revert --all` has nothing to undo: the end's checks must find what it
+// left. If they did not, the suite's holding would prove nothing.
+func TestClusterFaultSuiteCatchesADroppedAppend(t *testing.T) {
+	v := runFaultSuite(t, 1, 0, "journal/before-append=skip@*")
+	if len(v) == 0 {
+		t.Fatal("with every journal append dropped, every check after revert --all held: the suite cannot fail")
+	}
+	t.Logf("the broken build caught at the end, as it must be:\n%s", strings.Join(v, "\n"))
+}
+
+// runFaultSuite sets the suite's node up (the agent's first process armed
+// with arm, when set), injects count faults in an order drawn from seed,
+// with the invariants settled after each (a failure stops the test), then
+// uninstalls the agent, runs `revert --all`, and returns what does not
+// hold after it.
+func runFaultSuite(t *testing.T, seed int64, count int, arm string) []string {
+	e := cluster(t)
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))
 	begun := time.Now()
 	bin := buildCgwarden(t)
@@ -135,6 +161,9 @@ func TestClusterFaultSuite(t *testing.T) {
 	s.sized(1000)
 	s.sized(2000)
 	e.runningPods(t, s.ns, "busy", 2, 120*time.Second)
+	if arm != "" {
+		s.arm(arm)
+	}
 	_, _, uninstall := e.installAgent(t, "testdata/agent-faults")
 	first := time.Now()
 	s.settle("the agent's first runs")
@@ -165,11 +194,9 @@ func TestClusterFaultSuite(t *testing.T) {
 		t.Fatalf("cgwarden revert --all: %v\n%s", err, out)
 	}
 	t.Logf("cgwarden revert --all:\n%s", tail(string(out), 8))
-	if v := s.reverted(); len(v) > 0 {
-		t.Errorf("after revert --all (seed %d):\n%s", seed, strings.Join(v, "\n"))
-	}
+	v := s.reverted()
 	if after := rootEntries(t); !slices.Equal(after, hostBefore) {
-		t.Errorf("the hierarchies' roots changed (seed %d):\nbefore %v\nafter  %v", seed, hostBefore, after)
+		v = append(v, fmt.Sprintf("the hierarchies' roots changed:\nbefore %v\nafter  %v", hostBefore, after))
 	}
 
 	// The figures.
@@ -183,6 +210,7 @@ func TestClusterFaultSuite(t *testing.T) {
 	t.Logf("fault suite, seed %d: %d faults in %v (%d invariant checks; the whole test %v); recovery by kind:\n%s\n  %-18s %2d faults, recovery p50 %v, p99 %v, max %v",
 		seed, count, faultsTook.Round(time.Second), s.checks, time.Since(begun).Round(time.Second), strings.Join(lines, "\n"),
 		"all", len(all), pct(all, 50), pct(all, 99), pct(all, 100))
+	return v
 }
 
 // faultSuite is the state of one run.
@@ -385,12 +413,7 @@ func (s *faultSuite) failpoint() (what string, end time.Time) {
 	ctx := context.Background()
 	spec := failpoints[s.rng.IntN(len(failpoints))]
 	point, _, _ := strings.Cut(spec, "=")
-	if err := os.MkdirAll(filepath.Dir(faultArm), 0o755); err != nil {
-		s.t.Fatal(err)
-	}
-	if err := os.WriteFile(faultArm, []byte(spec+"\n"), 0o644); err != nil {
-		s.t.Fatal(err)
-	}
+	s.arm(spec)
 	old := s.agentPod()
 	zero := int64(0)
 	if err := s.e.cs.CoreV1().Pods(old.Namespace).Delete(ctx, old.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
@@ -506,6 +529,18 @@ func (s *faultSuite) agentPod() *corev1.Pod {
 	}
 	s.t.Fatalf("no running agent pod (%d pods)", len(ps))
 	return nil
+}
+
+// arm writes failpoints for the agent's next process to read (and
+// remove).
+func (s *faultSuite) arm(spec string) {
+	s.t.Helper()
+	if err := os.MkdirAll(filepath.Dir(faultArm), 0o755); err != nil {
+		s.t.Fatal(err)
+	}
+	if err := os.WriteFile(faultArm, []byte(spec+"\n"), 0o644); err != nil {
+		s.t.Fatal(err)
+	}
 }
 
 // agentPods lists the agent's pods that are not being deleted.
