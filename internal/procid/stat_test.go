@@ -110,7 +110,7 @@ func FuzzParseBootID(f *testing.F) {
 type dirFS struct{}
 
 func (dirFS) ReadFile(p string) ([]byte, error) { return os.ReadFile(p) }
-func (dirFS) ReadDirs(string) ([]string, error)  { return nil, nil }
+func (dirFS) ReadDirs(string) ([]string, error) { return nil, nil }
 
 func TestStartAndBootOfThisProcess(t *testing.T) {
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
