@@ -61,9 +61,8 @@ type Agent struct {
 	// adoptions hands the adopter the latest picture.
 	adoptions chan *Picture
 	app       *applier
-	// fixing is whether the agent holds the node's agent lock
-	// (journal.AgentLockName) and so runs its fixers; served as
-	// cgwarden_agent_fix_lock.
+	// fixing is whether the agent holds the node's locks (nodeLocks)
+	// and so runs its fixers; served as cgwarden_agent_fix_lock.
 	fixing atomic.Bool
 	closes []func()
 }
@@ -423,10 +422,10 @@ func (a *Agent) Start(ctx context.Context) (stop func()) {
 // tries again.
 const lockRetry = time.Second
 
-// runFixers takes the node's agent lock, waiting for as long as another
-// agent holds it (serving meanwhile, /readyz and cgwarden_agent_fix_lock
-// saying so), then runs the holder and the adopter until ctx ends, and
-// lets the lock go after they stopped.
+// runFixers takes the node's locks (nodeLocks), waiting for as long as
+// another agent holds them (serving meanwhile, /readyz and
+// cgwarden_agent_fix_lock saying so), then runs the holder and the
+// adopter until ctx ends, and lets the locks go after they stopped.
 func (a *Agent) runFixers(ctx context.Context) {
 	lock := a.waitForNode(ctx)
 	if lock == nil {
@@ -450,17 +449,22 @@ func (a *Agent) runFixers(ctx context.Context) {
 	wg.Wait()
 }
 
-// waitForNode takes the agent lock of the journal directory, trying every
-// lockRetry while another agent holds it; nil when ctx ended first. The
-// wait is logged once, when it begins and when it ends.
-func (a *Agent) waitForNode(ctx context.Context) *journal.AgentLock {
+// waitForNode takes the node's locks (nodeLocks), trying every lockRetry
+// while another agent holds them; nil when ctx ended first. The wait is
+// logged once, when it begins and when it ends.
+func (a *Agent) waitForNode(ctx context.Context) *nodeLocks {
 	log := a.log.With("component", "lock")
+	if a.Loop.Latest() == nil {
+		// The node lock is on the kubelet's root cgroup, which the first
+		// scan finds.
+		_, _, _ = a.Loop.Fresh(ctx)
+	}
 	var since time.Time
 	for {
 		// What the next agent will read of this one: since when it holds
 		// the lock (written only when it takes it).
 		who := fmt.Sprintf("pid %d (node %s), since %s", os.Getpid(), a.cfg.NodeName, time.Now().UTC().Format(time.RFC3339))
-		lock, err := journal.TryAgentLock(a.cfg.JournalDir, who)
+		lock, err := a.tryNodeLocks(who)
 		switch {
 		case err == nil:
 			a.fixing.Store(true)

@@ -189,8 +189,10 @@ func TestAgentFixModeUnderChurn(t *testing.T) {
 	}
 }
 
-// TestSecondAgentWaitsForTheFirst: two fixing agents on one node (one
-// journal directory), as a DaemonSet update with maxSurge runs them. They
+// TestSecondAgentWaitsForTheFirst: two fixing agents on one node, as a
+// DaemonSet update with maxSurge runs them, sharing one journal directory
+// or each given its own --journal-dir (the node lock, not the journal
+// directory's, is what keeps the second out then). They
 // disagree on the BestEffort tier's target (the second caps the sizes it
 // counts at 1 CPU). The first holds the tier; the second, started beside
 // it, serves and is Ready but says it stands by (/readyz,
@@ -199,13 +201,22 @@ func TestAgentFixModeUnderChurn(t *testing.T) {
 // so the two never alternate. Once the first stops, the second takes the
 // lock within a few retries and holds its own target.
 func TestSecondAgentWaitsForTheFirst(t *testing.T) {
+	t.Run("one journal directory", func(t *testing.T) { secondAgentWaits(t, false) })
+	t.Run("two journal directories", func(t *testing.T) { secondAgentWaits(t, true) })
+}
+
+func secondAgentWaits(t *testing.T, twoDirs bool) {
 	s := realtest.NewScratch(t)
 	tree := realtest.NewVMTree(s, 500, 1000, 2000)
 	pods := &lister{}
 	pods.set(tree.Pods())
-	dir := t.TempDir()
+	shared := t.TempDir()
 	var logB syncBuffer
 	start := func(maxTier string, w io.Writer) (*agent.Agent, func()) {
+		dir := shared
+		if twoDirs {
+			dir = t.TempDir()
+		}
 		o := &agent.Options{Listen: "127.0.0.1:0", Interval: 200 * time.Millisecond, SizeCheck: 50 * time.Millisecond,
 			Fix: []string{"size-blind-weights", "besteffort-starvation"}, JournalDir: dir, MaxTierCPU: maxTier,
 			HostRoot: "/", Base: s.Name, Lister: pods, Log: slog.New(slog.NewTextHandler(w, nil)), TrustSizes: "default"}
@@ -244,7 +255,9 @@ func TestSecondAgentWaitsForTheFirst(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the second agent's /readyz: %d %q, want 200 naming its standby", code, body)
+			// Not fatal: whether the two then alternate is the point.
+			t.Errorf("the second agent's /readyz: %d %q, want 200 naming its standby", code, body)
+			break
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -20,10 +20,13 @@
 // node's pods reference, none other).
 // The holder's and the adopter's engines share one journal (its lock
 // makes them wait for each other). They run only while the agent holds
-// the node's agent lock (journal.AgentLockName, a flock in the journal
-// directory held for the agent's life): a second agent on the node — a
-// DaemonSet update with maxSurge — serves but waits, and never writes
-// between the first's writes; the metadata source believes only the
+// the node's locks (nodeLocks, held for the agent's life): the node lock,
+// a flock on the kubelet's root cgroup that every agent on the node
+// shares whatever its --journal-dir, then the agent lock of its journal
+// directory (journal.AgentLockName). A second agent on the node — a
+// DaemonSet update with maxSurge, one started by hand with another
+// journal directory — serves but waits, and never writes between the
+// first's writes; the metadata source believes only the
 // sizes the size-trust checker allows (sizetrust, --trust-size-annotations);
 // /healthz and /readyz follow the loop's scans (serve.Server.Looping).
 //

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path"
 	"slices"
 	"strings"
@@ -216,6 +217,19 @@ func (h *Host) ReadDirs(p string) ([]string, error) {
 	}
 	slices.Sort(out)
 	return out, nil
+}
+
+// OpenDir opens the directory p beneath the root, as ReadDirs does, and
+// hands its descriptor to the caller: for a flock that must be taken on
+// the node's own directory (one inode for every process that opens it, in
+// any container and through any mount of the hierarchy), which a path
+// could not name safely. The caller closes it.
+func (h *Host) OpenDir(p string) (*os.File, error) {
+	fd, err := h.open(p, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: p, Err: err}
+	}
+	return os.NewFile(uintptr(fd), p), nil
 }
 
 // subdirs lists the directories in the open directory fd with getdents64

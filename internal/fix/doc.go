@@ -17,6 +17,13 @@
 // if it happened and skipped if it did not. What cannot be undone (a
 // process that exited, a cgroup the runtime removed) is reported.
 //
+// No path acts on a PID because the journal names it: an apply (a resumed
+// one too) moves what is in the sources now, a revert what is in the
+// targets cgwarden made. The journal's processes carry their start times
+// and boot (journal.Proc), and a revert leaves, and reports, a process
+// that holds a recorded PID but is not the process moved: started at
+// another time, or in another boot.
+//
 // The engine takes its filesystem and its Base cgroup from the caller,
 // like inventory.Scanner, so tests run it against a scratch tree on the
 // live kernel.

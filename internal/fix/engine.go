@@ -23,6 +23,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/mounts"
 	"github.com/cgwarden/cgwarden/internal/plan"
+	"github.com/cgwarden/cgwarden/internal/procid"
 	"github.com/cgwarden/cgwarden/internal/systemd"
 )
 
@@ -405,6 +406,14 @@ func (e *Engine) applyPlan(j *journal.Journal, runs []*journal.Run, p *plan.Plan
 	if ug != nil {
 		defer ug.End()
 	}
+	// The boot the moves' start times count from, recorded on their
+	// intents (journal.Entry.Boot).
+	var boot string
+	if slices.ContainsFunc(p.Ops, func(op plan.Op) bool { return op.Kind == plan.Move }) {
+		if boot, err = procid.Boot(e.FS); err != nil {
+			return res, fmt.Errorf("nothing applied: the node's boot ID, which tells its processes from those of another boot, could not be read: %w", err)
+		}
+	}
 	gw, end := e.writer(pol.Trees, exact)
 	defer end()
 	w := &guard{w: gw, check: applyCheck(pol), units: ug, checkUnit: pol.Check}
@@ -420,7 +429,7 @@ func (e *Engine) applyPlan(j *journal.Journal, runs []*journal.Run, p *plan.Plan
 		return res, fmt.Errorf("nothing applied: %w", err)
 	}
 	for i, op := range p.Ops {
-		sr, err := e.applyOne(j, w, res.Run, i, op)
+		sr, err := e.applyOne(j, w, res.Run, boot, i, op)
 		if err != nil {
 			if _, jerr := j.Append(journal.Entry{Type: journal.End, Apply: res.Run, Error: err.Error()}); jerr != nil {
 				err = errors.Join(err, jerr)
@@ -443,9 +452,9 @@ func newRunID() string {
 	return time.Now().UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b[:])
 }
 
-// applyOne reads the state op replaces, journals the intent, applies op
-// and journals the outcome.
-func (e *Engine) applyOne(j *journal.Journal, w *guard, run string, i int, op plan.Op) (StepResult, error) {
+// applyOne reads the state op replaces, journals the intent (a move's
+// with the node's boot ID), applies op and journals the outcome.
+func (e *Engine) applyOne(j *journal.Journal, w *guard, run, boot string, i int, op plan.Op) (StepResult, error) {
 	sr := StepResult{Op: op}
 	fail := func(err error) error { return fmt.Errorf("operation %d (%s): %w", i+1, op.Description, err) }
 	prev, err := e.prevState(op)
@@ -459,7 +468,11 @@ func (e *Engine) applyOne(j *journal.Journal, w *guard, run string, i int, op pl
 	if err != nil {
 		return sr, fail(fmt.Errorf("not applied: %w", err))
 	}
-	intent, err := j.Append(journal.Entry{Type: journal.Intent, Apply: run, Op: &op, Prev: &prev})
+	in := journal.Entry{Type: journal.Intent, Apply: run, Op: &op, Prev: &prev}
+	if op.Kind == plan.Move {
+		in.Boot = boot
+	}
+	intent, err := j.Append(in)
 	if err != nil {
 		return sr, fail(fmt.Errorf("not applied, because it could not be journaled first: %w", err))
 	}
@@ -631,7 +644,8 @@ func (e *Engine) exited(pid int) bool {
 // repeat until one finds every source empty, so a process forked from a
 // not-yet-moved parent during a pass is caught by the next one. A process
 // that exits before it is moved (ESRCH) is recorded, not an error. The
-// processes moved in each pass are journaled.
+// processes moved in each pass are journaled with their start times, so
+// that a later process given the same PID is never taken for one of them.
 func (e *Engine) move(j *journal.Journal, w *guard, run string, ref, i int, op plan.Op) (moved, exited []int, err error) {
 	var gone []string
 	w.moving = map[int]bool{}
@@ -641,6 +655,7 @@ func (e *Engine) move(j *journal.Journal, w *guard, run string, ref, i int, op p
 			return moved, exited, fmt.Errorf("the source still gets new processes after %d passes (is its runtime starting them there?)", MaxMoveRounds)
 		}
 		var pass, passExited []int
+		starts := map[int]uint64{}
 		seen := false
 		var moveErr error
 		for _, pr := range op.Pairs {
@@ -658,7 +673,12 @@ func (e *Engine) move(j *journal.Journal, w *guard, run string, ref, i int, op p
 			for _, pid := range pids {
 				seen = true
 				e.hook(StageMovePid, i, pid)
-				if in, err := e.holds(pr.Source, pid); err != nil || !in {
+				// Its start time is read before the check and the write:
+				// should the PID change hands in between, the journal
+				// names the older process, which a revert then finds gone,
+				// rather than the newer one under the older's identity.
+				start, serr := procid.Start(e.FS, pid)
+				if in, err := e.holds(pr.Source, pid); err != nil || !in || errors.Is(serr, fs.ErrNotExist) {
 					// Gone from the source since the listing (exited,
 					// or moved by someone else): writing it now would
 					// pull it out of wherever it went.
@@ -667,12 +687,17 @@ func (e *Engine) move(j *journal.Journal, w *guard, run string, ref, i int, op p
 					}
 					continue
 				}
+				if serr != nil {
+					moveErr = fmt.Errorf("process %d: its start time, which tells it from a later process given its PID, could not be read: %w", pid, serr)
+					break
+				}
 				w.moving[pid] = true
 				err := w.WriteFile(path.Join(pr.Target, "cgroup.procs"), []byte(strconv.Itoa(pid)))
 				delete(w.moving, pid)
 				switch {
 				case err == nil:
 					pass = appendUniq(pass, pid)
+					starts[pid] = start
 					// Between the first and the last process of a move.
 					failpoint.Hit("fix/mid-move")
 				case errors.Is(err, errESRCH):
@@ -689,7 +714,12 @@ func (e *Engine) move(j *journal.Journal, w *guard, run string, ref, i int, op p
 			}
 		}
 		if len(pass) > 0 || len(passExited) > 0 {
-			if _, jerr := j.Append(journal.Entry{Type: journal.Progress, Apply: run, Ref: ref, Pids: pass, Exited: passExited}); jerr != nil {
+			procs := make([]journal.Proc, 0, len(pass))
+			for _, pid := range pass {
+				start := starts[pid]
+				procs = append(procs, journal.Proc{PID: pid, Start: &start})
+			}
+			if _, jerr := j.Append(journal.Entry{Type: journal.Progress, Apply: run, Ref: ref, Pids: procs, Exited: passExited}); jerr != nil {
 				return moved, exited, errors.Join(moveErr, fmt.Errorf("moved processes %v but could not journal it (revert moves back whatever is in the target): %w", pass, jerr))
 			}
 		}

@@ -689,13 +689,17 @@ func (s *suite) journalViolations(entries []journal.Entry, settled bool) string 
 		if e.Type != journal.Progress && e.Type != journal.Done {
 			continue
 		}
-		for _, pid := range e.Pids {
+		for _, pr := range e.Pids {
+			pid := pr.PID
 			st, ok := s.start[pid]
 			if !ok {
 				return fmt.Sprintf("journal: entry %d moved process %d, which the test did not start", e.Seq, pid)
 			}
 			if now, err := startTime(pid); err == nil && now != st {
 				return fmt.Sprintf("journal: entry %d names process %d, started at %d, now a process started at %d", e.Seq, pid, st, now)
+			}
+			if pr.Start == nil || *pr.Start != st {
+				return fmt.Sprintf("journal: entry %d records process %d with start time %v; it started at %d", e.Seq, pid, pr.Start, st)
 			}
 		}
 	}

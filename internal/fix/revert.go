@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path"
 	"slices"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/journal"
 	"github.com/cgwarden/cgwarden/internal/plan"
+	"github.com/cgwarden/cgwarden/internal/procid"
 	"github.com/cgwarden/cgwarden/internal/systemd"
 )
 
@@ -32,6 +34,10 @@ type Undo struct {
 	// and those recorded as moved that have exited since.
 	MovedBack []int `json:"movedBack,omitempty"`
 	Exited    []int `json:"exited,omitempty"`
+	// Reused are PIDs recorded as moved that a new process holds now
+	// (another start time, or the node rebooted since): the process
+	// moved has exited, and the new one is not moved.
+	Reused []int `json:"reused,omitempty"`
 }
 
 // Undo statuses.
@@ -132,6 +138,14 @@ func (e *Engine) revertRun(j *journal.Journal, r *journal.Run, pending []*journa
 			}
 		}
 	}
+	// The boot now, which a move's recorded processes are compared with
+	// ("" when it cannot be read: then only their start times are).
+	var boot string
+	if slices.ContainsFunc(pending, func(s *journal.Step) bool { return s.Op.Kind == plan.Move }) {
+		if boot, err = procid.Boot(e.FS); err != nil {
+			e.log().Warn("reverting without the node's boot ID: recorded processes are told apart by their start times alone", "err", err)
+		}
+	}
 	gw, end := e.writer(nil, exact)
 	defer end()
 	w := &guard{w: gw, check: exactCheck(allowed), checkUnit: exactUnitCheck(allowed)}
@@ -149,11 +163,11 @@ func (e *Engine) revertRun(j *journal.Journal, r *journal.Run, pending []*journa
 			u = Undo{Op: s.Op, Status: NotUndone, Note: why + ": not touched"}
 		} else {
 			failpoint.Hit("fix/before-undo")
-			u = e.undo(w, s)
+			u = e.undo(w, s, boot)
 		}
 		u.Run = r.ID
 		rep.Undos = append(rep.Undos, u)
-		ent := journal.Entry{Type: journal.Undone, Apply: r.ID, Ref: s.Seq, Pids: u.MovedBack, Exited: u.Exited, Note: u.Status}
+		ent := journal.Entry{Type: journal.Undone, Apply: r.ID, Ref: s.Seq, Pids: journal.Bare(u.MovedBack), Exited: u.Exited, Note: u.Status}
 		if u.Note != "" {
 			ent.Note += ": " + u.Note
 		}
@@ -239,8 +253,9 @@ func opPath(op plan.Op) string {
 	return ""
 }
 
-// undo settles one step by looking at the current state.
-func (e *Engine) undo(w *guard, s *journal.Step) Undo {
+// undo settles one step by looking at the current state (boot is the
+// node's boot ID now, "" when unknown).
+func (e *Engine) undo(w *guard, s *journal.Step, boot string) Undo {
 	u := Undo{Op: s.Op, Status: Undone}
 	notUndone := func(format string, a ...any) Undo {
 		u.Status, u.Note = NotUndone, fmt.Sprintf(format, a...)
@@ -311,7 +326,7 @@ func (e *Engine) undo(w *guard, s *journal.Step) Undo {
 			return notUndone("%v", err)
 		}
 	case plan.Move:
-		return e.undoMove(w, s, u)
+		return e.undoMove(w, s, u, boot)
 	case plan.Rmdir:
 		if _, err := e.FS.ReadDirs(op.Path); err == nil {
 			u.Status, u.Note = NothingToUndo, "it is there"
@@ -336,9 +351,30 @@ func (e *Engine) undo(w *guard, s *journal.Step) Undo {
 
 // undoMove moves every process in the targets back to the sources. The
 // target is a cgroup cgwarden created, so whatever is in it came from the
-// source (or was forked there by what came from it).
-func (e *Engine) undoMove(w *guard, s *journal.Step, u Undo) Undo {
+// source (or was forked there by what came from it); the PIDs the journal
+// recorded are never moved on their own. Two exceptions, which the
+// recorded identities (journal.Proc) tell:
+//
+//   - a step recorded in another boot than the node's now: cgroups do not
+//     survive a reboot, so whatever is at the target's path was made by
+//     someone else since, and every PID recorded names a new process.
+//     Nothing is moved (nothing cgwarden moved is left).
+//   - a recorded PID that a process with another start time holds now: the
+//     process moved has exited and a new one got its PID. Even in the
+//     target (forked there, or put there by someone else) it is not the
+//     process cgwarden moved: it is not moved, the step is not undone (its
+//     target cannot be emptied) and the report says so.
+//
+// A step or a process recorded without an identity (a journal written
+// before they were recorded) is handled as it was then: see journal.Proc.
+func (e *Engine) undoMove(w *guard, s *journal.Step, u Undo, boot string) Undo {
+	recorded := e.recordedProcs(s)
+	if s.Boot != "" && boot != "" && s.Boot != boot {
+		return e.undoMoveOtherBoot(s, u, boot, recorded)
+	}
 	var notes []string
+	// newProcess holds the recorded PIDs found in a new process's hands.
+	newProcess := map[int]bool{}
 	for _, pr := range s.Op.Pairs {
 		if _, err := e.FS.ReadDirs(pr.Source); errors.Is(err, fs.ErrNotExist) {
 			left, err := e.pids(pr.Target)
@@ -355,9 +391,12 @@ func (e *Engine) undoMove(w *guard, s *journal.Step, u Undo) Undo {
 			notes = append(notes, fmt.Sprintf("the source %s was removed (by its runtime?): processes %v stay in %s", pr.Source, left, pr.Target))
 			continue
 		}
+		failed := false
 		for round := 0; ; round++ {
 			pids, err := e.pids(pr.Target)
-			if errors.Is(err, fs.ErrNotExist) || len(pids) == 0 {
+			// New processes with recorded PIDs stay where they are.
+			pids = slices.DeleteFunc(pids, func(pid int) bool { return newProcess[pid] })
+			if errors.Is(err, fs.ErrNotExist) || err == nil && len(pids) == 0 {
 				break
 			}
 			if err != nil || round == MaxMoveRounds {
@@ -374,40 +413,120 @@ func (e *Engine) undoMove(w *guard, s *journal.Step, u Undo) Undo {
 				if in, err := e.holds(pr.Target, pid); err != nil || !in {
 					continue // left cgwarden's cgroup since the listing: not cgwarden's to move
 				}
+				if p, ok := recorded[pid]; ok && e.reused(p) {
+					newProcess[pid] = true
+					continue
+				}
 				err := w.WriteFile(path.Join(pr.Source, "cgroup.procs"), []byte(strconv.Itoa(pid)))
 				switch {
 				case err == nil:
 					u.MovedBack = appendUniq(u.MovedBack, pid)
 				case errors.Is(err, errESRCH):
 				default:
-					u.Status = NotUndone
+					failed = true
 					notes = append(notes, fmt.Sprintf("moving %d back: %v", pid, err))
 				}
 			}
-			if u.Status == NotUndone {
+			if failed {
+				u.Status = NotUndone
 				break
 			}
 		}
 	}
-	// Processes the journal says were moved and that no longer exist.
-	recorded := slices.Clone(s.Pids)
-	for _, ps := range s.Prev.Pids {
-		recorded = append(recorded, ps...)
+	if len(newProcess) > 0 {
+		// They keep the target from being emptied (and removed).
+		u.Status = NotUndone
 	}
-	slices.Sort(recorded)
-	for _, pid := range slices.Compact(recorded) {
-		if e.exited(pid) {
+	// Processes the journal says were moved that no longer exist, or
+	// whose PID a new process holds.
+	for _, pid := range slices.Sorted(maps.Keys(recorded)) {
+		switch {
+		case e.exited(pid):
 			u.Exited = append(u.Exited, pid)
+		case newProcess[pid] || e.reused(recorded[pid]):
+			u.Reused = append(u.Reused, pid)
 		}
 	}
 	if len(u.Exited) > 0 {
 		notes = append(notes, fmt.Sprintf("processes %v have exited and cannot be moved back", u.Exited))
 	}
-	if u.Status == Undone && len(u.MovedBack) == 0 && len(u.Exited) == 0 {
+	if len(u.Reused) > 0 {
+		notes = append(notes, reusedNote(u.Reused, "started after the run"))
+	}
+	if u.Status == Undone && len(u.MovedBack) == 0 && len(u.Exited) == 0 && len(u.Reused) == 0 {
 		u.Status = NothingToUndo
 	}
 	u.Note = strings.Join(notes, "; ")
 	return u
+}
+
+// undoMoveOtherBoot settles a move recorded in another boot (see
+// undoMove): nothing is moved, and the report says which recorded PIDs
+// new processes hold now, and what sits in the targets.
+func (e *Engine) undoMoveOtherBoot(s *journal.Step, u Undo, boot string, recorded map[int]journal.Proc) Undo {
+	u.Status = NothingToUndo
+	notes := []string{fmt.Sprintf("recorded in boot %s and the node has rebooted since (boot %s): every process the move moved is gone, and nothing is moved back", s.Boot, boot)}
+	for _, pid := range slices.Sorted(maps.Keys(recorded)) {
+		if e.exited(pid) {
+			u.Exited = append(u.Exited, pid)
+		} else {
+			u.Reused = append(u.Reused, pid)
+		}
+	}
+	if len(u.Reused) > 0 {
+		notes = append(notes, reusedNote(u.Reused, "in this boot"))
+	}
+	var left []int
+	for _, pr := range s.Op.Pairs {
+		if pids, err := e.pids(pr.Target); err == nil {
+			for _, pid := range pids {
+				left = appendUniq(left, pid)
+			}
+		}
+	}
+	if len(left) > 0 {
+		notes = append(notes, fmt.Sprintf("its targets (%s...) hold processes %v of this boot, not cgwarden's to move: left", s.Op.Pairs[0].Target, left))
+	}
+	u.Note = strings.Join(notes, "; ")
+	return u
+}
+
+// recordedProcs are the processes the journal names for a move step: the
+// ones it moved (with their start times, when recorded) and the ones
+// found in its sources when it began (by PID alone).
+func (e *Engine) recordedProcs(s *journal.Step) map[int]journal.Proc {
+	out := map[int]journal.Proc{}
+	for _, ps := range s.Prev.Pids {
+		for _, pid := range ps {
+			out[pid] = journal.Proc{PID: pid}
+		}
+	}
+	for _, p := range s.Pids {
+		if p.Start != nil || out[p.PID].Start == nil {
+			out[p.PID] = p
+		}
+	}
+	return out
+}
+
+// reused reports whether a process other than p holds p's PID now: one
+// runs with another start time. A p recorded without a start time is
+// taken to be the one running (see journal.Proc); one that exited is not
+// reused (exited says so).
+func (e *Engine) reused(p journal.Proc) bool {
+	if p.Start == nil {
+		return false
+	}
+	now, err := procid.Start(e.FS, p.PID)
+	return err == nil && now != *p.Start
+}
+
+// reusedNote says that the PIDs pids name new processes, started when.
+func reusedNote(pids []int, when string) string {
+	if len(pids) == 1 {
+		return fmt.Sprintf("PID %d is a new process (%s): not moved", pids[0], when)
+	}
+	return fmt.Sprintf("PIDs %v are new processes (%s): not moved", pids, when)
 }
 
 // undoProperty sets a unit's weight property back to the value the

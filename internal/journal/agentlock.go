@@ -19,8 +19,17 @@ import (
 // the second one wait, serving but not fixing, until the first is gone.
 const AgentLockName = "agent.lock"
 
-// ErrAgentLocked is returned by TryAgentLock when another process holds
-// the agent lock.
+// The agent lock excludes only agents that share a journal directory: two
+// agents given different --journal-dir would both take their own. So a
+// fixing agent first takes the node lock (TryNodeLock), a flock on a
+// directory every agent on the node reaches as the same inode: the
+// kubelet's root cgroup. The agent lock is still taken after it: agents
+// that share a journal directory but see different trees (another host
+// root or scan base: an embedder, a test) would otherwise both write one
+// journal, and each compact away the other's steps as gone.
+
+// ErrAgentLocked is returned by TryAgentLock and TryNodeLock when another
+// process holds the lock.
 var ErrAgentLocked = errors.New("another cgwarden agent fixes this node")
 
 // AgentLock is a held agent lock; Release lets the next agent in (so does
@@ -60,6 +69,31 @@ func TryAgentLock(dir, who string) (*AgentLock, error) {
 		_, _ = f.WriteAt([]byte(who+"\n"), 0)
 	}
 	return &AgentLock{f: f}, nil
+}
+
+// TryNodeLock takes, without waiting, the flock of dir: an open directory
+// that every agent on the node reaches as the same inode, whatever its
+// journal directory, container or mount (the agent's is the kubelet's root
+// cgroup in the hierarchy it scans, opened through its host door). The
+// lock holds dir open until Release; dir is closed when the lock is not
+// taken, and the error wraps ErrAgentLocked when another process holds it.
+//
+// flock(2) works on cgroupfs directories: measured on this project's
+// machine (kernel 6.18, cgroup v1 cpu hierarchy), a LOCK_EX|LOCK_NB on a
+// cgroup directory succeeds, a second open of the same directory is
+// refused (EWOULDBLOCK), so is an open of it through a second mount of the
+// same hierarchy (same superblock, same inode), and the second takes it
+// once the first descriptor is closed. The lock is the kernel's, on the
+// inode: nothing is written to the cgroup.
+func TryNodeLock(dir *os.File) (*AgentLock, error) {
+	if err := unix.Flock(int(dir.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		dir.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w (node lock: flock on %s held; the holder names itself in its journal directory's %s)", ErrAgentLocked, dir.Name(), AgentLockName)
+		}
+		return nil, fmt.Errorf("node lock %s: %w", dir.Name(), err)
+	}
+	return &AgentLock{f: dir}, nil
 }
 
 // Release drops the lock.

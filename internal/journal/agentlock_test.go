@@ -69,3 +69,37 @@ func TestAgentLock(t *testing.T) {
 	}
 	c.Release()
 }
+
+// TestNodeLock: the node lock is a flock on an open directory; a second
+// open of the same directory is refused with ErrAgentLocked (and closed),
+// and takes it once the first is released. (The agent's directory is a
+// cgroup; the agent's live test takes it on a scratch cgroup.)
+func TestNodeLock(t *testing.T) {
+	dir := t.TempDir()
+	open := func() *os.File {
+		f, err := os.Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	a, err := TryNodeLock(open())
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := open()
+	if _, err := TryNodeLock(second); !errors.Is(err, ErrAgentLocked) || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("second node lock: %v, want ErrAgentLocked naming %s", err, dir)
+	}
+	if err := second.Close(); err == nil {
+		t.Errorf("a refused node lock left its directory open")
+	}
+	if err := a.Release(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := TryNodeLock(open())
+	if err != nil {
+		t.Fatalf("after release: %v", err)
+	}
+	_ = b.Release()
+}

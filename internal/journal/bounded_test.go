@@ -162,7 +162,7 @@ func (c *churn) adopt(t testing.TB, i int) {
 		op := plan.Op{Kind: plan.Move, Pairs: []plan.Pair{{Source: src, Target: tgt}}}
 		pids := c.n.dirs[src]
 		in := c.must(t, Entry{Type: Intent, Apply: run, Op: &op, Prev: &plan.Prev{Pids: map[string][]int{src: pids}}})
-		c.must(t, Entry{Type: Progress, Apply: run, Ref: in.Seq, Pids: pids})
+		c.must(t, Entry{Type: Progress, Apply: run, Ref: in.Seq, Pids: Bare(pids)})
 		c.n.dirs[tgt], c.n.dirs[src] = pids, nil
 		c.must(t, Entry{Type: Done, Apply: run, Ref: in.Seq})
 		return nil

@@ -34,8 +34,8 @@ func history() []Entry {
 		{Seq: 4, Type: Intent, Apply: "r1", Op: w("/c/tier/cpu.shares"), Prev: &plan.Prev{Value: strp("2")}},
 		{Seq: 5, Type: Done, Apply: "r1", Ref: 4},
 		{Seq: 6, Type: Intent, Apply: "r1", Op: mv, Prev: &plan.Prev{Pids: map[string][]int{"/c/src": {10, 11}}}},
-		{Seq: 7, Type: Progress, Apply: "r1", Ref: 6, Pids: []int{10}},
-		{Seq: 8, Type: Progress, Apply: "r1", Ref: 6, Pids: []int{11}, Exited: []int{12}},
+		{Seq: 7, Type: Progress, Apply: "r1", Ref: 6, Pids: Bare([]int{10})},
+		{Seq: 8, Type: Progress, Apply: "r1", Ref: 6, Pids: Bare([]int{11}), Exited: []int{12}},
 		{Seq: 9, Type: Done, Apply: "r1", Ref: 6},
 		{Seq: 10, Type: Intent, Apply: "r1", Op: w("/c/pod/t/cpu.cfs_quota_us"), Prev: &plan.Prev{Value: strp("-1")}},
 		{Seq: 11, Type: Failed, Apply: "r1", Ref: 10, Error: "invalid argument"},
@@ -90,7 +90,7 @@ func TestCompactKeepsWhatRevertNeeds(t *testing.T) {
 	}
 	r1 := after[0]
 	mvStep := r1.Steps[2]
-	if mvStep.Status != StatusDone || !slices.Equal(mvStep.Pids, []int{10, 11}) {
+	if mvStep.Status != StatusDone || !slices.Equal(PIDs(mvStep.Pids), []int{10, 11}) {
 		t.Errorf("move after compaction: %+v, want done with pids 10 and 11", mvStep)
 	}
 	if tier := r1.Steps[1]; tier.Op.Path != "/c/tier/cpu.shares" || *tier.Prev.Value != "2" {
@@ -292,7 +292,7 @@ func FuzzCompact(f *testing.F) {
 			for _, s := range r.Steps {
 				o := steps[s.Seq]
 				if o == nil || !o.NeedsUndo() || s.Status != o.Status || s.UndoFailed != o.UndoFailed ||
-					!slices.Equal(s.Pids, o.Pids) || !sameJSON(s.Op, o.Op) || !sameJSON(s.Prev, o.Prev) {
+					!sameJSON(s.Pids, o.Pids) || !sameJSON(s.Op, o.Op) || !sameJSON(s.Prev, o.Prev) {
 					t.Fatalf("step %d after compaction %+v, before %+v", s.Seq, s, o)
 				}
 			}

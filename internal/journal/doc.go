@@ -19,6 +19,11 @@
 // Applies groups the entries into runs, Owned tells which cgroups
 // cgwarden created and still owns.
 //
+// A moved process is recorded with its start time, and a move's intent
+// with the node's boot ID (Proc, Entry.Boot; read by package procid), so
+// that a PID the kernel has handed to a new process since (or a reboot
+// has) is never taken for the process cgwarden moved.
+//
 // Compact keeps what a revert still needs (the first value of each file
 // written, the cgroups created, the moves that can be undone) and drops
 // what is settled or superseded; Journal.Compact replaces the file with

@@ -69,12 +69,20 @@ type Entry struct {
 	Ref  int        `json:"ref,omitempty"`
 	Op   *plan.Op   `json:"op,omitempty"`
 	Prev *plan.Prev `json:"prev,omitempty"`
-	// Pids are processes moved (Progress, Done) or moved back (Undone);
-	// Exited are processes that exited before they could be moved.
-	Pids   []int  `json:"pids,omitempty"`
+	// Pids are processes moved (Progress, Done: with their start times
+	// since they were recorded) or moved back (Undone); Exited are
+	// processes that exited before they could be moved.
+	Pids   []Proc `json:"pids,omitempty"`
 	Exited []int  `json:"exited,omitempty"`
-	Error  string `json:"error,omitempty"`
-	Note   string `json:"note,omitempty"`
+	// Boot is the node's boot ID (procid.Boot) when a move's intent was
+	// written: the boot its processes' start times count from. A move's
+	// steps all run in the boot of its intent (a run resumed after a
+	// reboot makes new intents), so every PID of a step recorded in
+	// another boot than the node's now names a new process. Empty in
+	// journals written before it was recorded, and on other entries.
+	Boot  string `json:"boot,omitempty"`
+	Error string `json:"error,omitempty"`
+	Note  string `json:"note,omitempty"`
 }
 
 // ErrLocked is returned when another cgwarden holds the journal's lock.

@@ -2,6 +2,7 @@ package journal
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -129,7 +130,7 @@ func TestApplies(t *testing.T) {
 		{Seq: 4, Type: Intent, Apply: "r1", Op: mk(plan.Write, "/c/a/cpu.weight")},
 		{Seq: 5, Type: Failed, Apply: "r1", Ref: 4, Error: "invalid argument"},
 		{Seq: 6, Type: Intent, Apply: "r1", Op: &plan.Op{Kind: plan.Move, Pairs: []plan.Pair{{Source: "/s", Target: "/c/a"}}}},
-		{Seq: 7, Type: Progress, Apply: "r1", Ref: 6, Pids: []int{10, 11}},
+		{Seq: 7, Type: Progress, Apply: "r1", Ref: 6, Pids: Bare([]int{10, 11})},
 		{Seq: 8, Type: Intent, Apply: "r1", Op: mk(plan.Mkdir, "/c/b"), Prev: &plan.Prev{Existed: true}},
 		{Seq: 9, Type: Intent, Apply: "r1", Op: mk(plan.Mkdir, "/c/c"), Prev: &plan.Prev{}},
 	}
@@ -225,5 +226,48 @@ func TestSettledRunsDoNotPinRevert(t *testing.T) {
 	}
 	if r1.Settled() {
 		t.Error("r1: a step was never reverted, want unsettled")
+	}
+}
+
+// TestProcsOldAndNew: a journal written before start times were recorded
+// names moved processes by bare PIDs, and still reads (their start times
+// unknown); one written since records {"pid","start"} and reads back the
+// same; a process object with a field the journal does not know is
+// corrupt, as any unknown field is.
+func TestProcsOldAndNew(t *testing.T) {
+	dir := t.TempDir()
+	old := `{"seq":1,"time":"2026-01-01T00:00:00Z","type":"progress","apply":"r1","ref":1,"pids":[10,11]}` + "\n"
+	if err := os.WriteFile(filepath.Join(dir, FileName), []byte(old), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := Read(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := entries[0].Pids; len(got) != 2 || got[0].PID != 10 || got[1].PID != 11 || got[0].Start != nil || got[1].Start != nil {
+		t.Fatalf("old pids read as %+v", got)
+	}
+	start := uint64(4937096)
+	e := Entry{Seq: 2, Type: Intent, Apply: "r1", Boot: "6e344e4e-bb4d-4378-8c4a-73310ce35a7c", Pids: []Proc{{PID: 12, Start: &start}, {PID: 13}}}
+	b, err := json.Marshal(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `"pids":[{"pid":12,"start":4937096},13]`; !strings.Contains(string(b), want) {
+		t.Errorf("written as %s, want %s in it", b, want)
+	}
+	got, _, err := parse(strings.NewReader(string(b)+"\n"), "test", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := got[0].Pids; len(p) != 2 || p[0].PID != 12 || p[0].Start == nil || *p[0].Start != start || p[1] != (Proc{PID: 13}) || got[0].Boot != e.Boot {
+		t.Errorf("read back as %+v boot %q", p, got[0].Boot)
+	}
+	for _, bad := range []string{`[{"pid":12,"start":1,"comm":"x"}]`, `[{"start":1}]`, `["12"]`, `[{"pid":12,"start":-1}]`} {
+		line := `{"seq":1,"type":"progress","apply":"r1","pids":` + bad + "}\n"
+		var ce *CorruptError
+		if _, _, err := parse(strings.NewReader(line), "test", 0); !errors.As(err, &ce) {
+			t.Errorf("pids %s: %v, want a CorruptError", bad, err)
+		}
 	}
 }

@@ -26,8 +26,12 @@ type Step struct {
 	Prev   plan.Prev
 	Status Status
 	Error  string
-	// Pids are the processes a move moved (progress and done entries).
-	Pids []int
+	// Pids are the processes a move moved (progress and done entries),
+	// with their start times when the journal has them.
+	Pids []Proc
+	// Boot is the node's boot ID when the step's intent was written (""
+	// when the journal did not record it).
+	Boot string
 	// Undone is set once a revert settled the step.
 	Undone bool
 	// UndoFailed is set when a revert tried the step and could not undo
@@ -98,7 +102,7 @@ func Applies(entries []Entry) []*Run {
 			if e.Op == nil {
 				continue
 			}
-			s := &Step{Seq: e.Seq, Op: *e.Op, Status: StatusInDoubt}
+			s := &Step{Seq: e.Seq, Op: *e.Op, Status: StatusInDoubt, Boot: e.Boot}
 			if e.Prev != nil {
 				s.Prev = *e.Prev
 			}
