@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -270,12 +272,15 @@ func waitAdopted(t *testing.T, root string, p *corev1.Pod, id string, timeout ti
 	}
 }
 
-// rootEntries lists the directories at the root of every cgroup
-// hierarchy, except the kubelet's tree and the misplace runtime's
-// literal cgroups (what a test may change), to show that nothing else of
-// the machine's changed. The scratch cgroups of cgwarden's host tests and
-// demo ("cgwarden-test-…", "cgwarden-demo-…") are left out too: the
-// machine is shared, and they come and go with other engineers' runs.
+// rootEntries lists the top-level cgroups of every hierarchy outside the
+// kubelet's tree and the misplace runtime's literal cgroups (what a test
+// may change), each with the value of every file cgwarden could write there
+// (weights, quotas, limits, subtree_control), the hierarchies' roots
+// included: the tree-diff that shows nothing else of the machine's
+// changed, neither a cgroup made or removed nor a value written. The
+// scratch cgroups of cgwarden's host tests and demo ("cgwarden-test-…",
+// "cgwarden-demo-…") are left out too: the machine is shared, and they
+// come and go with other engineers' runs.
 func rootEntries(t *testing.T) []string {
 	t.Helper()
 	hs, err := filepath.Glob("/sys/fs/cgroup/*")
@@ -285,20 +290,39 @@ func rootEntries(t *testing.T) []string {
 	hs = append(hs, "/sys/fs/cgroup")
 	var out []string
 	for _, h := range hs {
-		ents, err := os.ReadDir(h)
-		if err != nil {
-			continue
-		}
-		for _, d := range ents {
-			if !d.IsDir() || d.Name() == "kubepods" || strings.Contains(d.Name(), ":cri-containerd:") || strings.HasPrefix(d.Name(), "cgwarden-") {
-				continue
+		_ = filepath.WalkDir(h, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || !d.IsDir() {
+				return nil // gone while walked, or a file
 			}
-			out = append(out, filepath.Join(h, d.Name()))
-		}
+			if p != h && (filepath.Dir(p) == h && (d.Name() == "kubepods" || strings.HasPrefix(d.Name(), "cgwarden-")) || strings.Contains(d.Name(), ":cri-containerd:")) {
+				return filepath.SkipDir
+			}
+			if p != h && slices.Contains(hs, p) {
+				return filepath.SkipDir // a v1 hierarchy under the v2 root's directory
+			}
+			out = append(out, p)
+			for _, f := range writable {
+				if b, err := os.ReadFile(filepath.Join(p, f)); err == nil {
+					out = append(out, filepath.Join(p, f)+"="+strings.TrimSpace(string(b)))
+				}
+			}
+			if p != h {
+				// The top level only: below it, the machine's own
+				// processes come and go in cgroups of their own (this
+				// machine's process_api/<id>).
+				return filepath.SkipDir
+			}
+			return nil
+		})
 	}
 	sort.Strings(out)
 	return out
 }
+
+// writable are the files of a cgroup that cgwarden writes somewhere
+// (rootEntries reads them everywhere else).
+var writable = []string{"cpu.shares", "cpu.cfs_quota_us", "cpu.cfs_period_us", "cpu.weight", "cpu.max",
+	"memory.limit_in_bytes", "memory.max", "pids.max", "cgroup.subtree_control"}
 
 // literalsOf lists the literal cgroups (in any hierarchy) that name one of
 // the pods.
