@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"path/filepath"
 	"time"
@@ -75,7 +74,7 @@ func Run(ctx context.Context, o Options, events Notifier, log *slog.Logger) erro
 	})
 	p := NewPlugin(handlers.Listed, o.DryRun, m, events, log)
 	if o.Listen != "" {
-		stop, err := serveMetrics(o.Listen, reg, m, log)
+		stop, err := serveMetrics(ctx, o.Listen, reg, m, log)
 		if err != nil {
 			return err
 		}
@@ -140,9 +139,12 @@ func waitClosed(ctx context.Context, s stub.Stub) {
 // not hold a connection forever.
 var metricsTimeouts = httpserver.Default
 
-// serveMetrics serves /metrics and /healthz on addr until stop.
-func serveMetrics(addr string, reg *prometheus.Registry, m *Metrics, log *slog.Logger) (stop func(), err error) {
-	ln, err := net.Listen("tcp", addr)
+// serveMetrics serves /metrics and /healthz on addr until stop. The
+// listener is httpserver.Listen's (SO_REUSEPORT): the plugin runs in the
+// agent's pod on the host's network, and during a DaemonSet update with
+// maxSurge the new pod's plugin listens beside the old one's.
+func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, m *Metrics, log *slog.Logger) (stop func(), err error) {
+	ln, err := httpserver.Listen(ctx, addr)
 	if err != nil {
 		return nil, fmt.Errorf("--listen %s: %w", addr, err)
 	}

@@ -77,11 +77,14 @@ func ListenAndServe(ctx context.Context, addr string, h http.Handler, tlsConfig 
 
 // ServeEndpoints listens on every endpoint first, so that a port in use
 // fails the start, then serves them all until ctx is done (graceful
-// shutdown) or one of them fails (the others are shut down too).
+// shutdown) or one of them fails (the others are shut down too). The
+// listeners are httpserver.Listen's (SO_REUSEPORT): during a DaemonSet
+// update with maxSurge the new agent listens beside the old one on the
+// host's network.
 func ServeEndpoints(ctx context.Context, log *slog.Logger, eps ...Endpoint) error {
 	lns := make([]net.Listener, 0, len(eps))
 	for _, ep := range eps {
-		ln, err := net.Listen("tcp", ep.Addr)
+		ln, err := httpserver.Listen(ctx, ep.Addr)
 		if err != nil {
 			for _, l := range lns {
 				l.Close()
