@@ -38,6 +38,12 @@ type Options struct {
 	// Retry is the wait before connecting again after the runtime closed
 	// the connection or could not be reached.
 	Retry time.Duration
+	// LockDir, when set, is the directory whose flock the plugin holds
+	// while it is registered: a second plugin on the node (a DaemonSet
+	// update with maxSurge) waits for it instead of registering beside
+	// it, where both would set the same cgroupsPath and the runtime would
+	// refuse the container (lock.go).
+	LockDir string
 }
 
 // Validate checks the options before anything runs.
@@ -79,6 +85,13 @@ func Run(ctx context.Context, o Options, events Notifier, log *slog.Logger) erro
 			return err
 		}
 		defer stop()
+	}
+	if o.LockDir != "" {
+		release := waitPluginLock(ctx, o.LockDir, min(o.Retry, lockRetry), log)
+		if release == nil {
+			return nil // ended while waiting
+		}
+		defer release()
 	}
 	log.Info("placing containers of runtime handlers", "handlers", o.Handlers, "learnedFile", o.LearnedFile, "socket", o.Socket, "dryRun", o.DryRun)
 	return connectLoop(ctx, o, p, m, log)
