@@ -3,6 +3,7 @@ package deploytest
 import (
 	"net"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -41,6 +42,11 @@ func TestDaemonSetUpdatesWithoutAGap(t *testing.T) {
 				}
 			}
 			listen = listenPort(t, containers(pod)[0])
+			// An update that changes the agent's user (observe-only to
+			// fix mode) waits for the old agent instead of crash-looping.
+			if !slices.Contains(strs(containers(pod)[0]["args"]), "--listen-wait=2m") {
+				t.Errorf("%s, %s: the agent lacks --listen-wait=2m", cfg.name, o.key())
+			}
 			for _, p := range []string{"readinessProbe", "livenessProbe"} {
 				probe, _ := containers(pod)[0][p].(map[string]any)
 				get, _ := probe["httpGet"].(map[string]any)
