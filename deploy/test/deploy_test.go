@@ -244,7 +244,7 @@ func TestNRIContainer(t *testing.T) {
 	for _, a := range c["args"].([]any) {
 		args = append(args, a.(string))
 	}
-	for _, want := range []string{"nri", "--socket=/var/run/nri/nri.sock", "--runtime-handlers=spin,slight", "--learned-file=/var/lib/cgwarden/nri-handlers", "--events", "--dry-run"} {
+	for _, want := range []string{"nri", "--socket=/var/run/nri/nri.sock", "--runtime-handlers=spin,slight", "--learned-file=/var/lib/cgwarden/nri-handlers", "--lock-dir=/var/lib/cgwarden", "--events", "--dry-run"} {
 		if !slices.Contains(args, want) {
 			t.Errorf("nri args %v lack %q", args, want)
 		}

@@ -499,10 +499,10 @@ func (a *Agent) endpoints() []serve.Endpoint {
 	if a.auth != nil {
 		handler, local = a.auth.Wrap(handler), a.auth.Wrap(local)
 	}
-	eps := []serve.Endpoint{{Addr: c.Listen, Handler: handler, TLS: a.tls, Attrs: []any{
+	eps := []serve.Endpoint{{Addr: c.Listen, Handler: handler, TLS: a.tls, Wait: c.ListenWait, Attrs: []any{
 		"node", c.NodeName, "metadata", a.source, "interval", c.Interval.String(), "snapshot", c.Snapshot}}}
 	if c.LocalListen != "" {
-		eps = append(eps, serve.Endpoint{Addr: c.LocalListen, Handler: local, Attrs: []any{"serves", "/audit, /inspect (kubectl cgwarden, through pods/portforward)", "authenticated", a.auth != nil}})
+		eps = append(eps, serve.Endpoint{Addr: c.LocalListen, Handler: local, Wait: c.ListenWait, Attrs: []any{"serves", "/audit, /inspect (kubectl cgwarden, through pods/portforward)", "authenticated", a.auth != nil}})
 	}
 	return eps
 }

@@ -19,8 +19,11 @@ import (
 // Options are what `cgwarden serve`'s flags say, unchecked.
 type Options struct {
 	Listen, LocalListen string
-	AllowRemote         bool
-	Interval            time.Duration
+	// ListenWait is how long to keep trying to listen while an address
+	// is in use (serve.Endpoint.Wait; 0: fail the start at once).
+	ListenWait  time.Duration
+	AllowRemote bool
+	Interval    time.Duration
 	// Metadata is the pod source mode (podsource.Modes).
 	Metadata, CRISocket, Kubeconfig, NodeName string
 	TLSCertFile, TLSKeyFile                   string

@@ -52,6 +52,7 @@ let through, never refused. See docs/nri.md.`,
 	fl.StringVar(&o.Listen, "listen", o.Listen, "serve /metrics and /healthz on this `ADDR` (\"\" for none)")
 	fl.StringVar(&o.Index, "plugin-index", o.Index, "the plugin's NRI index (two digits; the runtime calls plugins in index order)")
 	fl.DurationVar(&o.Retry, "retry", o.Retry, "wait this long before connecting again when the runtime is away")
+	fl.StringVar(&o.LockDir, "lock-dir", "", "register with the runtime only while holding a flock on this `DIR` (read-only is enough), so that a second plugin on the node, as in a DaemonSet update with maxSurge, waits instead of registering beside this one (\"\" for none)")
 	fl.BoolVar(&f.events, "events", false, "raise an Event on the pod for each container placed (needs --kubeconfig or in-cluster)")
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig for --events (default: in-cluster config)")
 	fl.StringVar(&f.nodeName, "node-name", "", "this node's name, the Events' source (default: $NODE_NAME, else the hostname)")

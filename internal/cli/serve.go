@@ -69,6 +69,7 @@ func (so *serveOptions) addFlags(f *pflag.FlagSet, o *Options) {
 	a := &so.Options
 	f.StringVar(&a.Listen, "listen", serve.DefaultListen, "address to serve on; beyond loopback needs --allow-remote")
 	f.StringVar(&a.LocalListen, "local-listen", "", "also serve the node's audit and inventory (/audit, /inspect, as audit and inspect -o json write them) and health, in plain HTTP, on this loopback `ADDR`: what kubectl cgwarden reaches through the API server's pods/portforward (off when empty); with --authenticate a bearer token is checked there as on --listen (nodes/stats), kubectl cgwarden sends the user's")
+	f.DurationVar(&a.ListenWait, "listen-wait", 0, "while --listen or --local-listen is in use, try again every second for this long before failing (0: fail at once). For a DaemonSet update with maxSurge whose old agent runs as another user: SO_REUSEPORT shares the address only within one user, and the old agent goes once the new pod is Ready")
 	f.BoolVar(&a.AllowRemote, "allow-remote", false, "allow a --listen address reachable from other hosts (use --authenticate there, or a network policy)")
 	f.Var(&so.interval, "interval", "time between two scans; every request reads the latest scan")
 	f.StringVar(&a.Metadata, "metadata", podsource.Auto, "where pod and container names come from: "+strings.Join(podsource.Modes, ", ")+" (auto: --pods if given, else the CRI socket, else the Kubernetes API)")

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"path/filepath"
 	"time"
@@ -39,6 +38,12 @@ type Options struct {
 	// Retry is the wait before connecting again after the runtime closed
 	// the connection or could not be reached.
 	Retry time.Duration
+	// LockDir, when set, is the directory whose flock the plugin holds
+	// while it is registered: a second plugin on the node (a DaemonSet
+	// update with maxSurge) waits for it instead of registering beside
+	// it, where both would set the same cgroupsPath and the runtime would
+	// refuse the container (lock.go).
+	LockDir string
 }
 
 // Validate checks the options before anything runs.
@@ -75,11 +80,18 @@ func Run(ctx context.Context, o Options, events Notifier, log *slog.Logger) erro
 	})
 	p := NewPlugin(handlers.Listed, o.DryRun, m, events, log)
 	if o.Listen != "" {
-		stop, err := serveMetrics(o.Listen, reg, m, log)
+		stop, err := serveMetrics(ctx, o.Listen, reg, m, log)
 		if err != nil {
 			return err
 		}
 		defer stop()
+	}
+	if o.LockDir != "" {
+		release := waitPluginLock(ctx, o.LockDir, min(o.Retry, lockRetry), log)
+		if release == nil {
+			return nil // ended while waiting
+		}
+		defer release()
 	}
 	log.Info("placing containers of runtime handlers", "handlers", o.Handlers, "learnedFile", o.LearnedFile, "socket", o.Socket, "dryRun", o.DryRun)
 	return connectLoop(ctx, o, p, m, log)
@@ -140,9 +152,12 @@ func waitClosed(ctx context.Context, s stub.Stub) {
 // not hold a connection forever.
 var metricsTimeouts = httpserver.Default
 
-// serveMetrics serves /metrics and /healthz on addr until stop.
-func serveMetrics(addr string, reg *prometheus.Registry, m *Metrics, log *slog.Logger) (stop func(), err error) {
-	ln, err := net.Listen("tcp", addr)
+// serveMetrics serves /metrics and /healthz on addr until stop. The
+// listener is httpserver.Listen's (SO_REUSEPORT): the plugin runs in the
+// agent's pod on the host's network, and during a DaemonSet update with
+// maxSurge the new pod's plugin listens beside the old one's.
+func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, m *Metrics, log *slog.Logger) (stop func(), err error) {
+	ln, err := httpserver.Listen(ctx, addr)
 	if err != nil {
 		return nil, fmt.Errorf("--listen %s: %w", addr, err)
 	}

@@ -163,7 +163,7 @@ func TestMetricsListenerLetsStalledClientsGo(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	stop, err := serveMetrics(addr, prometheus.NewRegistry(), nil, slog.New(slog.DiscardHandler))
+	stop, err := serveMetrics(t.Context(), addr, prometheus.NewRegistry(), nil, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

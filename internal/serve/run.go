@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/cgwarden/cgwarden/internal/httpserver"
@@ -66,6 +67,9 @@ type Endpoint struct {
 	Handler http.Handler
 	TLS     *tls.Config
 	Attrs   []any
+	// Wait is how long to keep trying while Addr is in use (0: fail at
+	// once). See listen.
+	Wait time.Duration
 }
 
 // ListenAndServe serves h on addr (HTTPS when tlsConfig is not nil) until
@@ -77,16 +81,19 @@ func ListenAndServe(ctx context.Context, addr string, h http.Handler, tlsConfig 
 
 // ServeEndpoints listens on every endpoint first, so that a port in use
 // fails the start, then serves them all until ctx is done (graceful
-// shutdown) or one of them fails (the others are shut down too).
+// shutdown) or one of them fails (the others are shut down too). The
+// listeners are httpserver.Listen's (SO_REUSEPORT): during a DaemonSet
+// update with maxSurge the new agent listens beside the old one on the
+// host's network.
 func ServeEndpoints(ctx context.Context, log *slog.Logger, eps ...Endpoint) error {
 	lns := make([]net.Listener, 0, len(eps))
 	for _, ep := range eps {
-		ln, err := net.Listen("tcp", ep.Addr)
-		if err != nil {
+		ln, err := listen(ctx, log, ep)
+		if err != nil || ln == nil {
 			for _, l := range lns {
 				l.Close()
 			}
-			return err
+			return err // nil: ctx ended while waiting
 		}
 		lns = append(lns, ln)
 	}
@@ -111,6 +118,43 @@ func ServeEndpoints(ctx context.Context, log *slog.Logger, eps ...Endpoint) erro
 		log.Info("shutting down")
 	}
 	return errors.Join(failed, shutdown(servers))
+}
+
+// listenRetry is how often listen tries an address in use again.
+const listenRetry = time.Second
+
+// listen opens ep's listener. While the address is in use it tries again
+// every listenRetry for up to ep.Wait (logged once), and gives up with
+// nil, nil when ctx ends first. The case it is for: a DaemonSet update
+// with maxSurge from an agent of another user (observe-only runs as
+// 65534, fix mode as root) — SO_REUSEPORT shares an address only among
+// sockets of one effective UID, so the new agent cannot listen until the
+// old one has gone; the old one goes once the new pod is Ready, which the
+// kubelet's probes of the node's address (answered by the old agent
+// meanwhile) make it.
+func listen(ctx context.Context, log *slog.Logger, ep Endpoint) (net.Listener, error) {
+	deadline := time.Now().Add(ep.Wait)
+	var since time.Time
+	for {
+		ln, err := httpserver.Listen(ctx, ep.Addr)
+		switch {
+		case err == nil:
+			if !since.IsZero() {
+				log.Info("listening: the address is free", "addr", ep.Addr, "waited", time.Since(since).Round(time.Millisecond))
+			}
+			return ln, nil
+		case !errors.Is(err, syscall.EADDRINUSE) || !time.Now().Before(deadline):
+			return nil, err
+		case since.IsZero():
+			since = time.Now()
+			log.Warn("the address is in use (the agent it replaces, running as another user?): trying again", "addr", ep.Addr, "every", listenRetry, "for", ep.Wait, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil
+		case <-time.After(listenRetry):
+		}
+	}
 }
 
 // shutdown gives in-flight requests ShutdownGrace on every server.

@@ -2,11 +2,15 @@ package serve
 
 import (
 	"context"
+	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func TestLoadTLS(t *testing.T) {
@@ -73,4 +77,70 @@ func TestServeEndpointsPortInUse(t *testing.T) {
 		t.Fatalf("the first endpoint's port was not released: %v", err)
 	}
 	again.Close()
+}
+
+// TestListenWaitsForTheAddress: with Endpoint.Wait, an address in use
+// (here by a listener without SO_REUSEPORT, as the old agent of another
+// user holds it for the kernel) is tried again until it is free, then
+// served; without Wait it fails the start at once; ended while waiting,
+// ServeEndpoints returns nil.
+func TestListenWaitsForTheAddress(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := busy.Addr().String()
+	h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("new\n")) })
+	if err := ServeEndpoints(t.Context(), slog.New(slog.DiscardHandler), Endpoint{Addr: addr, Handler: h}); !errors.Is(err, syscall.EADDRINUSE) {
+		t.Fatalf("without Wait: %v, want EADDRINUSE at once", err)
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- ServeEndpoints(ctx, slog.New(slog.DiscardHandler), Endpoint{Addr: addr, Handler: h, Wait: 30 * time.Second})
+	}()
+	time.Sleep(1500 * time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("ServeEndpoints returned while the address was in use: %v", err)
+	default:
+	}
+	busy.Close() // the old agent goes
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/")
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if string(b) != "new\n" {
+				t.Fatalf("answered %q", b)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not serving %v after the address was freed: %v", 5*time.Second, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("ServeEndpoints after ctx ended: %v", err)
+	}
+
+	// Ended while still waiting: nil, not an error.
+	again, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	ctx, cancel = context.WithCancel(t.Context())
+	go func() {
+		done <- ServeEndpoints(ctx, slog.New(slog.DiscardHandler), Endpoint{Addr: addr, Handler: h, Wait: 30 * time.Second})
+	}()
+	time.Sleep(200 * time.Millisecond)
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("ended while waiting: %v, want nil", err)
+	}
 }

@@ -322,8 +322,9 @@ type targetGroup struct {
 
 // podTargets are the file_sd targets Kubernetes pod discovery (role:
 // pod) would give for the pods of where.namespace: one per container
-// port, with the __meta_ labels scrape.yaml relabels (pod labels and
-// annotations among them).
+// port, and one without a port (the pod's IP alone) for a container that
+// declares none (the agent: docs/deploy.md, "Updates"), with the __meta_
+// labels scrape.yaml relabels (pod labels and annotations among them).
 func (e *env) podTargets(t *testing.T, where standIn) []targetGroup {
 	t.Helper()
 	pods, err := e.cs.CoreV1().Pods(where.namespace).List(context.Background(), metav1.ListOptions{})
@@ -338,13 +339,15 @@ func (e *env) podTargets(t *testing.T, where standIn) []targetGroup {
 			host = where.host
 		}
 		for _, c := range p.Spec.Containers {
-			for _, port := range c.Ports {
+			labelsOf := func(portName string) map[string]string {
 				labels := map[string]string{
-					"__meta_kubernetes_namespace":               p.Namespace,
-					"__meta_kubernetes_pod_name":                p.Name,
-					"__meta_kubernetes_pod_node_name":           p.Spec.NodeName,
-					"__meta_kubernetes_pod_container_name":      c.Name,
-					"__meta_kubernetes_pod_container_port_name": port.Name,
+					"__meta_kubernetes_namespace":          p.Namespace,
+					"__meta_kubernetes_pod_name":           p.Name,
+					"__meta_kubernetes_pod_node_name":      p.Spec.NodeName,
+					"__meta_kubernetes_pod_container_name": c.Name,
+				}
+				if portName != "" {
+					labels["__meta_kubernetes_pod_container_port_name"] = portName
 				}
 				for k, v := range p.Labels {
 					labels["__meta_kubernetes_pod_label_"+name.ReplaceAllString(k, "_")] = v
@@ -352,7 +355,13 @@ func (e *env) podTargets(t *testing.T, where standIn) []targetGroup {
 				for k, v := range p.Annotations {
 					labels["__meta_kubernetes_pod_annotation_"+name.ReplaceAllString(k, "_")] = v
 				}
-				groups = append(groups, targetGroup{Targets: []string{net.JoinHostPort(host, fmt.Sprint(port.ContainerPort))}, Labels: labels})
+				return labels
+			}
+			if len(c.Ports) == 0 {
+				groups = append(groups, targetGroup{Targets: []string{host}, Labels: labelsOf("")})
+			}
+			for _, port := range c.Ports {
+				groups = append(groups, targetGroup{Targets: []string{net.JoinHostPort(host, fmt.Sprint(port.ContainerPort))}, Labels: labelsOf(port.Name)})
 			}
 		}
 	}
