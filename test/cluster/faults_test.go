@@ -17,6 +17,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/cgwarden/cgwarden/internal/fairness"
 	"github.com/cgwarden/cgwarden/internal/journal"
@@ -33,7 +34,7 @@ const (
 	faultArm = "/var/lib/cgwarden-cluster/faults-arm/arm"
 	// defaultFaultCount is CI's count (CGWARDEN_CLUSTER_FAULT_COUNT):
 	// three of each kind (each way of churning once).
-	defaultFaultCount = 21
+	defaultFaultCount = 24
 	// faultSettle bounds the time from a fault's end (the component back,
 	// the pod deleted) to every invariant holding. It allows a new agent
 	// pod (image present, Ready within 60 s), one adoption interval, and
@@ -58,9 +59,10 @@ const (
 	faultChurn      = "pods-churned"
 	faultReboot     = "node-rebooted"
 	faultFailpoint  = "agent-failpoint"
+	faultUpdate     = "agent-updated"
 )
 
-var faultKinds = []string{faultKubelet, faultContainerd, faultAPIServer, faultAgent, faultChurn, faultReboot, faultFailpoint}
+var faultKinds = []string{faultKubelet, faultContainerd, faultAPIServer, faultAgent, faultChurn, faultReboot, faultFailpoint, faultUpdate}
 
 // failpoints are where the agent-failpoint fault kills the agent, and on
 // which hit: the steps of an adoption and of a weight written that the
@@ -378,6 +380,8 @@ func (s *faultSuite) inject(kind string) (what string, end time.Time) {
 		return fmt.Sprintf("power cut, pods %s made again with new UIDs, booted; node Ready", strings.Join(again, " ")), time.Now()
 	case faultFailpoint:
 		return s.failpoint()
+	case faultUpdate:
+		return s.update()
 	}
 	s.t.Fatalf("unknown fault kind %q", kind)
 	return "", time.Time{}
@@ -529,6 +533,50 @@ func (s *faultSuite) agentPod() *corev1.Pod {
 	}
 	s.t.Fatalf("no running agent pod (%d pods)", len(ps))
 	return nil
+}
+
+// update rolls the agent's DaemonSet out again (its pod template's
+// restartedAt annotation, as `kubectl rollout restart` sets it) and
+// waits until the rollout is done: one pod, of the new template, Ready.
+// The shipped strategy is maxSurge 1, maxUnavailable 0, so the new agent
+// starts beside the old one, waits on the node's agent lock in standby,
+// and fixes once the old one exits: two agents on the node at once,
+// which the journal's invariant (runs never interleaved) and the weights'
+// checks then judge. It says whether the two were seen running at once.
+func (s *faultSuite) update() (what string, end time.Time) {
+	s.t.Helper()
+	ctx := context.Background()
+	dss := s.e.cs.AppsV1().DaemonSets("cgwarden-system")
+	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":%q}}}}}`, time.Now().Format(time.RFC3339Nano))
+	ds, err := dss.Patch(ctx, "cgwarden", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	gen := ds.Generation
+	most := 0
+	poll(s.t, 150*time.Second, "the agent's rollout", func() (bool, string, error) {
+		running := 0
+		for _, p := range s.agentPods() {
+			if len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Running != nil {
+				running++
+			}
+		}
+		most = max(most, running)
+		ds, err := dss.Get(ctx, "cgwarden", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		st := ds.Status
+		done := st.ObservedGeneration >= gen && st.UpdatedNumberScheduled == st.DesiredNumberScheduled &&
+			st.NumberAvailable == st.DesiredNumberScheduled && st.CurrentNumberScheduled == st.DesiredNumberScheduled &&
+			len(s.agentPods()) == int(st.DesiredNumberScheduled)
+		return done, fmt.Sprintf("%+v, %d running", st, running), nil
+	})
+	end = time.Now()
+	if most < 2 {
+		return "rolled out; the old pod went before the new one ran (no surge seen)", end
+	}
+	return "rolled out with a surge: two agents ran on the node at once", end
 }
 
 // arm writes failpoints for the agent's next process to read (and
