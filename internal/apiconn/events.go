@@ -5,7 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 )
@@ -20,12 +20,12 @@ import (
 // per scan sit above it. stop flushes what is queued and stops the
 // broadcaster; ctx bounds its writes.
 func EventRecorder(ctx context.Context, rc *rest.Config, source corev1.EventSource) (rec record.EventRecorder, stop func(), err error) {
-	cs, err := typedcorev1.NewForConfig(rc)
+	sink, err := NewEventSink(rc)
 	if err != nil {
 		return nil, nil, err
 	}
 	b := record.NewBroadcaster(record.WithContext(ctx))
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.Events("")})
+	b.StartRecordingToSink(sink)
 	return b.NewRecorder(coreScheme(), source), b.Shutdown, nil
 }
 
@@ -36,4 +36,49 @@ func coreScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	_ = corev1.AddToScheme(s)
 	return s
+}
+
+// EventSink writes the broadcaster's Events to the API server: what
+// client-go's typed/core/v1 EventSinkImpl does (create, update, and
+// strategic-merge patch of an Event in its own namespace), over a
+// core/v1-only Client, so that the typed clients, and with them
+// client-go's whole scheme, are not linked (see Client).
+type EventSink struct{ c rest.Interface }
+
+var _ record.EventSink = (*EventSink)(nil)
+
+// NewEventSink returns a sink writing through rc.
+func NewEventSink(rc *rest.Config) (*EventSink, error) {
+	c, err := Client(rc, corev1.SchemeGroupVersion, corev1.AddToScheme)
+	if err != nil {
+		return nil, err
+	}
+	return &EventSink{c}, nil
+}
+
+// The sink's methods take no context (record.EventSink has none): the
+// broadcaster bounds them, as it does client-go's sink's.
+
+// Create implements record.EventSink.
+func (s *EventSink) Create(e *corev1.Event) (*corev1.Event, error) {
+	out := &corev1.Event{}
+	err := s.c.Post().NamespaceIfScoped(e.Namespace, e.Namespace != "").Resource("events").
+		Body(e).Do(context.Background()).Into(out)
+	return out, err
+}
+
+// Update implements record.EventSink.
+func (s *EventSink) Update(e *corev1.Event) (*corev1.Event, error) {
+	out := &corev1.Event{}
+	err := s.c.Put().NamespaceIfScoped(e.Namespace, e.Namespace != "").Resource("events").Name(e.Name).
+		Body(e).Do(context.Background()).Into(out)
+	return out, err
+}
+
+// Patch implements record.EventSink.
+func (s *EventSink) Patch(e *corev1.Event, data []byte) (*corev1.Event, error) {
+	out := &corev1.Event{}
+	err := s.c.Patch(types.StrategicMergePatchType).NamespaceIfScoped(e.Namespace, e.Namespace != "").Resource("events").Name(e.Name).
+		Body(data).Do(context.Background()).Into(out)
+	return out, err
 }

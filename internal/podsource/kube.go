@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
@@ -191,16 +190,9 @@ var _ PodWatcher = (*podClient)(nil)
 
 // NewPodClient returns a pods-only client for cfg.
 func NewPodClient(cfg *rest.Config) (PodWatcher, error) {
-	scheme := runtime.NewScheme()
-	if err := corev1.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
 	c := rest.CopyConfig(cfg)
-	c.APIPath = "/api"
-	c.GroupVersion = &corev1.SchemeGroupVersion
-	c.NegotiatedSerializer = serializer.NewCodecFactory(scheme).WithoutConversion()
 	c.UserAgent = "cgwarden"
-	rc, err := rest.RESTClientFor(c)
+	rc, err := apiconn.Client(c, corev1.SchemeGroupVersion, corev1.AddToScheme)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}

@@ -2,6 +2,8 @@ package podsource
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -13,8 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -108,7 +110,7 @@ func OpenVMWatches(ctx context.Context, rc *rest.Config, log *slog.Logger) (*VMW
 	// Discovery must not hang on an API server that went away.
 	dc := rest.CopyConfig(rc)
 	dc.Timeout = 10 * time.Second
-	disc, err := discovery.NewDiscoveryClientForConfig(dc)
+	disc, err := rest.UnversionedRESTClientFor(withJSON(dc))
 	if err != nil {
 		return nil, err
 	}
@@ -389,15 +391,35 @@ func (b *backoff) next() time.Duration {
 	return b.cur
 }
 
-// serves asks discovery whether the API server serves gvr.
-func serves(disc discovery.DiscoveryInterface) func(schema.GroupVersionResource) (bool, error) {
+// serves asks discovery whether the API server serves gvr: a GET of its
+// group version's resource list (/apis/<group>/<version>), what
+// client-go's discovery client's ServerResourcesForGroupVersion does;
+// that client is not used because it imports client-go's whole scheme
+// (apiconn.Client says why that matters). A group version not served is
+// an error (404), as there.
+func serves(c rest.Interface) func(schema.GroupVersionResource) (bool, error) {
 	return func(gvr schema.GroupVersionResource) (bool, error) {
-		list, err := disc.ServerResourcesForGroupVersion(gvr.GroupVersion().String())
+		raw, err := c.Get().AbsPath("/apis", gvr.Group, gvr.Version).SetHeader("Accept", "application/json").DoRaw(context.Background())
 		if err != nil {
 			return false, err
 		}
+		var list metav1.APIResourceList
+		if err := json.Unmarshal(raw, &list); err != nil {
+			return false, fmt.Errorf("discovery of %s: %w", gvr.GroupVersion(), err)
+		}
 		return slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == gvr.Resource }), nil
 	}
+}
+
+// withJSON is c for a client that only reads discovery documents as
+// JSON (an unversioned client needs a serializer, and uses none here).
+func withJSON(c *rest.Config) *rest.Config {
+	c = rest.CopyConfig(c)
+	c.NegotiatedSerializer = serializer.NewCodecFactory(runtime.NewScheme()).WithoutConversion()
+	if c.UserAgent == "" {
+		c.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+	return c
 }
 
 // dynamicWatch watches one VM object through the dynamic client: a

@@ -18,10 +18,9 @@ import (
 
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	authnclient "k8s.io/client-go/kubernetes/typed/authentication/v1"
-	authzclient "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/client-go/rest"
+
+	"github.com/cgwarden/cgwarden/internal/apiconn"
 )
 
 // Reviewer asks the API server who a bearer token is and whether that user
@@ -36,33 +35,35 @@ type Reviewer interface {
 	Authorize(ctx context.Context, user authnv1.UserInfo, node, subresource string) (allowed bool, reason string, err error)
 }
 
-// APIReviewer is a Reviewer backed by the API server.
+// APIReviewer is a Reviewer backed by the API server: a POST of a
+// TokenReview or a SubjectAccessReview, what the typed clients'
+// Create does, over clients whose schemes hold only those two groups
+// (apiconn.Client says why the typed clients are not used).
 type APIReviewer struct {
-	authn authnclient.TokenReviewInterface
-	authz authzclient.SubjectAccessReviewInterface
+	authn, authz rest.Interface
 }
 
 var _ Reviewer = (*APIReviewer)(nil)
 
 // NewAPIReviewer builds a Reviewer from a client configuration (the
 // agent's ServiceAccount needs create on tokenreviews and
-// subjectaccessreviews). Only the two API groups' clients are made: the
-// agent does not link the whole typed clientset.
+// subjectaccessreviews).
 func NewAPIReviewer(cfg *rest.Config) (*APIReviewer, error) {
-	an, err := authnclient.NewForConfig(cfg)
+	an, err := apiconn.Client(cfg, authnv1.SchemeGroupVersion, authnv1.AddToScheme)
 	if err != nil {
 		return nil, err
 	}
-	az, err := authzclient.NewForConfig(cfg)
+	az, err := apiconn.Client(cfg, authzv1.SchemeGroupVersion, authzv1.AddToScheme)
 	if err != nil {
 		return nil, err
 	}
-	return &APIReviewer{authn: an.TokenReviews(), authz: az.SubjectAccessReviews()}, nil
+	return &APIReviewer{authn: an, authz: az}, nil
 }
 
 // Authenticate implements Reviewer.
 func (a *APIReviewer) Authenticate(ctx context.Context, token string) (authnv1.UserInfo, bool, error) {
-	r, err := a.authn.Create(ctx, &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
+	r := &authnv1.TokenReview{}
+	err := a.authn.Post().Resource("tokenreviews").Body(&authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token}}).Do(ctx).Into(r)
 	if err != nil {
 		return authnv1.UserInfo{}, false, err
 	}
@@ -75,10 +76,11 @@ func (a *APIReviewer) Authorize(ctx context.Context, u authnv1.UserInfo, node, s
 	for k, v := range u.Extra {
 		extra[k] = authzv1.ExtraValue(v)
 	}
-	r, err := a.authz.Create(ctx, &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
+	r := &authzv1.SubjectAccessReview{}
+	err := a.authz.Post().Resource("subjectaccessreviews").Body(&authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
 		User: u.Username, UID: u.UID, Groups: u.Groups, Extra: extra,
 		ResourceAttributes: &authzv1.ResourceAttributes{Verb: "get", Resource: "nodes", Subresource: sub, Name: node},
-	}}, metav1.CreateOptions{})
+	}}).Do(ctx).Into(r)
 	if err != nil {
 		return false, "", err
 	}
