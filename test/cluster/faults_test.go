@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/cgwarden/cgwarden/internal/fairness"
 	"github.com/cgwarden/cgwarden/internal/journal"
@@ -547,21 +548,43 @@ func (s *faultSuite) update() (what string, end time.Time) {
 	s.t.Helper()
 	ctx := context.Background()
 	dss := s.e.cs.AppsV1().DaemonSets("cgwarden-system")
+	// Two agents running at once, seen on a watch (the overlap lasts
+	// about a second).
+	w, err := s.e.cs.CoreV1().Pods("cgwarden-system").Watch(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=cgwarden"})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer w.Stop()
+	both := make(chan struct{}, 1)
+	go func() {
+		running := map[types.UID]bool{}
+		for ev := range w.ResultChan() {
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue
+			}
+			running[p.UID] = ev.Type != watch.Deleted && p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil
+			n := 0
+			for _, r := range running {
+				if r {
+					n++
+				}
+			}
+			if n >= 2 {
+				select {
+				case both <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}()
 	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":%q}}}}}`, time.Now().Format(time.RFC3339Nano))
 	ds, err := dss.Patch(ctx, "cgwarden", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
 	if err != nil {
 		s.t.Fatal(err)
 	}
 	gen := ds.Generation
-	most := 0
 	poll(s.t, 150*time.Second, "the agent's rollout", func() (bool, string, error) {
-		running := 0
-		for _, p := range s.agentPods() {
-			if len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Running != nil {
-				running++
-			}
-		}
-		most = max(most, running)
 		ds, err := dss.Get(ctx, "cgwarden", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error(), nil
@@ -570,13 +593,15 @@ func (s *faultSuite) update() (what string, end time.Time) {
 		done := st.ObservedGeneration >= gen && st.UpdatedNumberScheduled == st.DesiredNumberScheduled &&
 			st.NumberAvailable == st.DesiredNumberScheduled && st.CurrentNumberScheduled == st.DesiredNumberScheduled &&
 			len(s.agentPods()) == int(st.DesiredNumberScheduled)
-		return done, fmt.Sprintf("%+v, %d running", st, running), nil
+		return done, fmt.Sprintf("%+v", st), nil
 	})
 	end = time.Now()
-	if most < 2 {
+	select {
+	case <-both:
+		return "rolled out with a surge: two agents ran on the node at once", end
+	default:
 		return "rolled out; the old pod went before the new one ran (no surge seen)", end
 	}
-	return "rolled out with a surge: two agents ran on the node at once", end
 }
 
 // arm writes failpoints for the agent's next process to read (and

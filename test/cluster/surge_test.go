@@ -249,20 +249,24 @@ func TestAgentUpdatesWithMaxSurge(t *testing.T) {
 	time.Sleep(3 * time.Second) // and keeping it
 	stopSamplers()
 
-	// The new agent said it waited, and then took the lock.
+	// Whether the new agent met the old one holding the lock is a race,
+	// not a property: both listen on the node's port, so the new pod's
+	// readiness probe may be answered by the old agent, the new pod
+	// turn Ready, and the old one be deleted before the new agent has
+	// tried the lock (seen in the lane: the old pod gone 0.1 s before
+	// the new agent listened). What must hold either way is below: the
+	// tier handed over once, and /metrics answering. The wait, when it
+	// happened, is logged.
 	logs, err := runKubectl(e, "logs", "-n", "cgwarden-system", newPod, "-c", "cgwarden")
 	if err != nil {
 		t.Fatalf("kubectl logs %s: %v\n%s", newPod, err, logs)
 	}
-	if !strings.Contains(logs, "another cgwarden agent fixes this node") || !strings.Contains(logs, "took the node's agent lock") {
-		t.Errorf("the new agent's log lacks its wait and its taking the lock:\n%s", tail(logs, 30))
-	}
+	waited := strings.Contains(logs, "another cgwarden agent fixes this node") && strings.Contains(logs, "took the node's agent lock")
 	mu.Lock()
 	defer mu.Unlock()
-	if len(standby) == 0 {
-		t.Errorf("/readyz never answered standby while both agents ran (the new one's answers reach the test through the shared port)")
-	} else {
-		t.Logf("/readyz answered standby %d times, e.g. %q", len(standby), standby[0])
+	t.Logf("the new agent waited for the old one's lock: %v; /readyz answered standby %d times", waited, len(standby))
+	if len(standby) > 0 {
+		t.Logf("e.g. %q", standby[0])
 	}
 
 	// The tier: old target, then new, once; never away from both for
