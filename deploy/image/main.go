@@ -1,11 +1,13 @@
 // Command image builds cgwarden's container image without a Docker daemon:
-// the static cgwarden binary, built reproducibly from the checkout, as the
-// only file of a one-layer linux/amd64 OCI image, written as an OCI
+// the static binaries, built reproducibly from the checkout — /cgwarden
+// (the node agent and CLI, the entrypoint) and /cgwarden-sizer (the
+// cluster-wide sizer, which its Deployment runs by command:) — as the
+// only files of a one-layer linux/amd64 OCI image, written as an OCI
 // image-layout archive that `ctr images import` (and `docker load`,
 // `podman load`, `skopeo copy oci-archive:…`) read.
 //
-// Reproducible: the binary is built with -trimpath, without VCS stamping and
-// with an empty build ID; the layer's one entry has a fixed owner, mode and
+// Reproducible: the binaries are built with -trimpath, without VCS stamping
+// and with an empty build ID; the layer's entries have a fixed owner, mode and
 // time (SOURCE_DATE_EPOCH, else 0), and so has the image config; two builds
 // of the same checkout with the same Go give the same image digest, which
 // the command prints.
@@ -72,29 +74,19 @@ func build(repo, name, out, version, tags string) (string, error) {
 		return "", err
 	}
 	defer os.RemoveAll(tmp)
-	bin := filepath.Join(tmp, "cgwarden")
-	args := []string{"build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid="}
-	if tags != "" {
-		args = append(args, "-tags", tags)
-	}
-	cmd := exec.Command("go", append(args, "-o", bin, "./cmd/cgwarden")...)
-	cmd.Dir = repo
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("building cgwarden: %w", err)
-	}
-	body, err := os.ReadFile(bin)
-	if err != nil {
-		return "", err
-	}
 	var layerTar bytes.Buffer
 	tw := tar.NewWriter(&layerTar)
-	if err := tw.WriteHeader(&tar.Header{Name: "cgwarden", Mode: 0o755, Size: int64(len(body)), ModTime: when, Typeflag: tar.TypeReg, Format: tar.FormatPAX}); err != nil {
-		return "", err
-	}
-	if _, err := tw.Write(body); err != nil {
-		return "", err
+	for _, bin := range binaries {
+		body, err := goBuild(repo, tmp, bin, tags)
+		if err != nil {
+			return "", err
+		}
+		if err := tw.WriteHeader(&tar.Header{Name: bin, Mode: 0o755, Size: int64(len(body)), ModTime: when, Typeflag: tar.TypeReg, Format: tar.FormatPAX}); err != nil {
+			return "", err
+		}
+		if _, err := tw.Write(body); err != nil {
+			return "", err
+		}
 	}
 	if err := tw.Close(); err != nil {
 		return "", err
@@ -153,6 +145,28 @@ func build(repo, name, out, version, tags string) (string, error) {
 		return "", err
 	}
 	return digest.String(), nil
+}
+
+// binaries are the image's files, each built from ./cmd/<name> and put at
+// /<name>, in this order.
+var binaries = [...]string{"cgwarden", "cgwarden-sizer"}
+
+// goBuild builds ./cmd/name of the checkout at repo into dir, statically
+// and reproducibly, and returns the binary.
+func goBuild(repo, dir, name, tags string) ([]byte, error) {
+	bin := filepath.Join(dir, name)
+	args := []string{"build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid="}
+	if tags != "" {
+		args = append(args, "-tags", tags)
+	}
+	cmd := exec.Command("go", append(args, "-o", bin, "./cmd/"+name)...)
+	cmd.Dir = repo
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("building %s: %w", name, err)
+	}
+	return os.ReadFile(bin)
 }
 
 // tarDir writes the OCI layout under dir as a tar, entries in a fixed

@@ -343,10 +343,14 @@ func argsOf(t *testing.T, objs []object) []string {
 	return nil
 }
 
-var built, builtDir string
+// built holds the binaries built (by name), all under builtDir.
+var (
+	built    = map[string]string{}
+	builtDir string
+)
 
-// TestMain removes the binary cgwarden built (it outlives the test that
-// built it: other tests run it too).
+// TestMain removes the binaries built (they outlive the test that built
+// them: other tests run them too).
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if builtDir != "" {
@@ -355,27 +359,36 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// cgwarden builds the binary once.
+// cgwarden builds the agent's binary once.
 func cgwarden(t *testing.T) string {
 	t.Helper()
-	if built != "" {
-		return built
+	bin := binary(t, "cgwarden")
+	os.Setenv("CGWARDEN_TEST_BIN", bin)
+	return bin
+}
+
+// binary builds ./cmd/name once.
+func binary(t *testing.T, name string) string {
+	t.Helper()
+	if bin, ok := built[name]; ok {
+		return bin
 	}
-	dir, err := os.MkdirTemp("", "cgwarden-deploy-test")
-	if err != nil {
-		t.Fatal(err)
+	if builtDir == "" {
+		dir, err := os.MkdirTemp("", "cgwarden-deploy-test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		builtDir = dir
 	}
-	builtDir = dir
-	bin := filepath.Join(dir, "cgwarden")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/cgwarden")
+	bin := filepath.Join(builtDir, name)
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/"+name)
 	cmd.Dir = "../.."
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("building cgwarden: %v\n%s", err, stderr.String())
+		t.Fatalf("building %s: %v\n%s", name, err, stderr.String())
 	}
-	built = bin
-	os.Setenv("CGWARDEN_TEST_BIN", bin)
+	built[name] = bin
 	return bin
 }
 
@@ -409,8 +422,9 @@ func TestChartAndKustomizeAgreeOnSizer(t *testing.T) {
 // cgwarden's namespaces, is called only for pods it may size (match
 // conditions), calls /mutate on the Service; RBAC holds pods/resize and
 // nothing to write beyond pods/resize, events, its Secret, its Lease and
-// its webhook configuration (rbacRules pins every rule); and cgwarden
-// sizer accepts the Deployment's arguments.
+// its webhook configuration (rbacRules pins every rule); and the
+// Deployment runs /cgwarden-sizer (its own binary in the image, not the
+// agent's /cgwarden), which accepts the Deployment's arguments.
 func TestSizerManifests(t *testing.T) {
 	objs := kustomize(t, "sizer")
 	byKind := map[string]object{}
@@ -438,12 +452,21 @@ func TestSizerManifests(t *testing.T) {
 	}
 	d := byKind["Deployment"]
 	c := d["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
+	if cmd, _ := c["command"].([]any); len(cmd) != 1 || cmd[0] != "/cgwarden-sizer" {
+		t.Errorf("the sizer's container runs command %v, want [/cgwarden-sizer]", c["command"])
+	}
 	var args []string
 	for _, a := range c["args"].([]any) {
 		args = append(args, a.(string))
 	}
-	bin := cgwarden(t)
+	bin := binary(t, "cgwarden-sizer")
 	if out, err := exec.Command(bin, append(args, "--help")...).CombinedOutput(); err != nil {
-		t.Errorf("cgwarden %s --help: %v\n%s", strings.Join(args, " "), err, out)
+		t.Errorf("cgwarden-sizer %s --help: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	// The agent's binary has no sizer: `cgwarden sizer` only says where
+	// it went (a Deployment left running it fails with that in its log).
+	out, err := exec.Command(cgwarden(t), append([]string{"sizer"}, args...)...).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "run cgwarden-sizer") {
+		t.Errorf("cgwarden sizer: %v\n%s", err, out)
 	}
 }

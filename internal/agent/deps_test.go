@@ -11,10 +11,25 @@ import (
 // group at package initialisation, which costs every process that links
 // it about 10 MiB of RSS before it does anything (docs/benchmarks.md,
 // "Peak RSS"). The agent's API clients are apiconn.Client's, with
-// schemes of their own group only. (The cgwarden binary still links them
-// through the sizer: see docs/benchmarks.md.)
+// schemes of their own group only.
 func TestAgentLinksNoWholeScheme(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", "github.com/cgwarden/cgwarden/internal/agent").Output()
+	noWholeScheme(t, "the agent", "github.com/cgwarden/cgwarden/internal/agent")
+}
+
+// Nor does the cgwarden binary, whatever its subcommands: Go initialises
+// every package a binary links, so a typed clientset linked for another
+// subcommand costs the agent the same. The sizer, which needs the
+// clientset, the informer factory and leader election, is its own binary
+// (cmd/cgwarden-sizer).
+func TestAgentBinaryLinksNoWholeScheme(t *testing.T) {
+	noWholeScheme(t, "cmd/cgwarden", "github.com/cgwarden/cgwarden/cmd/cgwarden")
+}
+
+// noWholeScheme fails t if pkg depends on client-go's whole scheme, typed
+// clientset, informer factory or discovery client.
+func noWholeScheme(t *testing.T, what, pkg string) {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-deps", pkg).Output()
 	if err != nil {
 		t.Skipf("go list: %v", err)
 	}
@@ -23,7 +38,7 @@ func TestAgentLinksNoWholeScheme(t *testing.T) {
 		case p == "k8s.io/client-go/kubernetes/scheme", p == "k8s.io/client-go/kubernetes",
 			p == "k8s.io/client-go/informers", p == "k8s.io/client-go/discovery",
 			strings.HasPrefix(p, "k8s.io/client-go/kubernetes/typed/"):
-			t.Errorf("the agent links %s", p)
+			t.Errorf("%s links %s", what, p)
 		}
 	}
 }

@@ -30,7 +30,7 @@
 // sizes the size-trust checker allows (sizetrust, --trust-size-annotations);
 // /healthz and /readyz follow the loop's scans (serve.Server.Looping).
 //
-// Helpers shared with `cgwarden sizer` and `cgwarden nri` (the API
+// Helpers shared with cgwarden-sizer and `cgwarden nri` (the API
 // server's client configuration, the HTTP server with its timeouts) live
 // in apiconn and serve.
 package agent

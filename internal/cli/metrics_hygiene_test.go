@@ -56,7 +56,7 @@ func checkMetrics(t *testing.T, promtool, what, exposition string) {
 // serve's /metrics built as the command builds it, on both example
 // snapshots (seed-000 named by its pods file, so the declared VM sizes are
 // served), with and without --demand; nor about the series of the
-// adoption loop, cgwarden nri and cgwarden sizer, registered as their
+// adoption loop, cgwarden nri and cgwarden-sizer, registered as their
 // commands register them.
 func TestMetricsHygiene(t *testing.T) {
 	promtool := promtoolPath(t)
@@ -86,7 +86,7 @@ func TestMetricsHygiene(t *testing.T) {
 	sz := prometheus.NewRegistry()
 	sz.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	sizer.NewMetrics(sz)
-	for what, reg := range map[string]*prometheus.Registry{"serve --fix's adoption loop": adopt, "cgwarden nri": nri, "cgwarden sizer": sz} {
+	for what, reg := range map[string]*prometheus.Registry{"serve --fix's adoption loop": adopt, "cgwarden nri": nri, "cgwarden-sizer": sz} {
 		rec := httptest.NewRecorder()
 		promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 		checkMetrics(t, promtool, what, rec.Body.String())

@@ -6,12 +6,11 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"slices"
-	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/cgwarden/cgwarden/internal/buildinfo"
+	"github.com/cgwarden/cgwarden/internal/cliflag"
 )
 
 // ExitError carries a process exit code out of a command (audit uses 1
@@ -95,20 +94,20 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 	pf.StringVar(&o.Snapshot, "snapshot", "", "read the node from a snapshot `FILE` instead of the live host (example:NAME for an embedded one: cgwarden examples lists them)")
 	pf.StringVar(&o.PodsFile, "pods", "", "pod metadata: a `FILE` holding the output of kubectl get pods -A -o json")
 	pf.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
-	root.AddCommand(newInspect(o), newSnapshot(o), newAudit(o), newServe(o), newFix(o), newRevert(o), newVersion(), newExamples(), newDemo(o), newDemoChild(), newReport(o), newSizer(), newNRI())
+	root.AddCommand(newInspect(o), newSnapshot(o), newAudit(o), newServe(o), newFix(o), newRevert(o), newVersion(), newExamples(), newDemo(o), newDemoChild(), newReport(o), newSizerMoved(), newNRI())
 	addCompletions(root)
 	return root
 }
 
 // logLevels are the --log-level values.
-var logLevels = []string{"debug", "info", "warn", "error"}
+var logLevels = cliflag.LogLevels
 
-// parseLogLevel reads --log-level; anything else is an error, not
-// silently info.
+// parseLogLevel reads --log-level; anything else is an error (exit code
+// 2), not silently info.
 func parseLogLevel(s string) (slog.Level, error) {
-	var lvl slog.Level
-	if !slices.Contains(logLevels, strings.ToLower(s)) || lvl.UnmarshalText([]byte(s)) != nil {
-		return 0, &ExitError{Code: 2, Err: fmt.Errorf("--log-level %q: want %s", s, strings.Join(logLevels, ", "))}
+	lvl, err := cliflag.ParseLogLevel(s)
+	if err != nil {
+		return 0, &ExitError{Code: 2, Err: err}
 	}
 	return lvl, nil
 }

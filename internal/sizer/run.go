@@ -26,7 +26,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/httpserver"
 )
 
-// Options configure `cgwarden sizer`.
+// Options configure the sizer (cgwarden-sizer's flags: internal/sizercmd).
 type Options struct {
 	// Listen is the webhook's HTTPS address (also /healthz, /readyz,
 	// /metrics).

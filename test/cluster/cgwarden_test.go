@@ -13,14 +13,21 @@ import (
 
 // buildCgwarden builds cgwarden from the parent module (once per test
 // process: buildOnce).
-func buildCgwarden(t *testing.T) string {
+func buildCgwarden(t *testing.T) string { return buildBinary(t, "cgwarden") }
+
+// buildSizer builds cgwarden-sizer, the sizer's own binary, from the
+// parent module (once per test process).
+func buildSizer(t *testing.T) string { return buildBinary(t, "cgwarden-sizer") }
+
+// buildBinary builds ../../cmd/name once per test process (buildOnce).
+func buildBinary(t *testing.T, name string) string {
 	t.Helper()
-	bin, err := buildOnce("cgwarden", func(dir string) (string, error) {
-		bin := filepath.Join(dir, "cgwarden")
-		build := exec.Command("go", "build", "-o", bin, "./cmd/cgwarden")
+	bin, err := buildOnce(name, func(dir string) (string, error) {
+		bin := filepath.Join(dir, name)
+		build := exec.Command("go", "build", "-o", bin, "./cmd/"+name)
 		build.Dir = "../.."
 		if out, err := build.CombinedOutput(); err != nil {
-			return "", fmt.Errorf("building cgwarden: %v\n%s", err, out)
+			return "", fmt.Errorf("building %s: %v\n%s", name, err, out)
 		}
 		return bin, nil
 	})

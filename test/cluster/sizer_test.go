@@ -128,7 +128,7 @@ func freePort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// sizerLane is cgwarden sizer run on the host behind a url: webhook.
+// sizerLane is cgwarden-sizer run on the host behind a url: webhook.
 type sizerLane struct {
 	e        *env
 	ns, name string
@@ -138,13 +138,13 @@ type sizerLane struct {
 
 // startSizer installs a MutatingWebhookConfiguration for namespace ns only
 // (other engineers' pods never reach it) pointing at a url: on 127.0.0.1,
-// starts `cgwarden sizer` on the host serving it, and waits until the API
+// starts cgwarden-sizer on the host serving it, and waits until the API
 // server admits through it. It returns a function that stops the sizer
 // (also called at cleanup).
 func startSizer(t *testing.T, e *env, ns string) (stop func(), l *sizerLane) {
 	t.Helper()
 	ctx := context.Background()
-	l = &sizerLane{e: e, ns: ns, name: "cgwarden-sizer-" + ns, bin: buildCgwarden(t), port: freePort(t)}
+	l = &sizerLane{e: e, ns: ns, name: "cgwarden-sizer-" + ns, bin: buildSizer(t), port: freePort(t)}
 	ignore, none := admissionregistrationv1.Ignore, admissionregistrationv1.SideEffectClassNone
 	timeout := int32(5)
 	url := fmt.Sprintf("https://127.0.0.1:%d/mutate", l.port)
@@ -181,7 +181,7 @@ func (l *sizerLane) run(t *testing.T) (stop func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(l.bin, "sizer", "--kubeconfig", e.kubeconfig, "--listen", fmt.Sprintf("127.0.0.1:%d", port),
+	cmd := exec.Command(l.bin, "--kubeconfig", e.kubeconfig, "--listen", fmt.Sprintf("127.0.0.1:%d", port),
 		"--namespace", ns, "--cert-secret", "sizer-tls", "--cert-hosts", "127.0.0.1", "--webhook-config", name,
 		"--leader-elect=false", "--coalesce", "1s", "--crd-recheck", "2s", "--log-level", "debug")
 	cmd.Stdout, cmd.Stderr = logf, logf

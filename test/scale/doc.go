@@ -11,8 +11,8 @@
 //     VirtualMachine objects of the cluster lane's CRD
 //     (test/cluster/testdata/neonvm-crd.json) with the fields NeonVM
 //     writes;
-//   - the real sizer (`cgwarden sizer`, built from ../../cmd/cgwarden) as a
-//     process, with the sizer's own ServiceAccount and RBAC
+//   - the real sizer (cgwarden-sizer, built from ../../cmd/cgwarden-sizer)
+//     as a process, with the sizer's own ServiceAccount and RBAC
 //     (deploy/kustomize/sizer);
 //   - N simulated agents as goroutines of the test: each is the API-facing
 //     part of `cgwarden serve --fix` (the pod source, the live VM sizes

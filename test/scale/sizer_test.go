@@ -23,8 +23,9 @@ var (
 	buildErr  error
 )
 
-// cgwardenBinary builds ../../cmd/cgwarden once per test binary.
-func cgwardenBinary(t *testing.T) string {
+// sizerBinary builds ../../cmd/cgwarden-sizer, the sizer's own binary,
+// once per test binary.
+func sizerBinary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "cgwarden-scale-bin-")
@@ -32,11 +33,11 @@ func cgwardenBinary(t *testing.T) string {
 			buildErr = err
 			return
 		}
-		builtBin = filepath.Join(dir, "cgwarden")
-		cmd := exec.Command("go", "build", "-o", builtBin, "./cmd/cgwarden")
+		builtBin = filepath.Join(dir, "cgwarden-sizer")
+		cmd := exec.Command("go", "build", "-o", builtBin, "./cmd/cgwarden-sizer")
 		cmd.Dir = "../.."
 		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("building cgwarden: %v\n%s", err, out)
+			buildErr = fmt.Errorf("building cgwarden-sizer: %v\n%s", err, out)
 		}
 	})
 	if buildErr != nil {
@@ -45,7 +46,7 @@ func cgwardenBinary(t *testing.T) string {
 	return builtBin
 }
 
-// sizerProc is `cgwarden sizer` running as ServiceAccount
+// sizerProc is cgwarden-sizer running as ServiceAccount
 // cgwarden-sizer/cgwarden-sizer (deploy/kustomize/sizer), resize
 // controller on, no leader election, with its own serving certificate.
 type sizerProc struct {
@@ -86,10 +87,10 @@ func (e *env) startSizer(t *testing.T, qps float64, args ...string) *sizerProc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	flags := append([]string{"sizer", "--kubeconfig", kubeconfig, "--listen", fmt.Sprintf("127.0.0.1:%d", port),
+	flags := append([]string{"--kubeconfig", kubeconfig, "--listen", fmt.Sprintf("127.0.0.1:%d", port),
 		"--tls-cert-file", certFile, "--tls-private-key-file", keyFile, "--leader-elect=false",
 		"--kube-api-qps", fmt.Sprint(qps), "--kube-api-burst", fmt.Sprint(int(2 * qps))}, args...)
-	cmd := exec.Command(cgwardenBinary(t), flags...)
+	cmd := exec.Command(sizerBinary(t), flags...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -154,7 +155,7 @@ func freePort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// TestMain removes the cgwarden binary built for the sizer.
+// TestMain removes the cgwarden-sizer binary built.
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if builtBin != "" {

@@ -1,0 +1,142 @@
+package sizercmd
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cgwarden/cgwarden/internal/buildinfo"
+	"github.com/cgwarden/cgwarden/internal/cliflag"
+	"github.com/cgwarden/cgwarden/internal/sizer"
+)
+
+// Duration is cgwarden's bounded duration flag.
+type Duration = cliflag.Duration
+
+// Main runs cgwarden-sizer with args and returns the process exit code:
+// 0, or 2 with the error on stderr.
+func Main(args []string) int {
+	root := NewCommand(os.Stdout, os.Stderr)
+	root.SetArgs(args)
+	if err := root.Execute(); err != nil {
+		root.PrintErrln("cgwarden-sizer:", err)
+		return 2
+	}
+	return 0
+}
+
+// NewCommand builds cgwarden-sizer's command: the sizer's flags and
+// --log-level (what `cgwarden sizer` took before it was its own binary).
+func NewCommand(stdout, stderr io.Writer) *cobra.Command {
+	cmd := newSizer()
+	var level string
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	cmd.Version = buildinfo.Get().String()
+	cmd.SetVersionTemplate("cgwarden-sizer {{.Version}}\n")
+	cmd.SetOut(stdout)
+	cmd.SetErr(stderr)
+	cmd.Flags().StringVar(&level, "log-level", "info", "log level: debug, info, warn or error")
+	cmd.PreRunE = func(*cobra.Command, []string) error {
+		lvl, err := cliflag.ParseLogLevel(level)
+		if err != nil {
+			return err
+		}
+		slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl})))
+		return nil
+	}
+	return cmd
+}
+
+func newSizer() *cobra.Command {
+	o := sizer.Options{
+		Listen: ":9443", CertSecret: "cgwarden-sizer-tls", WebhookConfig: "cgwarden-sizer",
+		Controller: true, LeaderElect: true, LeaderElectionID: "cgwarden-sizer",
+		Workers: 8, QPS: 100, Burst: 200,
+	}
+	coalesce, recheck := Duration(time.Second), Duration(time.Minute)
+	cmd := &cobra.Command{
+		Use:   "cgwarden-sizer",
+		Short: "Give VM pods CPU requests equal to their VM's size at admission, and keep them equal to its live size by in-place resize",
+		Long: `cgwarden-sizer is a mutating admission webhook and a resize controller for pods that run a virtual machine.
+
+At admission (POST /mutate) a pod without any CPU request that runs a NeonVM VM (owned by a
+vm.neon.tech VirtualMachine, or labelled vm.neon.tech/name) gets requests.cpu on its neonvm-runner
+container equal to the VM's spec.guest.cpus.use; a pod annotated cgwarden.io/cpu gets that value
+(on its only container, or the one cgwarden.io/cpu-container names). Limits are never set. The pod is
+then Burstable and the kubelet weighs it by its size. KubeVirt's virt-launcher pods are left alone. A
+pod that cannot be sized is admitted unchanged with a warning. See docs/sizing.md.
+
+The resize controller (one replica, by leader election) watches vm.neon.tech/v1 virtualmachines and
+patches each running runner pod's resize subresource when the VM's use changes, bounded by its node's
+allocatable CPU; without the CRD it idles and looks again every --crd-recheck. A VM is resized
+--coalesce after its last change (a trailing debounce, at most --max-delay after the first change of a
+burst), to its size then, with one PATCH; --workers VMs at a time within --kube-api-qps. At most one
+Event per pod and reason per --event-window; the rest are counted on /metrics.
+
+Without --tls-cert-file it keeps its own CA and serving certificate in Secret --cert-secret and
+sets the caBundle of MutatingWebhookConfiguration --webhook-config.`,
+		Example: `  cgwarden-sizer --namespace cgwarden --cert-hosts cgwarden-sizer.cgwarden.svc
+  cgwarden-sizer --kubeconfig admin.kubeconfig --listen 127.0.0.1:9443 --namespace sizer --cert-hosts 127.0.0.1 --leader-elect=false`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runSizer(cmd, &o, coalesce, recheck) },
+	}
+	sizerFlags(cmd, &o, &coalesce, &recheck)
+	return cmd
+}
+
+// runSizer checks the options and runs the sizer until SIGTERM or SIGINT.
+func runSizer(cmd *cobra.Command, o *sizer.Options, coalesce, recheck Duration) error {
+	if (o.TLSCertFile == "") != (o.TLSKeyFile == "") {
+		return fmt.Errorf("--tls-cert-file and --tls-private-key-file go together")
+	}
+	if o.Namespace == "" {
+		o.Namespace = os.Getenv("POD_NAMESPACE")
+	}
+	if o.TLSCertFile == "" && (o.Namespace == "" || len(o.CertHosts) == 0) {
+		return fmt.Errorf("managed certificates need --namespace (or POD_NAMESPACE) and --cert-hosts; or give --tls-cert-file and --tls-private-key-file")
+	}
+	if o.LeaderElect && o.Namespace == "" {
+		return fmt.Errorf("--leader-elect needs --namespace (or POD_NAMESPACE) for its Lease")
+	}
+	if coalesce <= 0 || recheck <= 0 {
+		return fmt.Errorf("--coalesce and --crd-recheck must be above 0")
+	}
+	if o.Workers < 1 || o.QPS <= 0 || o.Burst < 1 || o.MinStep < 0 || o.MaxDelay < 0 || o.EventWindow < 0 {
+		return fmt.Errorf("--workers, --kube-api-qps and --kube-api-burst must be above 0; --min-step, --max-delay and --event-window not below 0")
+	}
+	o.Coalesce, o.CRDRecheck = time.Duration(coalesce), time.Duration(recheck)
+	o.Log = slog.Default()
+	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	return sizer.Run(ctx, *o)
+}
+
+// sizerFlags binds the sizer's flags to o.
+func sizerFlags(cmd *cobra.Command, o *sizer.Options, coalesce, recheck *Duration) {
+	f := cmd.Flags()
+	f.StringVar(&o.Listen, "listen", o.Listen, "the webhook's HTTPS `ADDRESS` (also /healthz and /metrics)")
+	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig `FILE` (default: in-cluster configuration)")
+	f.StringVar(&o.TLSCertFile, "tls-cert-file", "", "serving certificate `FILE` managed elsewhere (cert-manager); re-read on each handshake")
+	f.StringVar(&o.TLSKeyFile, "tls-private-key-file", "", "its key `FILE`")
+	f.StringVar(&o.Namespace, "namespace", "", "the `NAMESPACE` of the certificate Secret and the leader election Lease (default: $POD_NAMESPACE)")
+	f.StringVar(&o.CertSecret, "cert-secret", o.CertSecret, "the Secret `NAME` that keeps the generated CA and serving certificate")
+	f.StringSliceVar(&o.CertHosts, "cert-hosts", nil, "DNS names and IPs the generated serving certificate is for (the Service's names; 127.0.0.1 for a url: webhook)")
+	f.StringVar(&o.WebhookConfig, "webhook-config", o.WebhookConfig, "the MutatingWebhookConfiguration `NAME` whose caBundle is set to the generated CA (empty: none)")
+	f.BoolVar(&o.Controller, "resize", o.Controller, "run the resize controller")
+	f.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "run the resize controller only in the replica holding the Lease")
+	f.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "the leader election Lease `NAME`")
+	f.Var(coalesce, "coalesce", "a trailing debounce: a VM's pods are resized this long after its last size change")
+	f.DurationVar(&o.MaxDelay, "max-delay", 0, "a VM changing without pause is resized at most this long after the first change of a burst (0: 5×--coalesce)")
+	f.Int64Var(&o.MinStep, "min-step", 0, "resizes smaller than this many `MILLICPU` are not made (0: every change; a resize to the node's cap always is)")
+	f.IntVar(&o.Workers, "workers", o.Workers, "VMs resized at once")
+	f.Float32Var(&o.QPS, "kube-api-qps", o.QPS, "API requests per second the sizer may make (client-go's default is 5)")
+	f.IntVar(&o.Burst, "kube-api-burst", o.Burst, "API requests the sizer may make in a burst")
+	f.DurationVar(&o.EventWindow, "event-window", 0, "at most one Event per pod and reason in this window (0: 10 minutes)")
+	f.Var(recheck, "crd-recheck", "how often to look for the VirtualMachine CRD while it is absent")
+}
