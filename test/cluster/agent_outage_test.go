@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"io"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -180,17 +179,7 @@ func (e *env) agentReader(t *testing.T, ns string) func(path string) (int, strin
 	t.Helper()
 	tok := e.nodeReaderToken(t, ns, "reader", "nodes/metrics", "nodes/stats")
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	get := func(path string) (int, string) {
-		req, _ := http.NewRequest("GET", "https://127.0.0.1:9530"+path, nil)
-		req.Header.Set("Authorization", "Bearer "+tok)
-		resp, err := client.Do(req)
-		if err != nil {
-			return 0, err.Error()
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	get := func(path string) (int, string) { return agentGet(client, path, tok) }
 	// The new binding reaches the API server's authorizer within seconds.
 	poll(t, 30*time.Second, "the reader allowed by the agent", func() (bool, string, error) {
 		code, body := get("/stats/summary")

@@ -18,7 +18,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/cgwarden/cgwarden/internal/fairness"
 	"github.com/cgwarden/cgwarden/internal/journal"
@@ -548,36 +547,8 @@ func (s *faultSuite) update() (what string, end time.Time) {
 	s.t.Helper()
 	ctx := context.Background()
 	dss := s.e.cs.AppsV1().DaemonSets("cgwarden-system")
-	// Two agents running at once, seen on a watch (the overlap lasts
-	// about a second).
-	w, err := s.e.cs.CoreV1().Pods("cgwarden-system").Watch(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=cgwarden"})
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	defer w.Stop()
-	both := make(chan struct{}, 1)
-	go func() {
-		running := map[types.UID]bool{}
-		for ev := range w.ResultChan() {
-			p, ok := ev.Object.(*corev1.Pod)
-			if !ok {
-				continue
-			}
-			running[p.UID] = ev.Type != watch.Deleted && p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil
-			n := 0
-			for _, r := range running {
-				if r {
-					n++
-				}
-			}
-			if n >= 2 {
-				select {
-				case both <- struct{}{}:
-				default:
-				}
-			}
-		}
-	}()
+	both, stop := s.e.agentsAtOnce(s.t)
+	defer stop()
 	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":%q}}}}}`, time.Now().Format(time.RFC3339Nano))
 	ds, err := dss.Patch(ctx, "cgwarden", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
 	if err != nil {

@@ -95,19 +95,7 @@ func TestAgentUpdatesWithMaxSurge(t *testing.T) {
 	// both listeners while both agents run).
 	tok := e.nodeReaderToken(t, ns, "reader", "nodes/metrics")
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true, TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	get := func(path, token string) (int, string) {
-		req, _ := http.NewRequest("GET", "https://127.0.0.1:9530"+path, nil)
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return 0, err.Error()
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	get := func(path, token string) (int, string) { return agentGet(client, path, token) }
 	poll(t, 30*time.Second, "/metrics with the reader's token", func() (bool, string, error) {
 		code, body := get("/metrics", tok)
 		return code == 200, fmt.Sprintf("%d %.100s", code, body), nil
@@ -176,34 +164,8 @@ func TestAgentUpdatesWithMaxSurge(t *testing.T) {
 	// Both pods running on the node at once, seen on a watch of the
 	// agent's pods (the overlap lasts about a second: listing them every
 	// second missed it).
-	w, err := e.cs.CoreV1().Pods("cgwarden-system").Watch(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=cgwarden"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	bothSeen := make(chan struct{}, 1)
-	go func() {
-		running := map[types.UID]bool{}
-		for ev := range w.ResultChan() {
-			p, ok := ev.Object.(*corev1.Pod)
-			if !ok {
-				continue
-			}
-			running[p.UID] = ev.Type != watch.Deleted && p.Spec.NodeName == e.node && p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil
-			n := 0
-			for _, r := range running {
-				if r {
-					n++
-				}
-			}
-			if n == 2 {
-				select {
-				case bothSeen <- struct{}{}:
-				default:
-				}
-			}
-		}
-	}()
-	t.Cleanup(w.Stop)
+	bothSeen, stopWatch := e.agentsAtOnce(t)
+	t.Cleanup(stopWatch)
 
 	// The update: one template change (an annotation and the new flag).
 	patch := fmt.Sprintf(`[{"op":"add","path":"/spec/template/metadata/annotations","value":{"cgwarden.io/surge-test":%q}},`+
@@ -327,4 +289,57 @@ func rolledOut(ds *appsv1.DaemonSet) bool {
 	return s.ObservedGeneration >= ds.Generation && s.DesiredNumberScheduled > 0 &&
 		s.UpdatedNumberScheduled == s.DesiredNumberScheduled && s.NumberAvailable == s.DesiredNumberScheduled &&
 		s.NumberUnavailable == 0
+}
+
+// agentsAtOnce watches the agent's pods from now on and reports on the
+// channel once two of them are running on the node at once (not being
+// deleted); stop ends the watch. The overlap of a maxSurge update lasts
+// about a second, which a list every second misses.
+func (e *env) agentsAtOnce(t *testing.T) (<-chan struct{}, func()) {
+	t.Helper()
+	w, err := e.cs.CoreV1().Pods("cgwarden-system").Watch(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=cgwarden"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	both := make(chan struct{}, 1)
+	go func() {
+		running := map[types.UID]bool{}
+		for ev := range w.ResultChan() {
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue
+			}
+			running[p.UID] = ev.Type != watch.Deleted && p.Spec.NodeName == e.node && p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil
+			n := 0
+			for _, r := range running {
+				if r {
+					n++
+				}
+			}
+			if n >= 2 {
+				select {
+				case both <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}()
+	return both, w.Stop
+}
+
+// agentGet asks the agent on the node's port (9530) for path, with a
+// bearer token unless token is "", and returns the status and the body
+// (0 and the error when the request fails).
+func agentGet(client *http.Client, path, token string) (int, string) {
+	req, _ := http.NewRequest("GET", "https://127.0.0.1:9530"+path, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
