@@ -105,6 +105,14 @@ func (l *Loop) Run(ctx context.Context) {
 		case <-t.C:
 		case <-l.kick:
 			t.Stop()
+			// A kicked scan starts the schedule again: the next tick is
+			// one interval after it. Adding an interval per scan to the
+			// old schedule instead ran it ahead by an interval at every
+			// kick, and a holder asking for fresh scans after a
+			// predecessor's weights (its Fresh kicks) pushed the next
+			// tick minutes away: /readyz went stale ("the last good scan
+			// is N s old") with the loop idle.
+			next = time.Now()
 		}
 	}
 }
