@@ -44,13 +44,7 @@ func TestAgentHoldsVMWeights(t *testing.T) {
 		uids[name] = string(p.UID)
 	}
 	for name := range sized {
-		poll(t, 120*time.Second, "pod "+name+" running", func() (bool, string, error) {
-			p, err := e.cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return false, "", err
-			}
-			return p.Status.Phase == corev1.PodRunning, describe(p), nil
-		})
+		e.podRunning(t, ns, name)
 	}
 	if out, err := kubectl("apply", "-k", "testdata/agent-fix"); err != nil {
 		t.Fatalf("kubectl apply -k: %v\n%s", err, out)
@@ -167,4 +161,16 @@ func tail(s string, n int) string {
 		l = l[len(l)-n:]
 	}
 	return strings.Join(l, "\n")
+}
+
+// podRunning waits (up to 120 s) until the pod ns/name runs.
+func (e *env) podRunning(t *testing.T, ns, name string) {
+	t.Helper()
+	poll(t, 120*time.Second, "pod "+name+" running", func() (bool, string, error) {
+		p, err := e.cs.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		return p.Status.Phase == corev1.PodRunning, describe(p), nil
+	})
 }

@@ -62,13 +62,7 @@ func TestAgentUpdatesWithMaxSurge(t *testing.T) {
 		}
 	}
 	for name := range sized {
-		poll(t, 120*time.Second, "pod "+name+" running", func() (bool, string, error) {
-			p, err := e.cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return false, "", err
-			}
-			return p.Status.Phase == corev1.PodRunning, describe(p), nil
-		})
+		e.podRunning(t, ns, name)
 	}
 	oldUID, _, _ := e.installAgent(t, "testdata/agent-fix")
 
