@@ -153,9 +153,13 @@ type Holder struct {
 	w   *cgroupfs.Sub
 
 	// Owned by Run's goroutine.
-	dirs     map[string]bool
-	lastMeta *metadata.Set
-	lastSize string
+	dirs map[string]bool
+	// overwritten holds the targets seen off their value and not yet
+	// restored: when each was first seen off, and when it may be restored
+	// (RestoreDelay after the last change seen to it).
+	overwritten map[string]overwrite
+	lastMeta    *metadata.Set
+	lastSize    string
 
 	mu sync.Mutex
 	// trees are the kubelet's root cgroups of the last plan's policy.
@@ -199,7 +203,7 @@ func New(cfg Config) (*Holder, error) {
 		cfg.Apply = func(f func()) { f() }
 	}
 	h := &Holder{cfg: cfg, log: cfg.Log.With("component", "hold"), loop: cfg.Loop,
-		dirs: map[string]bool{}, files: map[string]*held{}, gone: map[string]*held{}}
+		dirs: map[string]bool{}, overwritten: map[string]overwrite{}, files: map[string]*held{}, gone: map[string]*held{}}
 	if h.loop == nil {
 		sc, err := inventory.Open(cfg.Host)
 		if err != nil {
@@ -254,46 +258,119 @@ func (h *Holder) Run(ctx context.Context) error {
 	defer poll.Stop()
 	resync := time.NewTicker(h.cfg.Resync)
 	defer resync.Stop()
+	restore := time.NewTimer(time.Hour)
+	restore.Stop()
+	defer restore.Stop()
+	// events reads the pending inotify events and handles them.
+	events := func() (dirty bool, err error) {
+		evs, err := w.Poll()
+		if err != nil {
+			return false, fmt.Errorf("hold: reading inotify events: %w", err)
+		}
+		return h.handle(evs), nil
+	}
 	for {
+		var dirty bool
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-w.Ready():
-			evs, err := w.Poll()
+			d, err := events()
 			if err != nil {
 				if ctx.Err() != nil {
 					return nil
 				}
-				return fmt.Errorf("hold: reading inotify events: %w", err)
+				return err
 			}
-			if h.handle(ctx, evs) {
-				h.replan(ctx)
-			}
+			dirty = d
 		case <-check.C:
-			if h.sizesChanged(ctx) {
-				h.replan(ctx)
-			}
+			dirty = h.sizesChanged(ctx)
 		case <-poll.C:
-			if h.checkAll() {
-				h.replan(ctx)
+			dirty = h.review()
+		case <-restore.C:
+			// A change not read yet moves its file's time on: the
+			// events first.
+			select {
+			case <-w.Ready():
+				d, err := events()
+				if err != nil {
+					if ctx.Err() != nil {
+						return nil
+					}
+					return err
+				}
+				dirty = d
+			default:
 			}
+			dirty = h.restoreDue(time.Now()) || dirty
 		case <-resync.C:
+			dirty = true
+		}
+		if dirty {
 			h.replan(ctx)
+		}
+		if next, ok := h.nextDue(); ok {
+			restore.Reset(time.Until(next))
+		} else {
+			restore.Stop()
 		}
 	}
 }
 
-// handle corrects the files the events name and reports whether the set
-// of cgroups changed (plan again). Modified targets are corrected after
-// RestoreDelay (once for the batch), each read again then: the writer's
-// read-back of its own value comes first.
-func (h *Holder) handle(ctx context.Context, evs []cgroupfs.WatchEvent) (dirty bool) {
-	var modified []string
+// overwrite is a target seen off its value: first is when, due when it
+// may be restored.
+type overwrite struct{ first, due time.Time }
+
+// overwritten notes that target p was seen changed at now: it is restored
+// RestoreDelay after the last change seen to it, and counted off target
+// from the first. The kubelet (runc) reads its own write back at once;
+// that read-back must find the kubelet's value, whoever wrote last
+// before it (the holder's own restore also shows as a change).
+func (h *Holder) overwrite(p string, now time.Time) {
+	o, ok := h.overwritten[p]
+	if !ok {
+		o.first = now
+	}
+	o.due = now.Add(h.cfg.RestoreDelay)
+	h.overwritten[p] = o
+}
+
+// nextDue is the earliest time an overwritten target may be restored.
+func (h *Holder) nextDue() (next time.Time, ok bool) {
+	for _, o := range h.overwritten {
+		if !ok || o.due.Before(next) {
+			next, ok = o.due, true
+		}
+	}
+	return next, ok
+}
+
+// restoreDue restores every overwritten target whose time has come (each
+// read again then: it may be back at its target already) and reports
+// whether one is gone (plan again).
+func (h *Holder) restoreDue(now time.Time) (dirty bool) {
+	for p, o := range h.overwritten {
+		if o.due.After(now) {
+			continue
+		}
+		delete(h.overwritten, p)
+		if !h.correctApplied(p, o.first) {
+			dirty = true
+		}
+	}
+	return dirty
+}
+
+// handle notes the target files the events say were written (restored
+// after RestoreDelay) and reports whether the set of cgroups changed
+// (plan again).
+func (h *Holder) handle(evs []cgroupfs.WatchEvent) (dirty bool) {
+	now := time.Now()
 	for _, ev := range evs {
 		switch {
 		case ev.Mask&cgroupfs.EventOverflow != 0:
 			h.log.Warn("inotify queue overflowed: reading every target again")
-			h.checkAll()
+			h.review()
 			dirty = true
 		case ev.Mask&(cgroupfs.EventCreate|cgroupfs.EventDelete) != 0:
 			dirty = true
@@ -301,23 +378,9 @@ func (h *Holder) handle(ctx context.Context, evs []cgroupfs.WatchEvent) (dirty b
 			// A watched file or directory went with its cgroup.
 			dirty = dirty || h.isTarget(ev.Path) || h.dirs[ev.Path]
 		case ev.Mask&cgroupfs.EventModify != 0:
-			if !slices.Contains(modified, ev.Path) && h.isTarget(ev.Path) {
-				modified = append(modified, ev.Path)
+			if h.isTarget(ev.Path) {
+				h.overwrite(ev.Path, now)
 			}
-		}
-	}
-	if len(modified) == 0 {
-		return dirty
-	}
-	noticed := time.Now()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-time.After(h.cfg.RestoreDelay):
-	}
-	for _, p := range modified {
-		if !h.correctApplied(p, noticed) {
-			dirty = true
 		}
 	}
 	return dirty
@@ -397,17 +460,28 @@ func (h *Holder) correct(p string, noticed time.Time) bool {
 	return true
 }
 
-// checkAll reads every target again; it reports whether one is gone.
-func (h *Holder) checkAll() (dirty bool) {
+// review reads every target again, for changes the watch may have
+// missed: one found off its value is restored as an event's would be,
+// RestoreDelay from now. It reports whether a target is gone.
+func (h *Holder) review() (dirty bool) {
 	h.mu.Lock()
-	paths := make([]string, 0, len(h.files))
-	for p := range h.files {
-		paths = append(paths, p)
+	want := make(map[string]string, len(h.files))
+	for p, f := range h.files {
+		want[p] = f.want
 	}
 	h.mu.Unlock()
-	for _, p := range paths {
-		if !h.correctApplied(p, time.Time{}) {
+	now := time.Now()
+	for p, v := range want {
+		b, err := h.cfg.Host.ReadFile(p)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
 			dirty = true
+		case err != nil:
+			h.log.Warn("reading a held weight", "path", p, "err", err)
+		case strings.TrimSpace(string(b)) != v:
+			if _, ok := h.overwritten[p]; !ok {
+				h.overwrite(p, now)
+			}
 		}
 	}
 	return dirty
