@@ -31,6 +31,12 @@ type Reader struct {
 	// steady-state scan keeps them open (cgroupfs.Kept). FS reads the
 	// rest, and everything when Counters is nil.
 	Counters cgroupfs.FS
+	// SkipProcs leaves Stats.Procs unknown (nil) instead of reading
+	// cgroup.procs, for a caller that needs the count of only a few
+	// cgroups and reads those with ReadProcs (inventory.Scanner's
+	// ProcsWhereUsed). A cgroup none of whose other files was found is
+	// still read, so that Gone means what it means without SkipProcs.
+	SkipProcs bool
 }
 
 // reading accumulates one cgroup's read.
@@ -141,6 +147,11 @@ func (r Reader) ReadKnown(cgroup string, withThreads bool, known *Settings) (Sta
 	} else {
 		x.countersV1(&s, withThreads, known != nil && known.Frozen != nil)
 	}
+	if x.found == 0 && len(x.errs) == 0 && r.SkipProcs {
+		// Nothing else was there: the pid list says whether the cgroup
+		// is (on v1 a cgroup may exist in the cpu hierarchy alone).
+		x.listProcs(&s)
+	}
 	// Gone only when every file was simply missing: a cgroup whose files
 	// exist but cannot be read (EACCES, EIO) is there, its figures unknown.
 	if x.found == 0 && len(x.errs) == 0 {
@@ -209,7 +220,35 @@ func noTasks(s *Stats) bool {
 	return s.Pids.Current != nil && *s.Pids.Current == 0
 }
 
+// ReadProcs fills s.Procs, read by Read with SkipProcs, from cgroup.procs
+// (not read when s.Pids.Current says the subtree is empty), as Read
+// would have.
+func (r Reader) ReadProcs(cgroup string, s *Stats) []error {
+	x := &reading{r: r, cgroup: cgroup}
+	x.listProcs(s)
+	return x.errs
+}
+
+// listProcs reads cgroup.procs as the counters do: v2's through
+// Counters, v1's afresh (see countersV1).
+func (x *reading) listProcs(s *Stats) {
+	if x.r.Places.V2 {
+		x.counting = true
+		x.readProcs(x.r.Places.Unified, s)
+		return
+	}
+	x.counting = false
+	x.readProcs(x.r.Places.CPU, s)
+}
+
 func (x *reading) procs(mount string, s *Stats) {
+	if x.r.SkipProcs {
+		return
+	}
+	x.readProcs(mount, s)
+}
+
+func (x *reading) readProcs(mount string, s *Stats) {
 	if noTasks(s) {
 		zero := 0
 		s.Procs = &zero
