@@ -234,7 +234,8 @@ func (s *Scanner) walk(n *Node, r stats.Reader, c *Cgroup, depth int, isBase boo
 	// cluster's) is met, whatever the names' order.
 	c.Children = make([]*Cgroup, 0, len(names))
 	for _, name := range names {
-		ch := &Cgroup{Path: joinClean(c.Path, name), Identity: layout.Child(c.Identity, name), Parent: c}
+		ch := &Cgroup{Path: joinClean(c.Path, name), Parent: c}
+		ch.Identity = s.childIdentity(ch.Path, c.Identity, name)
 		if ch.Identity.Kind == layout.KubeRoot && n.KubeRoot == nil {
 			n.KubeRoot, n.Driver = ch, ch.Identity.Driver
 		} else if ch.Identity.Kind == layout.KubeRoot {
@@ -257,6 +258,15 @@ func (s *Scanner) listChildren(tree, cg string) ([]string, error) {
 		return s.Steady.list(s.FS, tree, cg)
 	}
 	return s.FS.ReadDirs(joinClean(tree, cg))
+}
+
+// childIdentity is the identity of cgroup cg, the child name of a cgroup
+// of identity parent.
+func (s *Scanner) childIdentity(cg string, parent layout.Identity, name string) layout.Identity {
+	if s.Steady != nil {
+		return s.Steady.identity(cg, parent, name)
+	}
+	return layout.Child(parent, name)
 }
 
 // readStats reads the Stats of cg.
