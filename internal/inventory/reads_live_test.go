@@ -14,9 +14,10 @@ import (
 // TestSteadyScanReadsOnlyWhatItUses counts, through the one door to the
 // cgroup filesystem (cgroupfs.Host.Counts), the files a steady-state
 // scan of an unchanged idle node reads, as the agent scans it
-// (ProcsWhereUsed): each cgroup's counters, v1's thread lists of the
-// non-leaf cgroups that hold tasks (their threads compete with the child
-// groups), /proc/meminfo, and nothing else: no listing, no setting
+// (ProcsWhereUsed): each cgroup's counters (pids.current only where it
+// may spare a list), v1's thread lists of the non-leaf cgroups that hold
+// tasks (their threads compete with the child groups), /proc/meminfo,
+// and nothing else: no listing, no setting
 // (nothing changed them, and the periodic re-read is pushed past the
 // test), no process list (the pods are healthy: no count is used).
 func TestSteadyScanReadsOnlyWhatItUses(t *testing.T) {
@@ -68,9 +69,10 @@ func TestSteadyScanReadsOnlyWhatItUses(t *testing.T) {
 		if len(n.Errors) > 0 {
 			t.Fatalf("read errors: %v", n.Errors)
 		}
-		counters := 4 // v1: cpuacct.usage, memory.usage_in_bytes, memory.stat, pids.current
+		// pids.current only where it can spare a v1 thread list.
+		counters := 3 // v1: cpuacct.usage, memory.usage_in_bytes, memory.stat
 		if s.V2() {
-			counters = 7 // cpu.stat, memory.current, memory.stat, pids.current, 3 pressure files
+			counters = 6 // cpu.stat, memory.current, memory.stat, 3 pressure files
 		}
 		want, threads, procs := 1, 0, 0 // /proc/meminfo
 		n.Root.Walk(func(c *inventory.Cgroup) {
@@ -78,8 +80,13 @@ func TestSteadyScanReadsOnlyWhatItUses(t *testing.T) {
 			if q := c.Stats.CPU.QuotaUs; !s.V2() && (q == nil || *q != stats.Unlimited) {
 				want++ // v1 cpu.stat: the throttling counters move with a quota
 			}
-			if !s.V2() && c != n.Root && len(c.Children) > 0 && (c.Stats.Pids.Current == nil || *c.Stats.Pids.Current > 0) {
-				threads++
+			if !s.V2() && c != n.Root && len(c.Children) > 0 {
+				want++ // pids.current
+				if c.Stats.Pids.Current == nil || *c.Stats.Pids.Current > 0 {
+					threads++
+				}
+			} else if c.Stats.Pids.Current != nil {
+				t.Errorf("round %d: %s: pids.current read where it spares no list", round, c.Path)
 			}
 			if c.Stats.Procs != nil {
 				procs++

@@ -504,8 +504,9 @@ func (s *Scanner) nodeRuntime() string {
 // misplaced containers (markLeftovers, the audit's misplaced and escaped
 // rules), of unattached and foreign cgroups, and, when the metadata
 // knows some pods, of the pods it does not know (the audit's orphan
-// rule). Each is read as the walk would have read it, in walk order; a
-// cgroup found gone has none.
+// rule). Each is read as the walk would have read it (pids.current
+// first, which ProcsWhereUsed also leaves out where it spares no list),
+// in walk order; a cgroup found gone has none.
 func (s *Scanner) readUsedProcs(n *Node, r stats.Reader, pods map[string]*Pod) {
 	used := map[*Cgroup]bool{}
 	for _, c := range n.Unattached {
@@ -535,7 +536,10 @@ func (s *Scanner) readUsedProcs(n *Node, r stats.Reader, pods map[string]*Pod) {
 	visit = func(c *Cgroup, in bool) {
 		in = in || used[c]
 		if in && c.Stats.Procs == nil && !c.Stats.Gone {
-			n.Errors = append(n.Errors, r.ReadProcs(c.Path, &c.Stats)...)
+			// withThreads as the walk read it (an unlistable cgroup has
+			// no children).
+			withThreads := !s.Places.V2 && len(c.Children) > 0 && c.Parent != nil
+			n.Errors = append(n.Errors, r.ReadProcs(c.Path, withThreads, &c.Stats)...)
 		}
 		for _, ch := range c.Children {
 			visit(ch, in)
