@@ -56,7 +56,8 @@ type Memory struct {
 	MajorPageFaults *uint64 `json:"majorPageFaults,omitempty"`
 }
 
-// Pids figures. Max is Unlimited for "max".
+// Pids figures. Max is Unlimited for "max". Current is also nil where
+// Reader.SkipProcs left it out (it spared no list there).
 type Pids struct {
 	Current *uint64 `json:"current,omitempty"`
 	Max     *int64  `json:"max,omitempty"`
