@@ -148,6 +148,10 @@ func (a *Agent) completeLive(ctx context.Context, lister podsource.Lister, scfg 
 	if c.Base != "" {
 		sc.Base = c.Base
 	}
+	// Every consumer of the loop's pictures (serve, the audit, Events,
+	// the adopter, the holder) is in this process and uses the process
+	// counts of only a few cgroups: the rest are not read at every scan.
+	sc.ProcsWhereUsed = true
 	if !c.FullScans || len(c.Weights) > 0 {
 		if a.hub, err = host.NewHub(); err != nil {
 			return err

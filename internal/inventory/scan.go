@@ -44,6 +44,18 @@ type Scanner struct {
 	// Steady, when set (NewSteady), makes Scan a steady-state scan of a
 	// live host: the same Node, from fewer reads.
 	Steady *Steady
+	// ProcsWhereUsed reads the process lists (cgroup.procs) only of the
+	// cgroups whose process count something uses, and leaves Stats.Procs
+	// unknown (nil) elsewhere: on an idle node most cgroups hold a
+	// process, and on v1 each list is opened and read afresh at every
+	// scan (a kept descriptor could serve a stale one). The counts used
+	// are those below misplaced containers (leftover detection; the
+	// audit's misplaced and escaped rules), unattached and foreign
+	// cgroups, and the pods the metadata does not know when it knows
+	// some (the audit's orphan rule); see readUsedProcs. The agent sets
+	// it; a snapshot, replayed later with other metadata, records every
+	// list, and so do the one-shot commands.
+	ProcsWhereUsed bool
 }
 
 // Open reads the node's mounts and CPU count, and checks that the cgroup
@@ -154,7 +166,7 @@ func (s *Scanner) Scan(now time.Time) (*Node, error) {
 		base = "/"
 	}
 	n := &Node{Time: now, Version: s.Version, CPUs: s.CPUs, Tree: s.Places.Tree()}
-	r := stats.Reader{FS: s.FS, Places: s.Places}
+	r := stats.Reader{FS: s.FS, Places: s.Places, SkipProcs: s.ProcsWhereUsed}
 	if s.Steady != nil {
 		s.Steady.begin()
 		defer s.Steady.end()
@@ -164,7 +176,7 @@ func (s *Scanner) Scan(now time.Time) (*Node, error) {
 		return nil, err
 	}
 	n.Root = root
-	s.assemble(n)
+	s.assemble(n, r)
 	s.guarantee(n)
 	s.readMeminfo(n)
 	return n, nil
@@ -222,7 +234,8 @@ func (s *Scanner) walk(n *Node, r stats.Reader, c *Cgroup, depth int, isBase boo
 	// cluster's) is met, whatever the names' order.
 	c.Children = make([]*Cgroup, 0, len(names))
 	for _, name := range names {
-		ch := &Cgroup{Path: joinClean(c.Path, name), Identity: layout.Child(c.Identity, name), Parent: c}
+		ch := &Cgroup{Path: joinClean(c.Path, name), Parent: c}
+		ch.Identity = s.childIdentity(ch.Path, c.Identity, name)
 		if ch.Identity.Kind == layout.KubeRoot && n.KubeRoot == nil {
 			n.KubeRoot, n.Driver = ch, ch.Identity.Driver
 		} else if ch.Identity.Kind == layout.KubeRoot {
@@ -245,6 +258,15 @@ func (s *Scanner) listChildren(tree, cg string) ([]string, error) {
 		return s.Steady.list(s.FS, tree, cg)
 	}
 	return s.FS.ReadDirs(joinClean(tree, cg))
+}
+
+// childIdentity is the identity of cgroup cg, the child name of a cgroup
+// of identity parent.
+func (s *Scanner) childIdentity(cg string, parent layout.Identity, name string) layout.Identity {
+	if s.Steady != nil {
+		return s.Steady.identity(cg, parent, name)
+	}
+	return layout.Child(parent, name)
 }
 
 // readStats reads the Stats of cg.
@@ -279,7 +301,7 @@ func joinClean(dir, rel string) string {
 }
 
 // assemble groups pod and container cgroups into pods.
-func (s *Scanner) assemble(n *Node) {
+func (s *Scanner) assemble(n *Node, r stats.Reader) {
 	byUID := map[string]*Pod{}
 	get := func(uid, qos string) *Pod {
 		p := byUID[uid]
@@ -332,6 +354,9 @@ func (s *Scanner) assemble(n *Node) {
 		}
 	})
 	s.confirm(n, named, get, func(uid string) *Pod { return byUID[uid] })
+	if s.ProcsWhereUsed {
+		s.readUsedProcs(n, r, byUID)
+	}
 	for _, p := range byUID {
 		markLeftovers(p, s.procsElsewhere)
 		if mp, ok := s.Meta.Pod(p.UID); ok {
@@ -472,6 +497,55 @@ func (s *Scanner) nodeRuntime() string {
 		}
 	}
 	return rt
+}
+
+// readUsedProcs reads, for a ProcsWhereUsed scan, the process lists
+// whose counts are used (see Scanner.ProcsWhereUsed): in the subtrees of
+// misplaced containers (markLeftovers, the audit's misplaced and escaped
+// rules), of unattached and foreign cgroups, and, when the metadata
+// knows some pods, of the pods it does not know (the audit's orphan
+// rule). Each is read as the walk would have read it (pids.current
+// first, which ProcsWhereUsed also leaves out where it spares no list),
+// in walk order; a cgroup found gone has none.
+func (s *Scanner) readUsedProcs(n *Node, r stats.Reader, pods map[string]*Pod) {
+	used := map[*Cgroup]bool{}
+	for _, c := range n.Unattached {
+		used[c] = true
+	}
+	for _, c := range n.Foreign {
+		used[c] = true
+	}
+	orphans := s.Meta.Len() > 0
+	for _, p := range pods {
+		if _, known := s.Meta.Pod(p.UID); orphans && !known && p.Cgroup != nil {
+			used[p.Cgroup] = true
+		}
+		for _, c := range p.Containers {
+			if c.Misplaced {
+				used[c.Cgroup] = true
+			}
+		}
+	}
+	if len(used) == 0 {
+		return
+	}
+	if s.Steady != nil {
+		r.Counters = s.Steady.kept // v2's lists, as Steady.read reads them
+	}
+	var visit func(c *Cgroup, in bool)
+	visit = func(c *Cgroup, in bool) {
+		in = in || used[c]
+		if in && c.Stats.Procs == nil && !c.Stats.Gone {
+			// withThreads as the walk read it (an unlistable cgroup has
+			// no children).
+			withThreads := !s.Places.V2 && len(c.Children) > 0 && c.Parent != nil
+			n.Errors = append(n.Errors, r.ReadProcs(c.Path, withThreads, &c.Stats)...)
+		}
+		for _, ch := range c.Children {
+			visit(ch, in)
+		}
+	}
+	visit(n.Root, false)
 }
 
 // markLeftovers turns a misplaced container cgroup that holds no process

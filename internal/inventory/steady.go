@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/cgwarden/cgwarden/internal/cgroupfs"
+	"github.com/cgwarden/cgwarden/internal/layout"
 	"github.com/cgwarden/cgwarden/internal/mounts"
 	"github.com/cgwarden/cgwarden/internal/stats"
 )
@@ -62,6 +63,11 @@ type known struct {
 	listed   bool
 	settings *stats.Settings
 	watched  bool
+	// id is the cgroup's identity as layout.Child gave it for a parent
+	// of identity parent (hasID): a pure function of the two, so it is
+	// kept while the parent's stays the same.
+	id, parent layout.Identity
+	hasID      bool
 }
 
 // SteadyOptions tune a Steady; the zero value is the default.
@@ -274,8 +280,7 @@ func (st *Steady) list(fsys cgroupfs.FS, tree, cg string) ([]string, error) {
 		return k.children, nil
 	}
 	if k == nil {
-		k = &known{due: st.scan + st.every + stagger(cg, st.every)}
-		st.known[cg] = k
+		k = st.entry(cg)
 	}
 	// Watch before listing: a child made in between is then an event,
 	// not a miss.
@@ -290,6 +295,27 @@ func (st *Steady) list(fsys cgroupfs.FS, tree, cg string) ([]string, error) {
 	}
 	k.children, k.listed, k.seen = names, true, st.scan
 	return names, nil
+}
+
+// entry makes what is kept of cgroup cg.
+func (st *Steady) entry(cg string) *known {
+	k := &known{due: st.scan + st.every + stagger(cg, st.every)}
+	st.known[cg] = k
+	return k
+}
+
+// identity is layout.Child(parent, name) for cgroup cg, kept from the
+// last scan when its parent's identity is the same (the name is part of
+// cg): the walk names every cgroup at every scan, by regular expressions.
+func (st *Steady) identity(cg string, parent layout.Identity, name string) layout.Identity {
+	k := st.known[cg]
+	if k == nil {
+		k = st.entry(cg)
+	}
+	if !k.hasID || k.parent != parent {
+		k.id, k.parent, k.hasID = layout.Child(parent, name), parent, true
+	}
+	return k.id
 }
 
 // stagger spreads the cgroups' periodic reads over Every scans.

@@ -25,7 +25,9 @@ import (
 //     descriptor opened beforehand for each counter file of each cgroup
 //     and /proc/meminfo, and open+read+close for the v1 pid lists
 //     (cgroup.procs, tasks), which v1 serves stale through a kept
-//     descriptor (see stats.Reader);
+//     descriptor (see stats.Reader), where a scan reads them (as the
+//     agent scans, Scanner.ProcsWhereUsed: cgroup.procs only where a
+//     count is used, none on these trees);
 //   - full scan: Scanner.Scan without a Steady, as every scan was before.
 //
 // Trees: 60 pods × (sandbox + 1 container) with a sleeping process in
@@ -45,12 +47,14 @@ func BenchmarkSteadyScan(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			full.Base = s.Name
+			// Both scan as the agent does (with and without
+			// --full-scans): process lists only where a count is used.
+			full.Base, full.ProcsWhereUsed = s.Name, true
 			steady, err := inventory.Open(s.Host)
 			if err != nil {
 				b.Fatal(err)
 			}
-			steady.Base = s.Name
+			steady.Base, steady.ProcsWhereUsed = s.Name, true
 			st, err := inventory.NewSteady(steady, s.Host, inventory.SteadyOptions{})
 			if err != nil {
 				b.Fatal(err)

@@ -141,7 +141,15 @@ func dump(c flatCgroup) string {
 // listings and settings only when an event says they changed, gives the
 // same node as a full scan of the same tree. Nothing runs in the tree, so
 // its counters hold still between the two scans.
+// Both scan as the one-shot commands do (every process list) and as the
+// agent does (ProcsWhereUsed).
 func TestSteadyScanEqualsFullScan(t *testing.T) {
+	for _, used := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ProcsWhereUsed=%v", used), func(t *testing.T) { steadyEqualsFull(t, used) })
+	}
+}
+
+func steadyEqualsFull(t *testing.T, procsWhereUsed bool) {
 	s := realtest.NewScratch(t)
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
@@ -152,7 +160,7 @@ func TestSteadyScanEqualsFullScan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	steady.Base = s.Name
+	steady.Base, steady.ProcsWhereUsed = s.Name, procsWhereUsed
 	st, err := inventory.NewSteady(steady, s.Host, inventory.SteadyOptions{Every: 1000})
 	if err != nil {
 		t.Fatal(err)
@@ -162,7 +170,7 @@ func TestSteadyScanEqualsFullScan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	full.Base = s.Name
+	full.Base, full.ProcsWhereUsed = s.Name, procsWhereUsed
 
 	const rounds = 40
 	for round := range rounds {

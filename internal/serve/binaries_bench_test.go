@@ -15,15 +15,19 @@ import (
 	"github.com/cgwarden/cgwarden/internal/realtest"
 )
 
-var agentBinaries = flag.String("agent-binaries", "", "BenchmarkAgentBinaries: name=path,... of cgwarden binaries to run side by side; the first is the baseline")
+var (
+	agentBinaries = flag.String("agent-binaries", "", "BenchmarkAgentBinaries: name=path,... of cgwarden binaries to run side by side; the first is the baseline")
+	agentWindow   = flag.Duration("agent-window", 60*time.Second, "BenchmarkAgentBinaries: how long each binary is measured (a scan every 10 s)")
+)
 
 // BenchmarkAgentBinaries runs given cgwarden binaries (two builds to
 // compare: a baseline first) as `serve --interval 10s --metadata none`
 // side by side on the live host while it holds the idle node of
 // BenchmarkAgentSteadyState (60 pods), and measures each over the same
-// 60 s: CPU per second (its threads' run time), peak RSS (VmHWM) and the
-// RSS split into anonymous memory (heap, stacks) and file pages (the
-// binary's code and data that the process touched). Each binary is
+// window (-agent-window, 60 s by default): CPU per second (its threads'
+// run time), peak RSS (VmHWM) and the RSS split into anonymous memory
+// (heap, stacks) and file pages (the binary's code and data that the
+// process touched). Each binary is
 // dropped from the page cache before the start, so that none has its
 // file pages mapped more eagerly than another (the kernel maps cached
 // neighbours of a faulted page: a binary just written, or just read
@@ -44,7 +48,7 @@ func BenchmarkAgentBinaries(b *testing.B) {
 	}
 	s := realtest.NewScratch(b)
 	idleNode(b, s, 60)
-	const window = 60 * time.Second
+	window := *agentWindow
 	for b.Loop() {
 		type result struct {
 			cpu                  float64

@@ -31,6 +31,16 @@ type Reader struct {
 	// steady-state scan keeps them open (cgroupfs.Kept). FS reads the
 	// rest, and everything when Counters is nil.
 	Counters cgroupfs.FS
+	// SkipProcs leaves Stats.Procs unknown (nil) instead of reading
+	// cgroup.procs, for a caller that needs the count of only a few
+	// cgroups and reads those with ReadProcs (inventory.Scanner's
+	// ProcsWhereUsed). It also leaves Stats.Pids.Current unknown where
+	// no v1 thread list is read (withThreads false): a count of tasks
+	// serves only to spare the lists (noTasks), and nothing else reads
+	// it. A cgroup none of whose other files was found still has its
+	// process list read, so that Gone means what it means without
+	// SkipProcs.
+	SkipProcs bool
 }
 
 // reading accumulates one cgroup's read.
@@ -141,6 +151,11 @@ func (r Reader) ReadKnown(cgroup string, withThreads bool, known *Settings) (Sta
 	} else {
 		x.countersV1(&s, withThreads, known != nil && known.Frozen != nil)
 	}
+	if x.found == 0 && len(x.errs) == 0 && r.SkipProcs {
+		// Nothing else was there: the pid list says whether the cgroup
+		// is (on v1 a cgroup may exist in the cpu hierarchy alone).
+		x.listProcs(&s, withThreads)
+	}
 	// Gone only when every file was simply missing: a cgroup whose files
 	// exist but cannot be read (EACCES, EIO) is there, its figures unknown.
 	if x.found == 0 && len(x.errs) == 0 {
@@ -209,7 +224,44 @@ func noTasks(s *Stats) bool {
 	return s.Pids.Current != nil && *s.Pids.Current == 0
 }
 
+// ReadProcs fills s, read by Read(cgroup, withThreads) with SkipProcs, as
+// Read would have without SkipProcs: pids.current where it was left out,
+// then cgroup.procs unless pids.current says the subtree is empty.
+func (r Reader) ReadProcs(cgroup string, withThreads bool, s *Stats) []error {
+	x := &reading{r: r, cgroup: cgroup}
+	x.listProcs(s, withThreads)
+	return x.errs
+}
+
+// listProcs reads what SkipProcs left out: pids.current (a counter) and
+// cgroup.procs as the counters do, v2's through Counters, v1's afresh
+// (see countersV1).
+func (x *reading) listProcs(s *Stats, withThreads bool) {
+	if x.r.SkipProcs && (x.r.Places.V2 || !withThreads) {
+		x.counting = true
+		pids := x.r.Places.Pids
+		if x.r.Places.V2 {
+			pids = x.r.Places.Unified
+		}
+		s.Pids.Current = uintField(x, pids, "pids.current")
+	}
+	if x.r.Places.V2 {
+		x.counting = true
+		x.readProcs(x.r.Places.Unified, s)
+		return
+	}
+	x.counting = false
+	x.readProcs(x.r.Places.CPU, s)
+}
+
 func (x *reading) procs(mount string, s *Stats) {
+	if x.r.SkipProcs {
+		return
+	}
+	x.readProcs(mount, s)
+}
+
+func (x *reading) readProcs(mount string, s *Stats) {
 	if noTasks(s) {
 		zero := 0
 		s.Procs = &zero
@@ -279,7 +331,9 @@ func (x *reading) countersV1(s *Stats, withThreads, frozen bool) {
 	}
 	workingSet(&s.Memory)
 
-	s.Pids.Current = uintField(x, p.Pids, "pids.current")
+	if withThreads || !x.r.SkipProcs {
+		s.Pids.Current = uintField(x, p.Pids, "pids.current")
+	}
 	// v1 keeps the pid list of cgroup.procs and tasks for a second after
 	// a read and hands it to the next read on the same open file
 	// (cgroup_pidlist_start), so a kept descriptor could see processes
@@ -348,7 +402,9 @@ func (x *reading) countersV2(s *Stats) {
 		}
 	}
 	workingSet(&s.Memory)
-	s.Pids.Current = uintField(x, u, "pids.current")
+	if !x.r.SkipProcs {
+		s.Pids.Current = uintField(x, u, "pids.current") // spares cgroup.procs
+	}
 	var pr Pressure
 	for _, f := range []struct {
 		name string

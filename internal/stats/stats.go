@@ -10,7 +10,8 @@ type Stats struct {
 	// Procs is the number of processes directly in the cgroup
 	// (cgroup.procs), Threads the number of threads directly in it (v1
 	// tasks; read only for non-leaf v1 cgroups, where threads compete with
-	// child groups).
+	// child groups). Procs is also nil where the reader was told to skip
+	// it (Reader.SkipProcs): nothing used the count there.
 	Procs   *int `json:"procs,omitempty"`
 	Threads *int `json:"threads,omitempty"`
 	// Gone is set when the cgroup vanished while it was read.
@@ -55,7 +56,8 @@ type Memory struct {
 	MajorPageFaults *uint64 `json:"majorPageFaults,omitempty"`
 }
 
-// Pids figures. Max is Unlimited for "max".
+// Pids figures. Max is Unlimited for "max". Current is also nil where
+// Reader.SkipProcs left it out (it spared no list there).
 type Pids struct {
 	Current *uint64 `json:"current,omitempty"`
 	Max     *int64  `json:"max,omitempty"`
