@@ -57,7 +57,9 @@ type systemdPod struct {
 }
 
 var (
-	podSliceRe = regexp.MustCompile(`^kubepods(?:-(?:besteffort|burstable))?-pod([0-9a-f_]{36})\.slice$`)
+	// A pod's UID is a UUID (dashes as underscores in a unit's name), or
+	// for a static pod the hash of its manifest: 32 hex digits.
+	podSliceRe = regexp.MustCompile(`^kubepods(?:-(?:besteffort|burstable))?-pod([0-9a-f_]{36}|[0-9a-f]{32})\.slice$`)
 	scopeRe    = regexp.MustCompile(`^cri-containerd-([0-9a-f]{64})\.scope$`)
 )
 
