@@ -110,6 +110,7 @@ type inspectJSON struct {
 		Name       *string              `json:"name"`
 		Namespace  *string              `json:"namespace"`
 		Cgroup     *string              `json:"cgroup"`
+		CPU        *inspectCPU          `json:"cpu"`
 		Containers []inspectedContainer `json:"containers"`
 	} `json:"pods"`
 	Unattached []struct {
@@ -121,12 +122,31 @@ type inspectJSON struct {
 }
 
 type inspectedContainer struct {
-	ID        string  `json:"id"`
-	Name      *string `json:"name"`
-	Runtime   *string `json:"runtime"`
-	Cgroup    string  `json:"cgroup"`
-	Misplaced bool    `json:"misplaced"`
-	Sandbox   bool    `json:"sandbox"`
+	ID        string     `json:"id"`
+	Name      *string    `json:"name"`
+	Runtime   *string    `json:"runtime"`
+	Cgroup    string     `json:"cgroup"`
+	Misplaced bool       `json:"misplaced"`
+	Sandbox   bool       `json:"sandbox"`
+	CPU       inspectCPU `json:"cpu"`
+}
+
+// inspectCPU is a cgroup's weight and quota as inspect reads them (null:
+// unknown; quota -1: none).
+type inspectCPU struct {
+	Weight     *uint64  `json:"weight"`
+	QuotaCores *float64 `json:"quotaCores"`
+}
+
+func (c inspectCPU) String() string {
+	w, q := "?", "?"
+	if c.Weight != nil {
+		w = fmt.Sprint(*c.Weight)
+	}
+	if c.QuotaCores != nil {
+		q = fmt.Sprint(*c.QuotaCores)
+	}
+	return "weight " + w + " quota " + q
 }
 
 func str(p *string) string {
@@ -232,9 +252,13 @@ func TestSystemdKubeletInspectNamesItsTree(t *testing.T) {
 		}
 	}
 	t.Logf("TREE: kubepods.slice holds %d pod slices, %d container scopes and %d sandbox scopes; inspect names %d pods", len(tree), nContainers, nSandboxes, len(got.Pods))
+	// What the kubelet set, for the record (docs/systemd.md).
 	for _, p := range got.Pods {
+		if p.CPU != nil {
+			t.Logf("TREE: %s pod %s/%s: %s, %s", p.QoS, str(p.Namespace), str(p.Name), str(p.Cgroup), p.CPU)
+		}
 		for _, c := range p.Containers {
-			t.Logf("TREE: %s %s/%s %s: %s %s", p.QoS, str(p.Namespace), str(p.Name), map[bool]string{true: "sandbox", false: "container " + str(c.Name)}[c.Sandbox], c.ID[:12], c.Cgroup)
+			t.Logf("TREE: %s %s/%s %s: %s %s, %s", p.QoS, str(p.Namespace), str(p.Name), map[bool]string{true: "sandbox", false: "container " + str(c.Name)}[c.Sandbox], c.ID[:12], c.Cgroup, c.CPU)
 		}
 	}
 }
