@@ -461,49 +461,68 @@ func TestSystemdKubeletServeAgreesWithKubelet(t *testing.T) {
 
 func compareSummaries(t *testing.T, keys []string, ours, theirs map[string]figures) {
 	t.Helper()
-	for k := range ours {
+	logs, problems := diffSummaries(keys, ours, theirs)
+	for _, l := range logs {
+		t.Log(l)
+	}
+	for _, p := range problems {
+		t.Error(p)
+	}
+}
+
+// minBurn is the least CPU time a static pod's container and pod must
+// show: their burns take more, and a comparison of figures near zero
+// would prove little.
+const minBurn = 0.05
+
+// diffSummaries compares cgwarden's summary figures with the kubelet's
+// for the pods of keys: a COMPARE line per pod and container, and what
+// disagrees (a pod or container on one side only, a figure missing, one
+// more than agreeWithin off, a burn that did not happen).
+func diffSummaries(keys []string, ours, theirs map[string]figures) (logs, problems []string) {
+	for _, k := range slices.Sorted(maps.Keys(ours)) {
 		if _, ok := theirs[k]; !ok {
-			t.Errorf("/stats/summary: cgwarden serves pod %s, the kubelet does not", k)
+			problems = append(problems, fmt.Sprintf("/stats/summary: cgwarden serves pod %s, the kubelet does not", k))
 		}
 	}
-	check := func(what string, o, k figures, minCPU float64) {
-		t.Helper()
+	check := func(what string, o, k figures) {
 		if len(o.missing) > 0 || len(k.missing) > 0 {
-			t.Errorf("%s: figures missing: cgwarden %v, kubelet %v", what, o.missing, k.missing)
+			problems = append(problems, fmt.Sprintf("%s: figures missing: cgwarden %v, kubelet %v", what, o.missing, k.missing))
 			return
 		}
 		dc, dw := off(o.cpu, k.cpu), off(o.ws, k.ws)
-		t.Logf("COMPARE %s: CPU kubelet %.3fs cgwarden %.3fs (%+.2f%%); working set kubelet %.0f cgwarden %.0f bytes (%+.2f%%)",
-			what, k.cpu, o.cpu, 100*dc, k.ws, o.ws, 100*dw)
+		logs = append(logs, fmt.Sprintf("COMPARE %s: CPU kubelet %.3fs cgwarden %.3fs (%+.2f%%); working set kubelet %.0f cgwarden %.0f bytes (%+.2f%%)",
+			what, k.cpu, o.cpu, 100*dc, k.ws, o.ws, 100*dw))
 		if math.Abs(dc) > agreeWithin || math.Abs(dw) > agreeWithin {
-			t.Errorf("%s: cgwarden is more than %.0f%% off the kubelet (CPU %+.2f%%, working set %+.2f%%)", what, 100*agreeWithin, 100*dc, 100*dw)
+			problems = append(problems, fmt.Sprintf("%s: cgwarden is more than %.0f%% off the kubelet (CPU %+.2f%%, working set %+.2f%%)", what, 100*agreeWithin, 100*dc, 100*dw))
 		}
-		if k.cpu < minCPU {
-			t.Errorf("%s: the kubelet counts %.3fs of CPU, under the %.2fs its burn should take at least: the comparison would prove little", what, k.cpu, minCPU)
+		if k.cpu < minBurn {
+			problems = append(problems, fmt.Sprintf("%s: the kubelet counts %.3fs of CPU, under the %.2fs its burn should take at least: the comparison would prove little", what, k.cpu, minBurn))
 		}
 	}
 	for _, key := range keys {
 		k, ok := theirs[key]
 		if !ok {
-			t.Errorf("/stats/summary: the kubelet does not serve its pod %s", key)
+			problems = append(problems, "/stats/summary: the kubelet does not serve its pod "+key)
 			continue
 		}
 		o, ok := ours[key]
 		if !ok {
-			t.Errorf("/stats/summary: the kubelet serves pod %s, cgwarden does not", key)
+			problems = append(problems, fmt.Sprintf("/stats/summary: the kubelet serves pod %s, cgwarden does not", key))
 			continue
 		}
 		kn, on := slices.Sorted(maps.Keys(k.children)), slices.Sorted(maps.Keys(o.children))
 		if !slices.Equal(kn, on) {
-			t.Errorf("/stats/summary pod %s: cgwarden's containers %v, the kubelet's %v", key, on, kn)
+			problems = append(problems, fmt.Sprintf("/stats/summary pod %s: cgwarden's containers %v, the kubelet's %v", key, on, kn))
 		}
-		check("pod "+key, o, k, 0.05)
+		check("pod "+key, o, k)
 		for _, c := range kn {
 			if oc, ok := o.children[c]; ok {
-				check("container "+key+"/"+c, oc, k.children[c], 0.05)
+				check("container "+key+"/"+c, oc, k.children[c])
 			}
 		}
 	}
+	return logs, problems
 }
 
 // compared are the /metrics/resource families whose values are compared;
