@@ -1,6 +1,7 @@
 package serve_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -69,5 +70,62 @@ func TestDiffSummariesCatches(t *testing.T) {
 	ours.Pods[0].Memory = nil
 	if _, problems := diffSummaries(keys, figuresOf(ours), figuresOf(kubelet)); !strings.Contains(strings.Join(problems, "\n"), "figures missing") {
 		t.Errorf("an unknown working set passed: %v", problems)
+	}
+}
+
+// resource is /metrics/resource for pod p of namespace default: its CPU
+// and working set, and a CPU and working set per container (name, value,
+// value), in the kubelet's exposition.
+func resource(podCPU, podWS float64, ctrs ...any) []byte {
+	var b strings.Builder
+	b.WriteString("# TYPE container_cpu_usage_seconds_total counter\n")
+	for i := 0; i+2 < len(ctrs); i += 3 {
+		fmt.Fprintf(&b, "container_cpu_usage_seconds_total{container=%q,namespace=\"default\",pod=\"p\"} %g 1764673200000\n", ctrs[i], ctrs[i+1])
+	}
+	b.WriteString("# TYPE container_memory_working_set_bytes gauge\n")
+	for i := 0; i+2 < len(ctrs); i += 3 {
+		fmt.Fprintf(&b, "container_memory_working_set_bytes{container=%q,namespace=\"default\",pod=\"p\"} %g 1764673200000\n", ctrs[i], ctrs[i+2])
+	}
+	fmt.Fprintf(&b, "# TYPE pod_cpu_usage_seconds_total counter\npod_cpu_usage_seconds_total{namespace=\"default\",pod=\"p\"} %g 1764673200000\n", podCPU)
+	fmt.Fprintf(&b, "# TYPE pod_memory_working_set_bytes gauge\npod_memory_working_set_bytes{namespace=\"default\",pod=\"p\"} %g 1764673200000\n", podWS)
+	return []byte(b.String())
+}
+
+// The node guest's /metrics/resource comparison passes equal series and
+// fails a value 10% off, the sandbox served as a container, and a
+// container left out; another pod's series are not compared.
+func TestDiffSeriesCatches(t *testing.T) {
+	keys := []string{"default/p"}
+	kubelet := resource(9, 20e6, "burn", 6.5, 16e6)
+	for _, tc := range []struct {
+		name string
+		ours []byte
+		want string
+	}{
+		{"equal", kubelet, ""},
+		{"another pod's series", append(resource(9, 20e6, "burn", 6.5, 16e6), "container_cpu_usage_seconds_total{container=\"x\",namespace=\"default\",pod=\"q\"} 100\n"...), ""},
+		{"container CPU 10% off", resource(9, 20e6, "burn", 7.2, 16e6), "container_cpu_usage_seconds_total{container=burn,namespace=default,pod=p}: cgwarden 7.2, the kubelet 6.5"},
+		{"pod working set 10% off", resource(9, 22e6, "burn", 6.5, 16e6), "pod_memory_working_set_bytes{namespace=default,pod=p}: cgwarden 2.2e+07"},
+		{"the sandbox as a container", resource(9, 20e6, "burn", 6.5, 16e6, "POD", 0.1, 1e6), "cgwarden serves container_cpu_usage_seconds_total{container=POD,"},
+		{"a container left out", resource(9, 20e6), "the kubelet serves container_memory_working_set_bytes{container=burn,"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			theirs, err := resourceSeries(kubelet, keys)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ours, err := resourceSeries(tc.ours, keys)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, problems := diffSeries(ours, theirs)
+			all := strings.Join(problems, "\n")
+			switch {
+			case tc.want == "" && len(problems) > 0:
+				t.Errorf("problems with agreeing series:\n%s", all)
+			case tc.want != "" && !strings.Contains(all, tc.want):
+				t.Errorf("no problem saying %q; got:\n%s", tc.want, all)
+			}
+		})
 	}
 }

@@ -536,12 +536,11 @@ type series struct {
 
 // resourceSeries parses /metrics/resource: family → label set → sample,
 // for the pods of keys (namespace/name).
-func resourceSeries(t *testing.T, body []byte, keys []string) map[string]map[string]series {
-	t.Helper()
+func resourceSeries(body []byte, keys []string) (map[string]map[string]series, error) {
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	mfs, err := parser.TextToMetricFamilies(strings.NewReader(string(body)))
 	if err != nil {
-		t.Fatalf("/metrics/resource does not parse: %v", err)
+		return nil, fmt.Errorf("/metrics/resource does not parse: %w", err)
 	}
 	out := map[string]map[string]series{}
 	for name, mf := range mfs {
@@ -565,7 +564,7 @@ func resourceSeries(t *testing.T, body []byte, keys []string) map[string]map[str
 			out[name][strings.Join(parts, ",")] = series{v: value(m), ts: m.GetTimestampMs()}
 		}
 	}
-	return out
+	return out, nil
 }
 
 func value(m *dto.Metric) float64 {
@@ -595,7 +594,12 @@ func compareResourceMetrics(t *testing.T, agent, kubelet func(string) ([]byte, e
 		if err != nil {
 			t.Fatal(err)
 		}
-		theirs, ours = resourceSeries(t, kb, keys), resourceSeries(t, ab, keys)
+		if theirs, err = resourceSeries(kb, keys); err != nil {
+			t.Fatalf("the kubelet's %v", err)
+		}
+		if ours, err = resourceSeries(ab, keys); err != nil {
+			t.Fatalf("cgwarden's %v", err)
+		}
 		stale := ""
 		for _, fam := range compared {
 			for ls, s := range theirs[fam] {
@@ -612,6 +616,20 @@ func compareResourceMetrics(t *testing.T, agent, kubelet func(string) ([]byte, e
 		}
 		time.Sleep(2 * time.Second)
 	}
+	logs, problems := diffSeries(ours, theirs)
+	for _, l := range logs {
+		t.Log(l)
+	}
+	for _, p := range problems {
+		t.Error(p)
+	}
+}
+
+// diffSeries compares cgwarden's /metrics/resource series with the
+// kubelet's: the compared families' label sets alike on both sides (no
+// sandbox container, none left out) and their values within agreeWithin.
+// Families only the kubelet serves (swap, pressure) are logged.
+func diffSeries(ours, theirs map[string]map[string]series) (logs, problems []string) {
 	var only []string
 	for fam := range theirs {
 		if _, ok := ours[fam]; !ok {
@@ -620,31 +638,32 @@ func compareResourceMetrics(t *testing.T, agent, kubelet func(string) ([]byte, e
 	}
 	sort.Strings(only)
 	if len(only) > 0 {
-		t.Logf("/metrics/resource: families the kubelet serves for these pods and cgwarden does not (not compared): %v", only)
+		logs = append(logs, fmt.Sprintf("/metrics/resource: families the kubelet serves for these pods and cgwarden does not (not compared): %v", only))
 	}
 	n := 0
 	for _, fam := range compared {
 		k, o := theirs[fam], ours[fam]
 		if len(k) == 0 {
-			t.Errorf("/metrics/resource: the kubelet serves no %s for the static pods", fam)
+			problems = append(problems, fmt.Sprintf("/metrics/resource: the kubelet serves no %s for the static pods", fam))
 		}
-		for ls, ks := range k {
-			ours, ok := o[ls]
+		for _, ls := range slices.Sorted(maps.Keys(k)) {
+			ks := k[ls]
+			got, ok := o[ls]
 			if !ok {
-				t.Errorf("/metrics/resource: the kubelet serves %s{%s}, cgwarden does not", fam, ls)
+				problems = append(problems, fmt.Sprintf("/metrics/resource: the kubelet serves %s{%s}, cgwarden does not", fam, ls))
 				continue
 			}
 			n++
-			d := off(ours.v, ks.v)
-			if math.Abs(d) > agreeWithin {
-				t.Errorf("/metrics/resource %s{%s}: cgwarden %g, the kubelet %g (%+.2f%%)", fam, ls, ours.v, ks.v, 100*d)
+			if d := off(got.v, ks.v); math.Abs(d) > agreeWithin {
+				problems = append(problems, fmt.Sprintf("/metrics/resource %s{%s}: cgwarden %g, the kubelet %g (%+.2f%%)", fam, ls, got.v, ks.v, 100*d))
 			}
 		}
-		for ls := range o {
+		for _, ls := range slices.Sorted(maps.Keys(o)) {
 			if _, ok := k[ls]; !ok {
-				t.Errorf("/metrics/resource: cgwarden serves %s{%s}, the kubelet does not", fam, ls)
+				problems = append(problems, fmt.Sprintf("/metrics/resource: cgwarden serves %s{%s}, the kubelet does not", fam, ls))
 			}
 		}
 	}
-	t.Logf("/metrics/resource: %d series of %v compared", n, compared)
+	logs = append(logs, fmt.Sprintf("/metrics/resource: %d series of %v compared", n, compared))
+	return logs, problems
 }
