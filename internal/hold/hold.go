@@ -271,18 +271,12 @@ func (h *Holder) Run(ctx context.Context) error {
 	}
 	for {
 		var dirty bool
+		var err error
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-w.Ready():
-			d, err := events()
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				return err
-			}
-			dirty = d
+			dirty, err = events()
 		case <-check.C:
 			dirty = h.sizesChanged(ctx)
 		case <-poll.C:
@@ -292,19 +286,20 @@ func (h *Holder) Run(ctx context.Context) error {
 			// events first.
 			select {
 			case <-w.Ready():
-				d, err := events()
-				if err != nil {
-					if ctx.Err() != nil {
-						return nil
-					}
-					return err
-				}
-				dirty = d
+				dirty, err = events()
 			default:
 			}
-			dirty = h.restoreDue(time.Now()) || dirty
+			if err == nil {
+				dirty = h.restoreDue(time.Now()) || dirty
+			}
 		case <-resync.C:
 			dirty = true
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
 		}
 		if dirty {
 			h.replan(ctx)
