@@ -48,6 +48,7 @@ let through, never refused. See docs/nri.md.`,
 	fl.StringVar(&o.Socket, "socket", o.Socket, "the runtime's NRI socket")
 	fl.StringSliceVar(&o.Handlers, "runtime-handlers", nil, "runtime handlers (RuntimeClass handlers) whose containers are placed, comma-separated")
 	fl.StringVar(&o.LearnedFile, "learned-file", o.LearnedFile, "a `FILE` of more handlers, one a line, that the agent learned misplace containers (read again when it changes; \"\" for none)")
+	fl.BoolVar(&o.DefaultHandler, "default-handler", false, "place the containers of pods that name no runtime handler too (the runtime's default): only where the default runtime itself takes systemd's slice:prefix:id literally (k3s --default-runtime set to such a shim); runc and crun would refuse the path")
 	fl.BoolVar(&o.DryRun, "dry-run", false, "log and count what would be set, set nothing")
 	fl.StringVar(&o.Listen, "listen", o.Listen, "serve /metrics and /healthz on this `ADDR` (\"\" for none)")
 	fl.StringVar(&o.Index, "plugin-index", o.Index, "the plugin's NRI index (two digits; the runtime calls plugins in index order)")

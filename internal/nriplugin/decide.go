@@ -15,8 +15,9 @@ const Annotation = "cgwarden.io/nri-cgroups-path"
 
 // Decision is what the plugin does with one container.
 type Decision struct {
-	// Handler is the pod's runtime handler ("" for the default, or a
-	// runtime too old to say).
+	// Handler is the pod's runtime handler ("" for the runtime's default
+	// handler, or a runtime too old to say: listed only with
+	// Options.DefaultHandler).
 	Handler string
 	// Place is set when the container's cgroupsPath is to be To.
 	Place bool
@@ -34,11 +35,11 @@ func (d Decision) Changed() bool { return d.Place && d.From != d.To }
 
 // Decide says what to do with container ctr of pod, created by runtime (a
 // runtime name as layout knows it: containerd, crio) for the listed
-// handlers. It is pure: the pod's cgroup parent and the container's ID
+// handlers; listed("") says whether the default handler's are placed. It is pure: the pod's cgroup parent and the container's ID
 // give the place, nothing is read.
 func Decide(listed func(handler string) bool, runtime string, pod *api.PodSandbox, ctr *api.Container) Decision {
 	d := Decision{Handler: pod.GetRuntimeHandler()}
-	if d.Handler == "" || !listed(d.Handler) {
+	if !listed(d.Handler) {
 		return d
 	}
 	d.From = ctr.GetLinux().GetCgroupsPath()

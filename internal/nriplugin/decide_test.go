@@ -32,14 +32,15 @@ func TestDecide(t *testing.T) {
 	systemdSlice := "kubepods-besteffort-pod" + strings.ReplaceAll(uid, "-", "_") + ".slice"
 	systemdDir := "/kubepods.slice/kubepods-besteffort.slice/" + systemdSlice
 	for _, c := range []struct {
-		name      string
-		handler   string
-		parent    string
-		from      string
-		runtime   string
-		wantPlace bool
-		wantTo    string
-		wantErr   string
+		name        string
+		handler     string
+		listDefault bool
+		parent      string
+		from        string
+		runtime     string
+		wantPlace   bool
+		wantTo      string
+		wantErr     string
 	}{
 		{name: "seed 003: systemd node, spin shim", handler: "spin", parent: systemdSlice, from: systemdSlice + ":cri-containerd:" + cid, runtime: "containerd",
 			wantPlace: true, wantTo: systemdDir + "/cri-containerd-" + cid + ".scope"},
@@ -49,11 +50,17 @@ func TestDecide(t *testing.T) {
 			wantPlace: true, wantTo: systemdDir + "/crio-" + cid + ".scope"},
 		{name: "runc is not listed", handler: "runc", parent: systemdSlice, from: systemdSlice + ":cri-containerd:" + cid, runtime: "containerd"},
 		{name: "default handler (runtime too old to say)", handler: "", parent: systemdSlice, from: "x", runtime: "containerd"},
+		{name: "default handler listed (--default-handler)", handler: "", listDefault: true, parent: systemdSlice, from: systemdSlice + ":cri-containerd:" + cid, runtime: "containerd",
+			wantPlace: true, wantTo: systemdDir + "/cri-containerd-" + cid + ".scope"},
 		{name: "no cgroup parent", handler: "spin", parent: "", from: "x", runtime: "containerd", wantErr: "no cgroup parent"},
 		{name: "unknown runtime on systemd", handler: "spin", parent: systemdSlice, from: "x", runtime: "", wantErr: "no known container cgroup name"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			d := Decide(listed("spin", "slight"), c.runtime, pod(c.handler, c.parent), ctr(c.from))
+			hs := []string{"spin", "slight"}
+			if c.listDefault {
+				hs = append(hs, "")
+			}
+			d := Decide(listed(hs...), c.runtime, pod(c.handler, c.parent), ctr(c.from))
 			if d.Handler != c.handler {
 				t.Errorf("handler %q, want %q", d.Handler, c.handler)
 			}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/containerd/nri/pkg/stub"
@@ -28,6 +29,13 @@ type Options struct {
 	Handlers []string
 	// LearnedFile lists more handlers, learned by the agent ("": none).
 	LearnedFile string
+	// DefaultHandler places the containers of pods that name no runtime
+	// handler too (the runtime's default, which containerd and CRI-O
+	// report as ""): for a node whose default runtime is itself one that
+	// takes systemd's slice:prefix:id literally, as k3s's --default-runtime
+	// can make a wasm shim. Never on a node whose default is runc or crun:
+	// they understand systemd's form and would refuse an absolute path.
+	DefaultHandler bool
 	// DryRun logs and counts what would be set, and sets nothing.
 	DryRun bool
 	// Listen serves /metrics and /healthz ("": not served).
@@ -56,8 +64,8 @@ func (o *Options) Validate() error {
 			return fmt.Errorf("--runtime-handlers: %w", err)
 		}
 	}
-	if len(o.Handlers) == 0 && o.LearnedFile == "" {
-		return errors.New("no runtime handler to place: give --runtime-handlers, or --learned-file")
+	if len(o.Handlers) == 0 && o.LearnedFile == "" && !o.DefaultHandler {
+		return errors.New("no runtime handler to place: give --runtime-handlers, --learned-file or --default-handler")
 	}
 	if len(o.Index) != 2 || o.Index[0] < '0' || o.Index[0] > '9' || o.Index[1] < '0' || o.Index[1] > '9' {
 		return fmt.Errorf("--plugin-index %q: want two digits", o.Index)
@@ -74,7 +82,11 @@ func Run(ctx context.Context, o Options, events Notifier, log *slog.Logger) erro
 	}
 	reg := prometheus.NewRegistry()
 	m := NewMetrics(reg)
-	handlers := NewHandlers(o.Handlers, o.LearnedFile, func(err error) {
+	fixed := slices.Clone(o.Handlers)
+	if o.DefaultHandler {
+		fixed = append(fixed, "") // the runtime's name for its default
+	}
+	handlers := NewHandlers(fixed, o.LearnedFile, func(err error) {
 		m.Failures.WithLabelValues(FailLearned).Inc()
 		log.Warn("learned handlers file unreadable: keeping the last good list", "err", err)
 	})
@@ -93,7 +105,7 @@ func Run(ctx context.Context, o Options, events Notifier, log *slog.Logger) erro
 		}
 		defer release()
 	}
-	log.Info("placing containers of runtime handlers", "handlers", o.Handlers, "learnedFile", o.LearnedFile, "socket", o.Socket, "dryRun", o.DryRun)
+	log.Info("placing containers of runtime handlers", "handlers", o.Handlers, "defaultHandler", o.DefaultHandler, "learnedFile", o.LearnedFile, "socket", o.Socket, "dryRun", o.DryRun)
 	return connectLoop(ctx, o, p, m, log)
 }
 

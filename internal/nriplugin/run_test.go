@@ -130,6 +130,9 @@ func TestOptionsValidate(t *testing.T) {
 	if err := ok.Validate(); err != nil {
 		t.Fatalf("valid options: %v", err)
 	}
+	if o := (Options{Socket: "/run/nri.sock", DefaultHandler: true, Index: "50"}); o.Validate() != nil {
+		t.Fatalf("the default handler alone: %v", o.Validate())
+	}
 	for _, c := range []struct {
 		name string
 		edit func(*Options)
@@ -138,6 +141,7 @@ func TestOptionsValidate(t *testing.T) {
 		{"relative socket", func(o *Options) { o.Socket = "nri.sock" }, "--socket"},
 		{"bad handler", func(o *Options) { o.Handlers = []string{"Spin!"} }, "--runtime-handlers"},
 		{"nothing to place", func(o *Options) { o.Handlers = nil }, "no runtime handler"},
+		{"an empty handler is not the default's", func(o *Options) { o.Handlers = []string{""} }, "--runtime-handlers"},
 		{"index", func(o *Options) { o.Index = "5" }, "--plugin-index"},
 	} {
 		o := ok

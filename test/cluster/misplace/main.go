@@ -44,7 +44,18 @@
 //	metadata: {name: misplace}
 //	handler: misplace
 //
-// and run pods with runtimeClassName: misplace. It then execs the real
+// and run pods with runtimeClassName: misplace.
+//
+// On a node with the systemd cgroup driver (SystemdCgroup = true, the
+// systemd node guest of scripts/vmtest --node) containerd already hands
+// the runtime systemd's "<slice>:cri-containerd:<id>" and runc the global
+// flag --systemd-cgroup: the wrapper is then the real shape of the bug, no
+// translation, as the shim received it on the seed's k3s node. It drops
+// --systemd-cgroup from the create of a container it misplaces, and runc's
+// cgroupfs manager makes the name one literal directory at the root of the
+// hierarchy, as youki did under runwasi. With CGWARDEN_MISPLACE_SELECT=
+// annotated it misplaces only the pods annotated cgwarden.io/misplace:
+// "true", for a node where it is the default handler. It then execs the real
 // runc with the same arguments: $CGWARDEN_MISPLACE_RUNC if set (containerd
 // passes its environment to the shim and the shim to runc), else the first
 // runc on PATH that is not this program. Anything but a runc create or run
@@ -62,9 +73,18 @@ import (
 func main() {
 	args := os.Args[1:]
 	if bundle, ok := bundleOf(args); ok {
-		if err := misplaceBundle(bundle); err != nil {
+		o, err := OptionsFromEnv()
+		if err != nil {
 			fmt.Fprintf(os.Stderr, "misplace: %v\n", err)
 			os.Exit(1)
+		}
+		literal, err := misplaceBundle(bundle, o)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "misplace: %v\n", err)
+			os.Exit(1)
+		}
+		if literal {
+			args = withoutSystemd(args)
 		}
 	}
 	runc, err := realRunc()

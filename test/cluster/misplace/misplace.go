@@ -97,12 +97,51 @@ const nriPlaced = "cgwarden.io/nri-cgroups-path"
 // pod_annotations (scripts/cluster's misplace handler does).
 const MisplaceSandbox = "cgwarden.io/misplace-sandbox"
 
+// Misplace is the pod annotation that selects a pod's containers for
+// misplacing when the wrapper runs with SelectEnv=annotated: "true" does.
+// containerd copies it into the OCI specs of the pod's sandbox and
+// containers only when the runtime handler lists it in pod_annotations.
+const Misplace = "cgwarden.io/misplace"
+
+// SelectEnv names the variable that narrows what the wrapper misplaces.
+// Unset, every app container it runs is misplaced (the cluster lane's
+// "misplace" handler, chosen by RuntimeClass). "annotated": only those of
+// pods annotated Misplace=true; every other container passes through
+// untouched. The systemd node guest (scripts/vmtest --node) needs it: there
+// the wrapper is containerd's default handler, because a standalone
+// kubelet has no RuntimeClasses to choose another.
+const SelectEnv = "CGWARDEN_MISPLACE_SELECT"
+
+// Options is how the wrapper was asked to choose.
+type Options struct {
+	// AnnotatedOnly misplaces only pods annotated Misplace=true.
+	AnnotatedOnly bool
+}
+
+// OptionsFromEnv reads SelectEnv; any value but "" and "annotated" is an
+// error, so that a typo does not misplace every container of a node.
+func OptionsFromEnv() (Options, error) {
+	switch v := os.Getenv(SelectEnv); v {
+	case "":
+		return Options{}, nil
+	case "annotated":
+		return Options{AnnotatedOnly: true}, nil
+	default:
+		return Options{}, fmt.Errorf("%s=%q: want \"\" (every app container) or \"annotated\" (pods annotated %s: \"true\")", SelectEnv, v, Misplace)
+	}
+}
+
 // Rewrite returns the OCI config doc with linux.cgroupsPath misplaced when
 // it is an app container's, or the sandbox's of a pod annotated
-// MisplaceSandbox; changed is false for any other sandbox, or a config
-// that is not from the CRI plugin. Every other field is kept as it was
+// MisplaceSandbox (with o.AnnotatedOnly, of a pod annotated Misplace as
+// well). literal reports that the wrapper stands for a literal-minded
+// runtime for this container: its path, misplaced or as cgwarden's NRI
+// plugin set it, is to be created as the directory it names, so runc is to
+// run without --systemd-cgroup. Any other config (another sandbox, a
+// container not selected, a config not from the CRI plugin) is returned as
+// it was, with literal false. Every other field is kept as it was
 // (numbers exactly).
-func Rewrite(doc []byte) (out []byte, changed bool, err error) {
+func Rewrite(doc []byte, o Options) (out []byte, literal bool, err error) {
 	var spec map[string]any
 	d := json.NewDecoder(bytes.NewReader(doc))
 	d.UseNumber()
@@ -115,6 +154,9 @@ func Rewrite(doc []byte) (out []byte, changed bool, err error) {
 	if t != "container" && (t != "sandbox" || sandbox != "true") {
 		return doc, false, nil
 	}
+	if selected, _ := ann[Misplace].(string); o.AnnotatedOnly && selected != "true" {
+		return doc, false, nil
+	}
 	linux, ok := spec["linux"].(map[string]any)
 	if !ok {
 		return nil, false, errors.New("config.json: an app container without a linux section")
@@ -122,7 +164,7 @@ func Rewrite(doc []byte) (out []byte, changed bool, err error) {
 	p, _ := linux["cgroupsPath"].(string)
 	if placed, _ := ann[nriPlaced].(string); placed != "" && placed == p {
 		// cgwarden's NRI plugin chose this path (see nriPlaced).
-		return doc, false, nil
+		return doc, true, nil
 	}
 	to, err := Misplaced(p)
 	if err != nil {
@@ -134,26 +176,53 @@ func Rewrite(doc []byte) (out []byte, changed bool, err error) {
 }
 
 // misplaceBundle rewrites bundle/config.json in place (a new file renamed
-// over the old one, with its mode).
-func misplaceBundle(bundle string) error {
+// over the old one, with its mode) and says whether runc is to take the
+// container's path literally (Rewrite).
+func misplaceBundle(bundle string, o Options) (literal bool, err error) {
 	name := filepath.Join(bundle, "config.json")
 	doc, err := os.ReadFile(name)
 	if err != nil {
-		return err
+		return false, err
 	}
-	out, changed, err := Rewrite(doc)
-	if err != nil || !changed {
-		return err
+	out, literal, err := Rewrite(doc, o)
+	if err != nil || bytes.Equal(out, doc) {
+		return literal, err
 	}
 	st, err := os.Stat(name)
 	if err != nil {
-		return err
+		return false, err
 	}
 	tmp := name + ".misplace"
 	if err := os.WriteFile(tmp, out, st.Mode().Perm()); err != nil {
-		return err
+		return false, err
 	}
-	return os.Rename(tmp, name)
+	return literal, os.Rename(tmp, name)
+}
+
+// withoutSystemd returns runc's arguments without the global flag
+// --systemd-cgroup, which containerd's runc shim passes when the handler
+// has SystemdCgroup = true: the runtime the wrapper stands for has no
+// systemd support (youki as runwasi drives it), so runc's cgroupfs manager
+// takes the path as one directory. Only create and run are given this; the
+// later commands (start, kill, delete, update) find the manager runc chose
+// in the container's saved state whatever their flags say.
+func withoutSystemd(args []string) []string {
+	out := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if !strings.HasPrefix(a, "-") {
+			return append(out, args[i:]...) // the command and its own flags
+		}
+		if a == "--systemd-cgroup" || a == "--systemd-cgroup=true" {
+			continue
+		}
+		out = append(out, a)
+		if valueFlags[a] && i+1 < len(args) {
+			i++
+			out = append(out, args[i])
+		}
+	}
+	return out
 }
 
 // realRunc is the runc this wrapper stands in front of.

@@ -75,9 +75,9 @@ func spec(kind, path string) string {
 
 func TestRewrite(t *testing.T) {
 	in := spec("container", "/kubepods/besteffort/pod99afd520-5b3e-4c8d-8471-4b6c8ee26b4c/"+id)
-	out, changed, err := Rewrite([]byte(in))
-	if err != nil || !changed {
-		t.Fatalf("Rewrite: %v, changed %v", err, changed)
+	out, literal, err := Rewrite([]byte(in), Options{})
+	if err != nil || !literal {
+		t.Fatalf("Rewrite: %v, literal %v", err, literal)
 	}
 	want := spec("container", "/kubepods-besteffort-pod99afd520_5b3e_4c8d_8471_4b6c8ee26b4c.slice:cri-containerd:"+id)
 	var a, b any
@@ -92,9 +92,9 @@ func TestRewrite(t *testing.T) {
 	}
 	// The sandbox and a config not from CRI stay as they are.
 	for _, doc := range []string{spec("sandbox", "/kubepods/besteffort/pod99afd520-5b3e-4c8d-8471-4b6c8ee26b4c/"+id), `{"linux":{"cgroupsPath":"/x"}}`} {
-		out, changed, err := Rewrite([]byte(doc))
-		if err != nil || changed || string(out) != doc {
-			t.Errorf("Rewrite(%s) = %s, %v, %v; want it unchanged", doc, out, changed, err)
+		out, literal, err := Rewrite([]byte(doc), Options{})
+		if err != nil || literal || string(out) != doc {
+			t.Errorf("Rewrite(%s) = %s, %v, %v; want it unchanged", doc, out, literal, err)
 		}
 	}
 	// A path cgwarden's NRI plugin set (its annotation names it) is kept;
@@ -107,9 +107,9 @@ func TestRewrite(t *testing.T) {
 		}
 		doc["annotations"].(map[string]any)[nriPlaced] = ann
 		in := mustJSON(doc)
-		out, changed, err := Rewrite([]byte(in))
-		if err != nil || changed == keep || (keep && string(out) != in) {
-			t.Errorf("annotation %q: changed %v, err %v; want kept %v", ann, changed, err, keep)
+		out, literal, err := Rewrite([]byte(in), Options{})
+		if changed := out != nil && string(out) != in; err != nil || !literal || changed == keep {
+			t.Errorf("annotation %q: changed %v, literal %v, err %v; want kept %v (and literal)", ann, changed, literal, err, keep)
 		}
 	}
 	// A sandbox of a pod annotated to misplace it is misplaced too;
@@ -120,18 +120,19 @@ func TestRewrite(t *testing.T) {
 			t.Fatal(err)
 		}
 		doc["annotations"].(map[string]any)[MisplaceSandbox] = val
-		out, changed, err := Rewrite([]byte(mustJSON(doc)))
-		if err != nil || changed != moved {
+		in := mustJSON(doc)
+		out, literal, err := Rewrite([]byte(in), Options{})
+		if changed := string(out) != in; err != nil || changed != moved || literal != moved {
 			t.Errorf("sandbox with %s=%q: changed %v, err %v; want changed %v", MisplaceSandbox, val, changed, err, moved)
 		}
 		if moved && !strings.Contains(string(out), `"/kubepods-besteffort-pod99afd520_5b3e_4c8d_8471_4b6c8ee26b4c.slice:cri-containerd:`+id+`"`) {
 			t.Errorf("misplaced sandbox: %s", out)
 		}
 	}
-	if _, _, err := Rewrite([]byte(spec("container", "/elsewhere"))); err == nil || !strings.Contains(err.Error(), "/elsewhere") {
+	if _, _, err := Rewrite([]byte(spec("container", "/elsewhere")), Options{}); err == nil || !strings.Contains(err.Error(), "/elsewhere") {
 		t.Errorf("an unknown cgroupsPath: %v, want an error naming it", err)
 	}
-	if _, _, err := Rewrite([]byte("{")); err == nil {
+	if _, _, err := Rewrite([]byte("{"), Options{}); err == nil {
 		t.Error("a broken config.json: no error")
 	}
 }
@@ -193,5 +194,116 @@ func TestExecsRuncWithTheSameArguments(t *testing.T) {
 	}
 	if got2, _ := os.ReadFile(seen); string(got2) != want {
 		t.Errorf("runc ran after a failed rewrite: %s", got2)
+	}
+}
+
+// With SelectEnv=annotated only the pods annotated Misplace=true are
+// misplaced; the others pass through as they came, so the wrapper can be a
+// node's default handler.
+func TestRewriteAnnotatedOnly(t *testing.T) {
+	const sys = "kubepods-besteffort-pod99afd520_5b3e_4c8d_8471_4b6c8ee26b4c.slice:cri-containerd:" + id
+	for val, moved := range map[string]bool{"true": true, "false": false, "": false, "absent": false} {
+		var doc map[string]any
+		if err := json.Unmarshal([]byte(spec("container", sys)), &doc); err != nil {
+			t.Fatal(err)
+		}
+		if val != "absent" {
+			doc["annotations"].(map[string]any)[Misplace] = val
+		}
+		in := mustJSON(doc)
+		out, literal, err := Rewrite([]byte(in), Options{AnnotatedOnly: true})
+		if changed := string(out) != in; err != nil || changed != moved || literal != moved {
+			t.Errorf("%s=%q: changed %v, literal %v, err %v; want %v", Misplace, val, changed, literal, err, moved)
+		}
+		if moved && !strings.Contains(string(out), `"cgroupsPath":"/`+sys+`"`) {
+			t.Errorf("%s=%q: %s; want the systemd name as one literal directory at the root", Misplace, val, out)
+		}
+		// Without the selection every app container is misplaced.
+		if _, literal, err := Rewrite([]byte(in), Options{}); err != nil || !literal {
+			t.Errorf("%s=%q without selection: literal %v, err %v", Misplace, val, literal, err)
+		}
+	}
+}
+
+func TestOptionsFromEnv(t *testing.T) {
+	for v, want := range map[string]Options{"": {}, "annotated": {AnnotatedOnly: true}} {
+		t.Setenv(SelectEnv, v)
+		if got, err := OptionsFromEnv(); err != nil || got != want {
+			t.Errorf("%s=%q: %+v, %v; want %+v", SelectEnv, v, got, err, want)
+		}
+	}
+	t.Setenv(SelectEnv, "annotate")
+	if _, err := OptionsFromEnv(); err == nil || !strings.Contains(err.Error(), `"annotate"`) {
+		t.Errorf("a misspelt selection: %v, want an error naming it", err)
+	}
+}
+
+func TestWithoutSystemd(t *testing.T) {
+	for _, c := range []struct{ in, want []string }{
+		{[]string{"--root", "/r", "--systemd-cgroup", "create", "--bundle", "/b", "x"}, []string{"--root", "/r", "create", "--bundle", "/b", "x"}},
+		{[]string{"--systemd-cgroup=true", "run", "x"}, []string{"run", "x"}},
+		// A global flag's value is not the flag, and the command's own
+		// arguments are not looked at.
+		{[]string{"--root", "--systemd-cgroup", "create", "--systemd-cgroup"}, []string{"--root", "--systemd-cgroup", "create", "--systemd-cgroup"}},
+		{[]string{"--log", "/l", "create", "x"}, []string{"--log", "/l", "create", "x"}},
+	} {
+		if got := withoutSystemd(c.in); strings.Join(got, " ") != strings.Join(c.want, " ") {
+			t.Errorf("withoutSystemd(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+// On a systemd node the create of a selected container runs runc without
+// --systemd-cgroup and with systemd's name as the literal path; a
+// container not selected, and every later command, keep their arguments.
+func TestExecsRuncWithoutSystemdForWhatItMisplaces(t *testing.T) {
+	dir := t.TempDir()
+	seen := filepath.Join(dir, "seen")
+	fake := filepath.Join(dir, "runc")
+	if err := os.WriteFile(fake, []byte("#!/bin/sh\necho \"$*\" >>"+seen+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const sys = "kubepods-besteffort-pod99afd520_5b3e_4c8d_8471_4b6c8ee26b4c.slice:cri-containerd:" + id
+	bundle := func(name string, selected bool) string {
+		b := filepath.Join(dir, name)
+		var doc map[string]any
+		if err := json.Unmarshal([]byte(spec("container", sys)), &doc); err != nil {
+			t.Fatal(err)
+		}
+		if selected {
+			doc["annotations"].(map[string]any)[Misplace] = "true"
+		}
+		if err := os.Mkdir(b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(b, "config.json"), []byte(mustJSON(doc)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	sel, other := bundle("selected", true), bundle("other", false)
+	for _, args := range [][]string{
+		{"--root", "/r", "--systemd-cgroup", "create", "--bundle", sel, "a"},
+		{"--root", "/r", "--systemd-cgroup", "create", "--bundle", other, "b"},
+		{"--root", "/r", "--systemd-cgroup", "delete", "a"},
+	} {
+		cmd := exec.Command(os.Args[0], args...)
+		cmd.Env = append(os.Environ(), "MISPLACE_TEST_MAIN=1", "CGWARDEN_MISPLACE_RUNC="+fake, SelectEnv+"=annotated")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%q: %v: %s", args, err, out)
+		}
+	}
+	got, _ := os.ReadFile(seen)
+	want := "--root /r create --bundle " + sel + " a\n" +
+		"--root /r --systemd-cgroup create --bundle " + other + " b\n" +
+		"--root /r --systemd-cgroup delete a\n"
+	if string(got) != want {
+		t.Errorf("runc was run as\n%s\nwant\n%s", got, want)
+	}
+	if doc, _ := os.ReadFile(filepath.Join(sel, "config.json")); !strings.Contains(string(doc), `"cgroupsPath":"/`+sys+`"`) {
+		t.Errorf("the selected container's config.json: %s", doc)
+	}
+	if doc, _ := os.ReadFile(filepath.Join(other, "config.json")); !strings.Contains(string(doc), `"cgroupsPath":"`+sys+`"`) {
+		t.Errorf("the other container's config.json changed: %s", doc)
 	}
 }
