@@ -14,9 +14,13 @@ import (
 
 // PodCgroup turns a pod sandbox's cgroup parent into the pod cgroup's path
 // and the kubelet driver it implies. The cgroupfs driver hands the path
-// itself (/kubepods/besteffort/pod<uid>); the systemd driver hands the
-// slice's name (kubepods-besteffort-pod<uid_>.slice), which systemd
-// expands by its dashes (SliceDir).
+// itself (/kubepods/besteffort/pod<uid>). The systemd driver hands the pod
+// slice: the kubelet v1.37 with the systemd driver already expanded, as
+// /kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod<uid_>.slice
+// (its CgroupName.ToSystemd; seen in the systemd node guest, where
+// containerd 2.4 passes it to NRI as the kubelet gave it), or as the bare
+// slice name kubepods-besteffort-pod<uid_>.slice, which systemd expands by
+// its dashes (SliceDir). A cgroupfs path never ends in ".slice".
 func PodCgroup(parent string) (string, Driver, error) {
 	switch {
 	case parent == "":
@@ -24,6 +28,16 @@ func PodCgroup(parent string) (string, Driver, error) {
 	case strings.HasPrefix(parent, "/"):
 		if p := path.Clean(parent); p != parent || p == "/" {
 			return "", "", fmt.Errorf("cgroup parent %q is not a clean path below the root", parent)
+		}
+		if base := path.Base(parent); strings.HasSuffix(base, ".slice") {
+			dir, err := SliceDir(base)
+			if err != nil {
+				return "", "", fmt.Errorf("cgroup parent %q: %w", parent, err)
+			}
+			if dir != parent {
+				return "", "", fmt.Errorf("cgroup parent %q ends in slice %s, whose directory is %s", parent, base, dir)
+			}
+			return parent, Systemd, nil
 		}
 		return parent, Cgroupfs, nil
 	case strings.HasSuffix(parent, ".slice"):

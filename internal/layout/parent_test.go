@@ -13,7 +13,14 @@ func TestPodCgroup(t *testing.T) {
 	}{
 		// The lane's kubelet (cgroupfs driver), as containerd receives it.
 		{parent: "/kubepods/besteffort/pod0f6d4d5e-1c9a-4c7e-9a59-0d3c4f2a8b11", want: "/kubepods/besteffort/pod0f6d4d5e-1c9a-4c7e-9a59-0d3c4f2a8b11", driver: Cgroupfs},
-		// The systemd driver hands the slice's name (seed 003's k3s node).
+		// The kubelet v1.37 with the systemd driver hands the expanded
+		// slice path (the systemd node guest's containerd 2.4 passes it
+		// on to NRI so).
+		{parent: "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod84e060ec0cbd0c3ef04e1f75e1db1963.slice", want: "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod84e060ec0cbd0c3ef04e1f75e1db1963.slice", driver: Systemd},
+		{parent: "/kubepods.slice/kubepods-pod84e060ec0cbd0c3ef04e1f75e1db1963.slice", want: "/kubepods.slice/kubepods-pod84e060ec0cbd0c3ef04e1f75e1db1963.slice", driver: Systemd},
+		{parent: "/kubepods.slice/kubepods-besteffort-podx.slice", err: "whose directory is /kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-podx.slice"},
+		{parent: "/kubepods/a--b.slice", err: "not a systemd slice name"},
+		// Or the slice's bare name.
 		{parent: "kubepods-besteffort-pod0f6d4d5e_1c9a_4c7e_9a59_0d3c4f2a8b11.slice", want: "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod0f6d4d5e_1c9a_4c7e_9a59_0d3c4f2a8b11.slice", driver: Systemd},
 		// Guaranteed, and a --cgroup-root prefix (kind).
 		{parent: "kubepods-pod0f6d4d5e_1c9a_4c7e_9a59_0d3c4f2a8b11.slice", want: "/kubepods.slice/kubepods-pod0f6d4d5e_1c9a_4c7e_9a59_0d3c4f2a8b11.slice", driver: Systemd},

@@ -44,6 +44,8 @@ func TestDecide(t *testing.T) {
 	}{
 		{name: "seed 003: systemd node, spin shim", handler: "spin", parent: systemdSlice, from: systemdSlice + ":cri-containerd:" + cid, runtime: "containerd",
 			wantPlace: true, wantTo: systemdDir + "/cri-containerd-" + cid + ".scope"},
+		{name: "seed 003: the kubelet v1.37's expanded slice path", handler: "spin", parent: systemdDir, from: systemdSlice + ":cri-containerd:" + cid, runtime: "containerd",
+			wantPlace: true, wantTo: systemdDir + "/cri-containerd-" + cid + ".scope"},
 		{name: "cgroupfs node: already right", handler: "spin", parent: "/kubepods/besteffort/pod" + uid, from: "/kubepods/besteffort/pod" + uid + "/" + cid, runtime: "containerd",
 			wantPlace: true, wantTo: "/kubepods/besteffort/pod" + uid + "/" + cid},
 		{name: "CRI-O names it crio-<id>", handler: "spin", parent: systemdSlice, from: systemdSlice + ":crio:" + cid, runtime: "crio",
