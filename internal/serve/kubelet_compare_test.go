@@ -55,13 +55,7 @@ func TestDiffSummariesCatches(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ours, theirs := figuresOf(tc.ours), figuresOf(tc.theirs)
 			_, problems := diffSummaries(keys, ours, theirs)
-			all := strings.Join(problems, "\n")
-			switch {
-			case tc.want == "" && len(problems) > 0:
-				t.Errorf("problems with agreeing figures:\n%s", all)
-			case tc.want != "" && !strings.Contains(all, tc.want):
-				t.Errorf("no problem saying %q; got:\n%s", tc.want, all)
-			}
+			wantProblem(t, "figures", tc.want, problems)
 		})
 	}
 	// A figure the agent does not know is a problem, not a zero.
@@ -119,13 +113,19 @@ func TestDiffSeriesCatches(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, problems := diffSeries(ours, theirs)
-			all := strings.Join(problems, "\n")
-			switch {
-			case tc.want == "" && len(problems) > 0:
-				t.Errorf("problems with agreeing series:\n%s", all)
-			case tc.want != "" && !strings.Contains(all, tc.want):
-				t.Errorf("no problem saying %q; got:\n%s", tc.want, all)
-			}
+			wantProblem(t, "series", tc.want, problems)
 		})
+	}
+}
+
+// wantProblem: no problem when want is "", else one that says want.
+func wantProblem(t *testing.T, what, want string, problems []string) {
+	t.Helper()
+	all := strings.Join(problems, "\n")
+	switch {
+	case want == "" && len(problems) > 0:
+		t.Errorf("problems with agreeing %s:\n%s", what, all)
+	case want != "" && !strings.Contains(all, want):
+		t.Errorf("no problem saying %q; got:\n%s", want, all)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -104,7 +105,7 @@ func waitGone(t *testing.T, k *realtest.Kubelet, keys, uids []string) {
 			left = append(left, err.Error())
 		}
 		for _, p := range pods {
-			if containsString(keys, p.Key()) {
+			if slices.Contains(keys, p.Key()) {
 				left = append(left, p.Key())
 			}
 		}
@@ -123,15 +124,6 @@ func waitGone(t *testing.T, k *realtest.Kubelet, keys, uids []string) {
 		}
 		time.Sleep(time.Second)
 	}
-}
-
-func containsString(l []string, s string) bool {
-	for _, x := range l {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // onlyContainer is the ID of p's one container.
@@ -362,7 +354,7 @@ func (w *offTarget) close() {
 // longest is the longest of spans (an open one counted to now) and a
 // description of each.
 func longest(spans []offSpan) (time.Duration, string) {
-	var max time.Duration
+	var longest time.Duration
 	var parts []string
 	for _, s := range spans {
 		end := s.end
@@ -370,17 +362,10 @@ func longest(spans []offSpan) (time.Duration, string) {
 			end = time.Now()
 		}
 		d := end.Sub(s.start)
-		max = maxDuration(max, d)
+		longest = max(longest, d)
 		parts = append(parts, fmt.Sprintf("%s was %s for %v", strings.TrimPrefix(filepath.Dir(s.file), cgroupRoot), s.value, d.Round(time.Millisecond)))
 	}
-	return max, strings.Join(parts, "; ")
-}
-
-func maxDuration(a, b time.Duration) time.Duration {
-	if a > b {
-		return a
-	}
-	return b
+	return longest, strings.Join(parts, "; ")
 }
 
 // heldWithin is how long a weight the kubelet reset may stay off target
