@@ -179,11 +179,13 @@ func (a *Agent) completeLive(ctx context.Context, lister podsource.Lister, scfg 
 	a.journal = journal.New(c.JournalDir)
 	if len(c.Weights) > 0 {
 		a.holder, err = hold.New(hold.Config{Host: host, Rules: c.Weights, MaxTierMilliCPU: c.MaxTierMilliCPU, Sizes: src.Sizes,
-			Check: sizeCheck(c.SizeCheck, a.source, c.Interval), Resync: max(c.Interval, time.Second) * 6, Log: a.log, OnApply: a.applied, Engine: a.engine(),
-			Loop: a.Loop, Watch: a.hub.Subscribe(), Apply: a.app.Do})
+			Check: sizeCheck(c.SizeCheck, a.source, c.VMsFile), Resync: max(c.Interval, time.Second) * 6, Log: a.log, OnApply: a.applied, Engine: a.engine(),
+			Loop: a.Loop, Offered: true, Watch: a.hub.Subscribe(), Apply: a.app.Do})
 		if err != nil {
 			return err
 		}
+		holder := a.holder
+		a.Loop.Subscribe(func(p *Picture) { holder.Offer(p.Node, p.Meta) })
 		scfg.Collectors = append(scfg.Collectors, a.holder)
 	}
 	if c.Adopt {
@@ -268,6 +270,10 @@ func (a *Agent) runAdoption(ctx context.Context) {
 			return
 		case p = <-a.adoptions:
 		}
+		if a.idle(p) {
+			a.adoptMetrics.Count(hold.AdoptClean, 0)
+			continue
+		}
 		var res *fix.Result
 		var err error
 		a.app.Do(func() {
@@ -291,6 +297,19 @@ func (a *Agent) runAdoption(ctx context.Context) {
 			a.adoptMetrics.Count(hold.AdoptClean, 0)
 		}
 	}
+}
+
+// idle reports whether the adopter may skip picture p: nothing misplaced
+// in it, and no run in the journal cut off that an apply would resume.
+// Most scans are idle; skipping them spares the applier, the journal's
+// locks and the plan (measured: part of fix mode's cost over observe-only
+// at 60 idle pods). An unreadable journal is not idle: the apply says why.
+func (a *Agent) idle(p *Picture) bool {
+	if !plan.Idle(p.Node) {
+		return false
+	}
+	unfinished, err := a.journal.HasUnfinished()
+	return err == nil && !unfinished
 }
 
 // applied reports an applied fix as Events (when --events).
@@ -587,23 +606,27 @@ func (u usageCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// sizeCheck is how often the holder looks at the pods' sizes: given when
-// the user gave it (--size-check), else hold.DefaultCheck (250 ms) —
-// except with the CRI as the pod source, where it is the scan interval.
-// Listing the CRI is two gRPC calls that containerd answers with every
-// sandbox's labels and annotations, 8 a second at 250 ms (measured in the
-// lane: the fix-mode agent at 5× the observe-only one's CPU at 60 idle
-// pods, and containerd paying more besides); and the sizes it gives
-// change only with new pods (a sandbox's annotations are fixed at its
-// creation), whose cgroups the holder sees appear at once and re-plans
-// for with a fresh listing. The Kubernetes source answers from its
-// informer's cache, so a fast check costs nothing there.
-func sizeCheck(given time.Duration, source string, interval time.Duration) time.Duration {
+// sizeCheck is how often the holder reads the pods' sizes on its own,
+// between the scans the loop offers it (hold.Config.Offered; each carries
+// the sizes the loop read): given when the user gave it (--size-check),
+// else hold.DefaultCheck (250 ms) where a size can change between scans
+// and reading it is free (the Kubernetes source answers from its
+// informer's cache; a pods or VMs file is a stat). With the CRI it is
+// never (hold.NoCheck): listing the CRI is two gRPC calls that containerd
+// answers with every sandbox's labels and annotations, 8 a second at
+// 250 ms (measured in the lane: the fix-mode agent at 5× the observe-only
+// one's CPU at 60 idle pods, and containerd paying more besides), and a
+// second listing per interval still cost fix mode 1.2–1.5×; the sizes it
+// gives change only with new pods (a sandbox's annotations are fixed at
+// its creation), whose cgroups the holder sees appear at once and
+// re-plans for with a fresh scan. Without a pod source and VMs file no
+// size can change at all.
+func sizeCheck(given time.Duration, source string, vmsFile string) time.Duration {
 	switch {
 	case given > 0:
 		return given
-	case source == podsource.CRI:
-		return max(interval, hold.DefaultCheck)
+	case source == podsource.CRI, source == podsource.None && vmsFile == "":
+		return hold.NoCheck
 	}
 	return hold.DefaultCheck
 }

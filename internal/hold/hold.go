@@ -59,11 +59,12 @@ type Config struct {
 	Rules []string
 	// MaxTierMilliCPU caps the sizes the tier counts (0: the node's CPUs).
 	MaxTierMilliCPU int64
-	// Check is how often the sizes are looked at, Poll how often every
-	// target file is read again (in case an event was lost), Resync how
-	// often the node is planned again without any event. RestoreDelay
-	// is how long an overwritten target waits before it is restored
-	// (DefaultRestoreDelay when 0).
+	// Check is how often the sizes are looked at (NoCheck: never; the
+	// offered scans carry them), Poll how often every target file is read
+	// again (in case an event was lost), Resync how often the node is
+	// planned again without any event. RestoreDelay is how long an
+	// overwritten target waits before it is restored (DefaultRestoreDelay
+	// when 0).
 	Check, Poll, Resync, RestoreDelay time.Duration
 	Log                               *slog.Logger
 	// OnApply is told of every journaled apply (for Events); may be nil.
@@ -81,7 +82,18 @@ type Config struct {
 	// Apply runs f on the one goroutine that makes every write of the
 	// agent, and waits for it. nil: f runs at once.
 	Apply func(f func())
+	// Offered says the Loop hands the Holder every scan it makes
+	// (Holder.Offer). Each offered scan's sizes are compared with the
+	// last plan's, and a Resync plans from the next offered scan: neither
+	// asks the loop for a scan of its own (with the CRI as pod source an
+	// extra scan is an extra listing of the runtime; the loop's own scans
+	// already read the sizes).
+	Offered bool
 }
+
+// NoCheck as Config.Check: the Holder never reads the sizes on its own
+// (they come with the offered scans, or cannot change: no pod source).
+const NoCheck time.Duration = -1
 
 // Loop is the node loop as the Holder sees it.
 type Loop interface {
@@ -160,6 +172,8 @@ type Holder struct {
 	overwritten map[string]overwrite
 	lastMeta    *metadata.Set
 	lastSize    string
+	// offers holds the newest scan offered and not yet looked at.
+	offers chan offer
 
 	mu sync.Mutex
 	// trees are the kubelet's root cgroups of the last plan's policy.
@@ -181,10 +195,13 @@ func New(cfg Config) (*Holder, error) {
 			return nil, fmt.Errorf("hold: %s is not a weight rule (%s, %s)", r, plan.RuleSizeBlind, plan.RuleStarvation)
 		}
 	}
+	if cfg.Offered && cfg.Loop == nil {
+		return nil, errors.New("hold: Offered needs the Loop that offers the scans")
+	}
 	if len(cfg.Rules) == 0 {
 		cfg.Rules = []string{plan.RuleSizeBlind, plan.RuleStarvation}
 	}
-	if cfg.Check <= 0 {
+	if cfg.Check == 0 {
 		cfg.Check = DefaultCheck
 	}
 	if cfg.Poll <= 0 {
@@ -203,7 +220,8 @@ func New(cfg Config) (*Holder, error) {
 		cfg.Apply = func(f func()) { f() }
 	}
 	h := &Holder{cfg: cfg, log: cfg.Log.With("component", "hold"), loop: cfg.Loop,
-		dirs: map[string]bool{}, overwritten: map[string]overwrite{}, files: map[string]*held{}, gone: map[string]*held{}}
+		dirs: map[string]bool{}, overwritten: map[string]overwrite{}, files: map[string]*held{}, gone: map[string]*held{},
+		offers: make(chan offer, 1)}
 	if h.loop == nil {
 		sc, err := inventory.Open(cfg.Host)
 		if err != nil {
@@ -216,6 +234,30 @@ func New(cfg Config) (*Holder, error) {
 		h.loop = &ownLoop{sc: sc, sizes: cfg.Sizes}
 	}
 	return h, nil
+}
+
+// offer is a scan the loop made, with the metadata it named pods with.
+type offer struct {
+	node *inventory.Node
+	meta *metadata.Set
+}
+
+// Offer hands the Holder a scan the node loop has just made (with
+// Config.Offered). It never blocks: a scan not yet looked at is replaced
+// by the newer one.
+func (h *Holder) Offer(n *inventory.Node, meta *metadata.Set) {
+	o := offer{node: n, meta: meta}
+	for {
+		select {
+		case h.offers <- o:
+			return
+		default:
+		}
+		select {
+		case <-h.offers:
+		default:
+		}
+	}
 }
 
 // Ready reports whether the first plan was applied.
@@ -251,9 +293,13 @@ func (h *Holder) Run(ctx context.Context) error {
 	h.w = w
 	h.mu.Unlock()
 	defer w.Close()
-	h.replan(ctx)
-	check := time.NewTicker(h.cfg.Check)
-	defer check.Stop()
+	h.replan(ctx, nil)
+	var checks <-chan time.Time
+	if h.cfg.Check > 0 {
+		check := time.NewTicker(h.cfg.Check)
+		defer check.Stop()
+		checks = check.C
+	}
 	poll := time.NewTicker(h.cfg.Poll)
 	defer poll.Stop()
 	resync := time.NewTicker(h.cfg.Resync)
@@ -269,15 +315,22 @@ func (h *Holder) Run(ctx context.Context) error {
 		}
 		return h.handle(evs), nil
 	}
+	// resyncDue: a Resync waits for the next offered scan.
+	resyncDue := false
 	for {
 		var dirty bool
+		var from *offer
 		var err error
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-w.Ready():
 			dirty, err = events()
-		case <-check.C:
+		case o := <-h.offers:
+			if resyncDue || h.differ(o.meta) {
+				resyncDue, from = false, &o
+			}
+		case <-checks:
 			dirty = h.sizesChanged(ctx)
 		case <-poll.C:
 			dirty = h.review()
@@ -293,7 +346,11 @@ func (h *Holder) Run(ctx context.Context) error {
 				dirty = h.restoreDue(time.Now()) || dirty
 			}
 		case <-resync.C:
-			dirty = true
+			if h.cfg.Offered {
+				resyncDue = true
+			} else {
+				dirty = true
+			}
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -301,8 +358,12 @@ func (h *Holder) Run(ctx context.Context) error {
 			}
 			return err
 		}
-		if dirty {
-			h.replan(ctx)
+		switch {
+		case dirty:
+			// Cgroups came or went: a scan begun after the events.
+			h.replan(ctx, nil)
+		case from != nil:
+			h.replan(ctx, from)
 		}
 		if next, ok := h.nextDue(); ok {
 			restore.Reset(time.Until(next))
@@ -490,6 +551,11 @@ func (h *Holder) sizesChanged(ctx context.Context) bool {
 		h.log.Warn("reading pod sizes", "err", err)
 		return false
 	}
+	return h.differ(meta)
+}
+
+// differ reports whether meta declares other sizes than the last plan's.
+func (h *Holder) differ(meta *metadata.Set) bool {
 	if meta == h.lastMeta {
 		return false
 	}
@@ -515,12 +581,15 @@ func sizeKey(meta *metadata.Set) string {
 	return strings.Join(parts, ",")
 }
 
-// replan scans, plans the weights, applies them and watches what it
-// holds. A container cgroup made between the scan and the watch on its
-// pod is caught by listing the newly watched directories again.
-func (h *Holder) replan(ctx context.Context) {
+// replan plans the weights from a scan (first, an offered one; else one
+// asked of the loop), applies them and watches what it holds. A container
+// cgroup made between the scan and the watch on its pod is caught by
+// listing the newly watched directories again, and planned from a fresh
+// scan.
+func (h *Holder) replan(ctx context.Context, first *offer) {
 	for round := 0; round < 3; round++ {
-		again, err := h.replanOnce(ctx)
+		again, err := h.replanOnce(ctx, first)
+		first = nil
 		if err != nil {
 			h.mu.Lock()
 			h.errs++
@@ -534,9 +603,12 @@ func (h *Holder) replan(ctx context.Context) {
 	}
 }
 
-func (h *Holder) replanOnce(ctx context.Context) (again bool, err error) {
-	n, meta, err := h.loop.Fresh(ctx)
-	if err != nil {
+func (h *Holder) replanOnce(ctx context.Context, from *offer) (again bool, err error) {
+	var n *inventory.Node
+	var meta *metadata.Set
+	if from != nil {
+		n, meta = from.node, from.meta
+	} else if n, meta, err = h.loop.Fresh(ctx); err != nil {
 		return false, err
 	}
 	places := h.loop.Places()

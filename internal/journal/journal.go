@@ -229,6 +229,20 @@ func (j *Journal) Snapshot() ([]Entry, error) {
 	return slices.Clone(j.entries), nil
 }
 
+// HasUnfinished reports whether the journal's last run was cut off
+// (Unfinished), reading only what was appended since the last read and
+// without the file lock: what an apply with nothing new to do would
+// resume. The agent's adopter asks it before an idle scan, instead of
+// locking the journal at every scan.
+func (j *Journal) HasUnfinished() (bool, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if err := j.refresh(false); err != nil {
+		return false, err
+	}
+	return Unfinished(Applies(j.entries)) != nil, nil
+}
+
 // refresh brings entries up to date with the file: only its tail when f is
 // still the file at the journal's path, unchanged up to size; the whole of
 // it otherwise. write (the file lock is held) creates a missing file and

@@ -271,3 +271,36 @@ func TestProcsOldAndNew(t *testing.T) {
 		}
 	}
 }
+
+// TestHasUnfinished: a run cut off (begun, never ended) is unfinished; an
+// ended one is not; an empty or missing journal has none. It is read
+// without the file lock, beside another process's lock.
+func TestHasUnfinished(t *testing.T) {
+	dir := t.TempDir()
+	reader := New(dir)
+	check := func(want bool) {
+		t.Helper()
+		got, err := reader.HasUnfinished()
+		if err != nil || got != want {
+			t.Fatalf("HasUnfinished = %v, %v; want %v", got, err, want)
+		}
+	}
+	check(false) // missing
+	w := mustOpen(t, dir)
+	defer w.Close()
+	op := plan.Op{Kind: plan.Write, Rule: plan.RuleMisplaced, Path: "/sys/fs/cgroup/kubepods/x/cpu.weight", Value: "100"}
+	prev := "50"
+	for _, e := range []Entry{{Type: Begin, Apply: "r1"}, {Type: Intent, Apply: "r1", Op: &op, Prev: &plan.Prev{Value: &prev}}} {
+		if _, err := w.Append(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check(true) // cut off after its intent, the writer's lock held
+	if _, err := w.Append(Entry{Type: Done, Apply: "r1", Ref: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Append(Entry{Type: End, Apply: "r1"}); err != nil {
+		t.Fatal(err)
+	}
+	check(false)
+}

@@ -117,6 +117,25 @@ const refusedV1Charges = "this kernel no longer moves memory charges (removed in
 // NoteRuntime is said in every plan that adopts containers.
 const NoteRuntime = "the runtime still believes the container lives in its own cgroup: processes it starts there later (exec, restarts) land outside the pod again; `cgwarden audit` or `cgwarden inspect` shows the container as misplaced again when that happens."
 
+// adoptable reports whether Adopt considers c at all: a misplaced
+// container. Runtime overhead (Kata, conmon) is the runtime's; a pod's
+// misplaced sandbox (pause) is moved like a container.
+func adoptable(c *inventory.Container) bool {
+	return c.Misplaced && (!c.Sandbox || c.Cgroup.Identity.Kind == layout.Misplaced)
+}
+
+// Idle reports whether Adopt has nothing to consider in n: no pod has a
+// misplaced container. The agent's adopter skips such a scan (most of
+// them) without locking the journal; Adopt itself is not run.
+func Idle(n *inventory.Node) bool {
+	for _, pod := range n.Pods {
+		if slices.ContainsFunc(pod.Containers, adoptable) {
+			return false
+		}
+	}
+	return true
+}
+
 // Adopt plans the repair of every misplaced container whose pod cgroup is
 // known and whose metadata confirms it is the pod's (a cgroup that only its
 // name attaches to the pod is skipped: anyone with a delegated cgroup
@@ -150,9 +169,7 @@ func Adopt(in Input) (*Plan, Policy, error) {
 	}
 	for _, pod := range selected {
 		for _, c := range pod.Containers {
-			// Runtime overhead (Kata, conmon) is the runtime's; a pod's
-			// misplaced sandbox (pause) is moved like a container.
-			if !c.Misplaced || c.Sandbox && c.Cgroup.Identity.Kind != layout.Misplaced {
+			if !adoptable(c) {
 				continue
 			}
 			skip := func(why string) { p.Skipped = append(p.Skipped, Skip{Pod: pod.UID, Container: c.ID, Reason: why}) }

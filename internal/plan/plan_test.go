@@ -275,3 +275,47 @@ func FuzzParseControlChange(f *testing.F) {
 		}
 	})
 }
+
+// TestIdleAgreesWithAdopt: Idle, which the agent's adopter asks before it
+// locks the journal, says a scan is idle exactly when Adopt would plan
+// nothing and skip nothing in it: for every embedded snapshot, with its
+// pods file and without metadata.
+func TestIdleAgreesWithAdopt(t *testing.T) {
+	var busy int
+	for _, name := range examples.Names() {
+		b, _ := examples.Open(name)
+		s, err := snapshot.Load(bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		metas := map[string]*metadata.Set{"no metadata": nil}
+		if pods, err := metadata.ReadPodsFile("../examples/snapshots/" + name + ".pods.json"); err == nil {
+			metas["pods file"] = metadata.NewSet(pods)
+		}
+		for what, meta := range metas {
+			sc, err := inventory.Open(s.Samples[0].FS)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sc.Meta = meta
+			n, err := sc.Scan(time.Unix(0, 0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, _, err := Adopt(Input{Node: n, Places: sc.Places, FS: sc.FS})
+			if err != nil {
+				t.Fatal(err)
+			}
+			nothing := len(p.Ops) == 0 && len(p.Skipped) == 0
+			if got := Idle(n); got != nothing {
+				t.Errorf("%s (%s): Idle = %v, but Adopt plans %d operations and skips %d", name, what, got, len(p.Ops), len(p.Skipped))
+			}
+			if !nothing {
+				busy++
+			}
+		}
+	}
+	if busy == 0 {
+		t.Fatal("no snapshot has a misplaced container: the test shows nothing")
+	}
+}

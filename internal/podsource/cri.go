@@ -3,6 +3,10 @@ package podsource
 import (
 	"context"
 	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -26,6 +30,9 @@ type CRISource struct {
 	conn   *grpc.ClientConn
 	client runtimeapi.RuntimeServiceClient
 	err    error
+
+	mu   sync.Mutex
+	last []metadata.Pod // the slice Pods returned last
 }
 
 var _ Lister = (*CRISource)(nil)
@@ -72,7 +79,36 @@ func (c *CRISource) Pods(ctx context.Context) ([]metadata.Pod, error) {
 	if err != nil {
 		return nil, fmt.Errorf("CRI %s: ListContainers: %w", c.Socket, err)
 	}
-	return fromCRI(sbs.GetItems(), cts.GetContainers()), nil
+	pods := fromCRI(sbs.GetItems(), cts.GetContainers())
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.last != nil && sameListing(pods, c.last) {
+		// The very slice of the last call: the metadata built from it
+		// (hold.MetaSource) is kept, not rebuilt, and the weight holder
+		// compares no sizes (a pointer compared per scan).
+		return c.last, nil
+	}
+	c.last = pods
+	return pods, nil
+}
+
+// sameListing reports whether two listings hold the same pods, in any
+// order (the runtime lists from a map; fromCRI orders each pod's own
+// lists).
+func sameListing(a, b []metadata.Pod) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	byUID := make(map[string]*metadata.Pod, len(b))
+	for i := range b {
+		byUID[b[i].UID] = &b[i]
+	}
+	for i := range a {
+		if o, ok := byUID[a[i].UID]; !ok || !reflect.DeepEqual(&a[i], o) {
+			return false
+		}
+	}
+	return true
 }
 
 func fromCRI(sbs []*runtimeapi.PodSandbox, cts []*runtimeapi.Container) []metadata.Pod {
@@ -117,6 +153,10 @@ func fromCRI(sbs []*runtimeapi.PodSandbox, cts []*runtimeapi.Container) []metada
 		pods[i].Containers = append(pods[i].Containers, metadata.Container{
 			Name: ct.GetMetadata().GetName(), ID: ct.GetId(), StartTime: nsTime(ct.GetCreatedAt()),
 		})
+	}
+	for i := range pods {
+		slices.SortFunc(pods[i].Containers, func(x, y metadata.Container) int { return strings.Compare(x.ID, y.ID) })
+		slices.Sort(pods[i].PastSandboxIDs)
 	}
 	return pods
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +14,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cgwarden/cgwarden/internal/metadata"
 )
 
 // fakeRuntime is a CRI RuntimeService speaking the real protocol over a
@@ -20,12 +23,15 @@ import (
 // that cgwarden only reads.
 type fakeRuntime struct {
 	runtimeapi.UnimplementedRuntimeServiceServer
+	mu         sync.Mutex
 	sandboxes  []*runtimeapi.PodSandbox
 	containers []*runtimeapi.Container
 	fail       error
 }
 
 func (f *fakeRuntime) ListPodSandbox(context.Context, *runtimeapi.ListPodSandboxRequest) (*runtimeapi.ListPodSandboxResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if f.fail != nil {
 		return nil, f.fail
 	}
@@ -33,6 +39,8 @@ func (f *fakeRuntime) ListPodSandbox(context.Context, *runtimeapi.ListPodSandbox
 }
 
 func (f *fakeRuntime) ListContainers(context.Context, *runtimeapi.ListContainersRequest) (*runtimeapi.ListContainersResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	return &runtimeapi.ListContainersResponse{Containers: f.containers}, nil
 }
 
@@ -101,6 +109,54 @@ func TestCRIListsPodsAndContainers(t *testing.T) {
 	}
 	if pods[1].Containers[0].Name != "coredns" {
 		t.Errorf("second pod = %+v", pods[1])
+	}
+}
+
+// TestCRIListingUnchangedIsTheSameSlice: a listing with the same pods as
+// the last one (in the runtime's order of the moment: it lists from a
+// map) returns the very slice of the last call, so the metadata built on
+// it is kept (hold.MetaSource compares the slice) and the weight holder
+// compares no sizes at a scan where nothing changed; any change gives a
+// new slice.
+func TestCRIListingUnchangedIsTheSameSlice(t *testing.T) {
+	rt := seedRuntime()
+	c := NewCRI(startRuntime(t, rt))
+	defer c.Close()
+	list := func() []metadata.Pod {
+		t.Helper()
+		pods, err := c.Pods(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pods
+	}
+	first := list()
+	rt.mu.Lock()
+	slices.Reverse(rt.sandboxes)
+	slices.Reverse(rt.containers)
+	rt.mu.Unlock()
+	if again := list(); &again[0] != &first[0] {
+		t.Fatalf("an unchanged listing (in another order) gave a new slice %+v, want the last one %+v", again, first)
+	}
+	rt.mu.Lock()
+	rt.sandboxes[0].Annotations = map[string]string{metadata.AnnotationCPU: "4"}
+	rt.mu.Unlock()
+	changed := list()
+	if &changed[0] == &first[0] {
+		t.Fatal("a changed annotation gave the last listing's slice")
+	}
+	var found bool
+	for _, p := range changed {
+		found = found || p.Annotation[metadata.AnnotationCPU] == "4"
+	}
+	if !found {
+		t.Fatalf("the new annotation is not in the listing: %+v", changed)
+	}
+	rt.mu.Lock()
+	rt.containers = append(rt.containers, &runtimeapi.Container{Id: "dns2", PodSandboxId: "sb-other", Metadata: &runtimeapi.ContainerMetadata{Name: "sidecar"}})
+	rt.mu.Unlock()
+	if more := list(); &more[0] == &changed[0] {
+		t.Fatal("a new container gave the last listing's slice")
 	}
 }
 
