@@ -10,12 +10,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/cgwarden/cgwarden/internal/examples"
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/metadata"
-	"github.com/cgwarden/cgwarden/internal/snapshot"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -141,24 +139,7 @@ func seed003(t *testing.T) (*inventory.Node, *inventory.Scanner) {
 // seed003With scans the seed-003 snapshot with meta (nil: none).
 func seed003With(t *testing.T, meta *metadata.Set) (*inventory.Node, *inventory.Scanner) {
 	t.Helper()
-	b, ok := examples.Open("seed-003-k3s-spin")
-	if !ok {
-		t.Fatal("no embedded seed-003 snapshot")
-	}
-	s, err := snapshot.Load(bytes.NewReader(b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc, err := inventory.Open(s.Samples[0].FS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc.Meta = meta
-	n, err := sc.Scan(time.Unix(0, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n, sc
+	return scanExample(t, "seed-003-k3s-spin", meta)
 }
 
 func golden(t *testing.T, name string, got []byte) {
@@ -283,25 +264,12 @@ func FuzzParseControlChange(f *testing.F) {
 func TestIdleAgreesWithAdopt(t *testing.T) {
 	var busy int
 	for _, name := range examples.Names() {
-		b, _ := examples.Open(name)
-		s, err := snapshot.Load(bytes.NewReader(b))
-		if err != nil {
-			t.Fatal(err)
-		}
 		metas := map[string]*metadata.Set{"no metadata": nil}
 		if pods, err := metadata.ReadPodsFile("../examples/snapshots/" + name + ".pods.json"); err == nil {
 			metas["pods file"] = metadata.NewSet(pods)
 		}
 		for what, meta := range metas {
-			sc, err := inventory.Open(s.Samples[0].FS)
-			if err != nil {
-				t.Fatal(err)
-			}
-			sc.Meta = meta
-			n, err := sc.Scan(time.Unix(0, 0))
-			if err != nil {
-				t.Fatal(err)
-			}
+			n, sc := scanExample(t, name, meta)
 			p, _, err := Adopt(Input{Node: n, Places: sc.Places, FS: sc.FS})
 			if err != nil {
 				t.Fatal(err)
