@@ -3,6 +3,7 @@ package hold_test
 import (
 	"context"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 // countingLoop is a node loop that scans the scratch tree when asked
 // (Fresh) and counts the asks.
 type countingLoop struct {
+	mu    sync.Mutex // the scanner is one goroutine's at a time
 	sc    *inventory.Scanner
 	meta  *atomic.Pointer[metadata.Set]
 	fresh atomic.Int64
@@ -31,6 +33,8 @@ func (l *countingLoop) Fresh(context.Context) (*inventory.Node, *metadata.Set, e
 }
 
 func (l *countingLoop) scan() (*inventory.Node, *metadata.Set, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	meta := l.meta.Load()
 	l.sc.Meta = meta
 	n, err := l.sc.Scan(time.Now())
@@ -77,9 +81,7 @@ func TestOfferedScansNeedNoScansOfTheirOwn(t *testing.T) {
 		}
 	}()
 	defer func() { cancel(); <-done }()
-	// The loop: a scan offered every 100 ms (the scanner is the loop's
-	// alone; the holder's Fresh is not called after its first plan, which
-	// this test checks, and the offering stops before it is checked).
+	// The loop: a scan offered every 100 ms, from the first plan's on.
 	offering, stopOffering := context.WithCancel(ctx)
 	offered := make(chan struct{})
 	go func() {
