@@ -22,6 +22,9 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	resourcehelper "k8s.io/component-helpers/resource"
+
+	"github.com/cgwarden/cgwarden/internal/fairness"
 )
 
 const agentImage = "cgwarden.local/cgwarden:test"
@@ -131,6 +134,28 @@ func kubeTree(t *testing.T, skip map[string]bool) []string {
 	})
 	sort.Strings(out)
 	return out
+}
+
+// burstableTier is the Burstable tier's weight file as the kubelet's QoS
+// manager writes it for pods (qos_container_manager_linux.go): the shares
+// of the summed CPU requests (component-helpers' PodRequests, the
+// kubelet's own) of the Burstable pods not yet terminated, in the file's
+// unit.
+func burstableTier(pods []corev1.Pod) string {
+	var milli int64
+	for i := range pods {
+		p := &pods[i]
+		if p.Status.QOSClass != corev1.PodQOSBurstable || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		req := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
+		milli += req.Cpu().MilliValue()
+	}
+	shares := fairness.MilliCPUToShares(milli)
+	if _, wf := cgroupRoot(); wf == "cpu.weight" {
+		return strconv.FormatUint(fairness.SharesToWeightLinear(shares), 10)
+	}
+	return strconv.FormatUint(shares, 10)
 }
 
 // TestAgentInstallAuthUninstall: `kubectl apply -k` of the kustomize base
@@ -315,36 +340,32 @@ func TestAgentInstallAuthUninstall(t *testing.T) {
 			p, w, _ := strings.Cut(l, " ")
 			now[p] = w
 		}
-		// The Burstable tier's weight is the kubelet's sum of its pods'
-		// requests: an earlier test's Burstable pod that went away
-		// changes it (seen in the cold CI run of 2026-12-02: 10, then
-		// 2). It may differ only when a pod cgroup under it is gone
-		// (skipped pods still there do not count); the
-		// BestEffort tier's is the kubelet's constant and must be back.
-		present := map[string]bool{}
-		for _, l := range kubeTree(t, nil) {
-			p, _, _ := strings.Cut(l, " ")
-			present[p] = true
-		}
-		left := func(tier string) bool {
-			for p := range was {
-				if !present[p] && strings.HasPrefix(p, tier+"/") {
-					return true
-				}
-			}
-			return false
-		}
+		// The Burstable tier's weight is the kubelet's sum of its active
+		// Burstable pods' requests (the agent's own 10m among them while
+		// it runs): in the cold CI runs of 2026-12-02 it read 10 before
+		// the install, left by an earlier test's agent pod the kubelet
+		// still counted, and 2 after. It may differ from before only
+		// when it is what the kubelet computes for the pods on the node
+		// now; the BestEffort tier's is the kubelet's constant and must
+		// be back.
+		burstable, tier := burstableTier(all.Items), ""
 		var diffs []string
 		for p, w := range now {
 			old, ok := was[p]
 			switch {
 			case !ok:
 				diffs = append(diffs, "new: "+p)
-			case old != w && !(strings.HasSuffix(p, "/kubepods/burstable") && left(p)):
+			case old != w && !(strings.HasSuffix(p, "/kubepods/burstable") && w == burstable):
 				diffs = append(diffs, fmt.Sprintf("%s: weight %s, was %s", p, w, old))
+			}
+			if strings.HasSuffix(p, "/kubepods/burstable") {
+				tier = fmt.Sprintf("Burstable tier %s, was %s; the kubelet's for the pods now %s", w, old, burstable)
 			}
 		}
 		sort.Strings(diffs)
+		if len(diffs) == 0 {
+			t.Log(tier)
+		}
 		return len(diffs) == 0, strings.Join(diffs, "; "), nil
 	})
 }
