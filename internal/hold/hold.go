@@ -375,6 +375,8 @@ func (h *Holder) Run(ctx context.Context) error {
 
 // overwrite is a target seen off its value: first is when, due when it
 // may be restored.
+// overwrite is a target seen off its value: first is when, due when it
+// may be restored.
 type overwrite struct{ first, due time.Time }
 
 // overwritten notes that target p was seen changed at now: it is restored
@@ -621,7 +623,8 @@ func (h *Holder) replanOnce(ctx context.Context, from *offer) (again bool, err e
 	if err != nil {
 		return false, err
 	}
-	h.cfg.Apply(func() { err = h.apply(p, pol) })
+	var resets []string
+	h.cfg.Apply(func() { resets, err = h.apply(p, pol) })
 	if err != nil {
 		return false, err
 	}
@@ -630,6 +633,12 @@ func (h *Holder) replanOnce(ctx context.Context, from *offer) (again bool, err e
 	// Watch the target files, and the tiers and sized pods for cgroups
 	// that come and go.
 	now := time.Now()
+	// A held target the plan found reset (the kubelet's write, its event
+	// not handled yet): restored and counted as an event's would be, after
+	// RestoreDelay, not written at once behind the kubelet's read-back.
+	for _, p := range resets {
+		h.overwrite(p, now)
+	}
 	want := map[string]plan.Target{}
 	dirs := map[string]bool{}
 	for _, t := range p.Targets {
@@ -724,12 +733,14 @@ func (h *Holder) replanOnce(ctx context.Context, from *offer) (again bool, err e
 }
 
 // apply writes a weight plan: the files never written before through
-// the journal (their first value kept for revert), the others at once
-// (a new size, or a reset that happened while no watch was on them).
-func (h *Holder) apply(p *plan.Plan, pol plan.Policy) error {
+// the journal (their first value kept for revert), the others at once (a
+// new size, or a reset that happened while no watch was on them). A file
+// held already at the op's value was reset under the watch: apply leaves
+// it to the restore path (RestoreDelay, counted in resets) and returns it.
+func (h *Holder) apply(p *plan.Plan, pol plan.Policy) (resets []string, err error) {
 	entries, err := h.cfg.Engine.JournalEntries()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	written := journal.Written(journal.Applies(entries))
 	first := *p
@@ -749,21 +760,33 @@ func (h *Holder) apply(p *plan.Plan, pol plan.Policy) error {
 	if len(first.Ops) > 0 {
 		res, err := h.cfg.Engine.ApplyPlan(&first, pol)
 		if err != nil {
-			return fmt.Errorf("applying weights: %w", err)
+			return nil, fmt.Errorf("applying weights: %w", err)
 		}
 		if h.cfg.OnApply != nil {
 			h.cfg.OnApply(res)
 		}
 	}
 	for _, op := range again {
+		if h.heldAt(op.Path, op.Value) {
+			resets = append(resets, op.Path)
+			continue
+		}
 		if err := pol.Check(op); err != nil {
-			return err
+			return nil, err
 		}
 		if err := h.write(op); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
+			return nil, err
 		}
 	}
-	return nil
+	return resets, nil
+}
+
+// heldAt reports whether target file p is held already at value v.
+func (h *Holder) heldAt(p, v string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	f, ok := h.files[p]
+	return ok && f.want == v
 }
 
 // write applies one checked weight operation through a writer made for

@@ -361,3 +361,42 @@ func TestHoldLeavesTheKubeletsReadBack(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestReplanLeavesAResetToTheRestorePath: the kubelet resets the tier just
+// before a replan (a VM's size changed; the tier, at its cap, keeps its
+// target). The replan finds the tier off its held target and leaves it to
+// the restore path, as the reset's own event would: restored after
+// RestoreDelay and counted. Before, the replan wrote it back at once, the
+// event's restore then found the target, and the reset went uncounted
+// (cgwarden_weight_resets_total 0, no off-target time).
+func TestReplanLeavesAResetToTheRestorePath(t *testing.T) {
+	r := newRig(t)
+	r.start()
+	tier := realtest.Kube + "/besteffort"
+	target := r.tree.Weight(tier)
+	labels := map[string]string{"role": "tier"}
+	before := r.metric("cgwarden_weight_resets_total", labels)
+	for i := 0; i < 3; i++ {
+		// The reset, then at once a size the size check (every 100 ms)
+		// plans from: 4 → 5 CPUs for the third VM, above the tier's
+		// 7-CPU cap with the others' 3 either way.
+		size := []string{"5", "4", "5"}[i]
+		from := time.Now()
+		r.tree.S.Write(tier, r.tree.WeightFile(), strconv.FormatUint(r.tree.PodWeight(fairness.MinShares), 10))
+		pods := r.tree.Pods()
+		pods[2].Annotation[metadata.AnnotationCPU] = size
+		r.meta.Store(metadata.NewSet(pods))
+		milli, _ := strconv.ParseInt(size, 10, 64)
+		want := r.tree.PodWeight(fairness.MilliCPUToShares(1000 * milli))
+		took := r.waitFor("the new size and the tier's target", from, 2*time.Second, func() bool {
+			return r.tree.Weight(r.tree.VMs[2].Rel) == want && r.tree.Weight(tier) == target
+		})
+		t.Logf("reset %d with a size %s CPUs: both held after %v", i+1, size, took.Round(time.Millisecond))
+		r.waitFor("the reset counted", from, 2*time.Second, func() bool {
+			return r.metric("cgwarden_weight_resets_total", labels) == before+float64(i+1)
+		})
+	}
+	if off := r.metric("cgwarden_weight_off_target_seconds_total", labels); off < 3*hold.DefaultRestoreDelay.Seconds() {
+		t.Errorf("cgwarden_weight_off_target_seconds_total{role=tier} = %v, want at least RestoreDelay for each of the 3 resets", off)
+	}
+}
