@@ -26,7 +26,7 @@ const (
 	busybox     = "cgwarden.local/busybox:1"
 	wantVersion = "v1.37.2"
 	// wantContainerd is the runtime scripts/cluster builds
-	// (CONTAINERD_VERSION, test/cluster/containerd/go.mod).
+	// (CONTAINERD_VERSION, test/cluster/build/go.mod).
 	wantContainerd = "containerd://2.4.2"
 )
 
@@ -208,8 +208,8 @@ func TestNodeReady(t *testing.T) {
 	if v := node.Status.NodeInfo.KubeletVersion; v != wantVersion {
 		t.Errorf("kubelet version %q, want %q", v, wantVersion)
 	}
-	// scripts/cluster builds containerd from test/cluster/containerd's
-	// go.mod; a Debian containerd (1.6) found first on PATH would say so.
+	// scripts/cluster builds containerd from test/cluster/build's go.mod;
+	// a Debian containerd (1.6) found first on PATH would say so.
 	if rt := node.Status.NodeInfo.ContainerRuntimeVersion; rt != wantContainerd {
 		t.Errorf("container runtime %q, want %q", rt, wantContainerd)
 	}
