@@ -123,6 +123,26 @@ func (e *env) tenant(t *testing.T, ns string) *kubernetes.Clientset {
 	return e.clientAs(t, "system:serviceaccount:"+ns+":tenant", "system:serviceaccounts", "system:serviceaccounts:"+ns, "system:authenticated")
 }
 
+// sizePolicyUnenforced waits until the API server admits an annotated pod
+// in the default namespace (a dry run, as the administrator): a deleted
+// policy leaves the admission plugin's cache a moment later, and a test
+// run after TestSizePolicy must not meet it (CI did once, 0.2 s after
+// the delete returned).
+func (e *env) sizePolicyUnenforced(t *testing.T) {
+	t.Helper()
+	dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+	start, refused := time.Now(), 0
+	poll(t, 60*time.Second, "the deleted size policy no longer enforced", func() (bool, string, error) {
+		_, err := e.cs.CoreV1().Pods("default").Create(context.Background(),
+			bestEffort("policy-gone", map[string]string{"cgwarden.io/cpu": "1"}, nil), dry)
+		if err != nil {
+			refused++
+		}
+		return err == nil, fmt.Sprint(err), nil
+	})
+	t.Logf("an annotated pod admitted %v after the check began (%d refused before)", time.Since(start).Round(time.Millisecond), refused)
+}
+
 // TestSizePolicy: with deploy/kustomize/size-policy installed, a tenant
 // (admin of its own namespace) cannot create a pod with cgwarden.io/cpu
 // nor add it to its pod, though it may create the pod without it; the
@@ -136,7 +156,10 @@ func TestSizePolicy(t *testing.T) {
 	if out, err := runKubectl(e, "apply", "-k", sizePolicyDir); err != nil {
 		t.Fatalf("kubectl apply -k %s: %v\n%s", sizePolicyDir, err, out)
 	}
-	t.Cleanup(func() { runKubectl(e, "delete", "-k", sizePolicyDir, "--ignore-not-found") })
+	t.Cleanup(func() {
+		runKubectl(e, "delete", "-k", sizePolicyDir, "--ignore-not-found")
+		e.sizePolicyUnenforced(t)
+	})
 	ns := e.namespace(t)
 	tenant := e.tenant(t, ns)
 	dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
@@ -229,6 +252,7 @@ func TestAgentIgnoresUntrustedSizes(t *testing.T) {
 	if out, err := runKubectl(e, "get", "validatingadmissionpolicy", "cgwarden-size-annotation", "--ignore-not-found", "-o", "name"); err != nil || strings.TrimSpace(out) != "" {
 		t.Fatalf("the size policy is installed (%v): %s", err, out)
 	}
+	e.sizePolicyUnenforced(t)
 	ns := e.namespace(t)
 	dyn := dynamicClient(t, e)
 	ensureCRD(t, dyn)
