@@ -64,7 +64,11 @@ type Agent struct {
 	// fixing is whether the agent holds the node's locks (nodeLocks)
 	// and so runs its fixers; served as cgwarden_agent_fix_lock.
 	fixing atomic.Bool
-	closes []func()
+	// abandoned is set when the shutdown gave up waiting for a goroutine
+	// (StopWait): Close then leaves what it may still hold to the
+	// process's exit.
+	abandoned atomic.Bool
+	closes    []func()
 }
 
 // Complete opens what the agent runs on: the API server's clients (auth,
@@ -434,10 +438,43 @@ func (a *Agent) Start(ctx context.Context) (stop func()) {
 	}
 	return func() {
 		cancel()
-		wg.Wait()
-		// Every writer has stopped: the applier can.
+		if !waitAtMost(&wg, StopWait) {
+			a.abandoned.Store(true)
+			a.log.Error("the node loop or a fixer has not stopped "+StopWait.String()+" after the shutdown began (a read stuck in the kernel, an API call that ignores its context): exiting without it; the journal finishes any run it leaves (cgwarden revert)",
+				"component", "agent")
+		}
+		// Every writer has stopped (or is stuck where it cannot write):
+		// the applier can.
 		stopApp()
-		appWG.Wait()
+		if !waitAtMost(&appWG, StopWait) {
+			a.abandoned.Store(true)
+			a.log.Error("the applier has not stopped "+StopWait.String()+" after the shutdown began: exiting without it", "component", "agent")
+		}
+	}
+}
+
+// StopWait bounds how long the agent's shutdown waits for its node loop,
+// its fixers and its applier. A loop stuck in a read or a metadata call
+// that ignores its context must not hold the process until the kubelet's
+// SIGKILL a whole grace period later (30 s as shipped): the liveness
+// probe that found it stuck asked for a restart, and a run cut short is
+// what the journal is for (the kill-at-every-failpoint tests).
+const StopWait = 5 * time.Second
+
+// waitAtMost waits for wg for at most d; false when it gave up.
+func waitAtMost(wg *sync.WaitGroup, d time.Duration) bool {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
 	}
 }
 
@@ -532,6 +569,12 @@ func (a *Agent) endpoints() []serve.Endpoint {
 
 // Close releases what Complete opened (call after Start's stop).
 func (a *Agent) Close() {
+	if a.abandoned.Load() {
+		// A stuck goroutine may hold the journal's lock or read through
+		// the host's descriptors: closing them could block the exit the
+		// shutdown bound is for. The process's exit releases them all.
+		return
+	}
 	if a.steady != nil {
 		a.steady.Close()
 	}

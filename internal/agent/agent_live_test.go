@@ -319,3 +319,64 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// stuckLister enters a metadata call that ignores its context (an API
+// call stuck on a half-open connection) and stays in it until released.
+type stuckLister struct {
+	entered, release chan struct{}
+	once             sync.Once
+}
+
+func (l *stuckLister) Pods(context.Context) ([]metadata.Pod, error) {
+	l.once.Do(func() { close(l.entered) })
+	<-l.release
+	return nil, nil
+}
+
+// TestAgentStopsWithAStuckLoop: the node loop stuck in a metadata call
+// that ignores its context (in fix mode, the fixers waiting on it) must
+// not hold the shutdown: stop returns after StopWait, says why, and
+// Close leaves the descriptors to the process's exit. Before the bound,
+// stop waited for the loop for ever and the kubelet SIGKILLed the agent a
+// grace period later (the cluster lane's TestStalledScanLoopRestarted).
+func TestAgentStopsWithAStuckLoop(t *testing.T) {
+	s := realtest.NewScratch(t)
+	realtest.NewVMTree(s, 1000)
+	stuck := &stuckLister{entered: make(chan struct{}), release: make(chan struct{})}
+	// Released at the end, so the test binary keeps no stuck goroutine.
+	t.Cleanup(func() { close(stuck.release) })
+	var logB syncBuffer
+	o := &agent.Options{Listen: "127.0.0.1:0", Interval: 100 * time.Millisecond,
+		Fix: []string{"size-blind-weights", "besteffort-starvation"}, JournalDir: t.TempDir(),
+		HostRoot: "/", Base: s.Name, Lister: stuck, Log: slog.New(slog.NewTextHandler(&logB, nil)), TrustSizes: "default"}
+	cfg, err := o.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := cfg.Complete(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := a.Start(t.Context())
+	select {
+	case <-stuck.entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the loop never asked for the pods")
+	}
+	stopped := make(chan time.Duration)
+	go func() {
+		t0 := time.Now()
+		stop()
+		a.Close()
+		stopped <- time.Since(t0)
+	}()
+	select {
+	case took := <-stopped:
+		t.Logf("stopped %v after the shutdown began, the loop still stuck", took.Round(time.Millisecond))
+	case <-time.After(agent.StopWait + 30*time.Second):
+		t.Fatalf("stop has not returned %v after it began: the stuck loop holds the shutdown", agent.StopWait+30*time.Second)
+	}
+	if !strings.Contains(logB.String(), "exiting without it") {
+		t.Errorf("the shutdown did not say what it left behind:\n%s", logB.String())
+	}
+}
