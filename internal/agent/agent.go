@@ -167,14 +167,25 @@ func (a *Agent) completeLive(ctx context.Context, lister podsource.Lister, scfg 
 		}
 		scfg.Collectors = append(scfg.Collectors, serve.SteadyCollector(a.steady))
 	}
-	trust := a.sizeTrust(ctx)
+	// changes is what the sizes' sources notify when they change: the
+	// size policy, its binding and the Node (sizetrust), the pods'
+	// informer, the VM objects' watches.
+	changes := metadata.NewChanges()
+	trust := a.sizeTrust(ctx, changes)
 	scfg.Trust = trust
 	src := &hold.MetaSource{Lister: noPods{}, VMsFile: c.VMsFile, Trust: trust}
-	if lister != nil {
+	// notifying: every source of the sizes says when it changes, so the
+	// holder need not look on a timer.
+	notifying := false
+	if n, ok := lister.(notifier); ok {
+		src.Lister, notifying = lister, c.VMsFile == ""
+		a.forward(ctx, n.Changes(), changes)
+	} else if lister != nil {
 		src.Lister = lister
 	}
 	if live := a.liveVMs(ctx); live != nil {
 		src.Live = live
+		a.forward(ctx, live.Changes(), changes)
 		scfg.Collectors = append(scfg.Collectors, vmWatchCollector{live})
 	}
 	scfg.Collectors = append(scfg.Collectors, usageCollector{host})
@@ -183,7 +194,7 @@ func (a *Agent) completeLive(ctx context.Context, lister podsource.Lister, scfg 
 	a.journal = journal.New(c.JournalDir)
 	if len(c.Weights) > 0 {
 		a.holder, err = hold.New(hold.Config{Host: host, Rules: c.Weights, MaxTierMilliCPU: c.MaxTierMilliCPU, Sizes: src.Sizes,
-			Check: sizeCheck(c.SizeCheck, a.source, c.VMsFile), Resync: max(c.Interval, time.Second) * 6, Log: a.log, OnApply: a.applied, Engine: a.engine(),
+			Check: sizeCheck(c.SizeCheck, a.source, c.VMsFile, notifying), Changed: changes.C(), Resync: max(c.Interval, time.Second) * 6, Log: a.log, OnApply: a.applied, Engine: a.engine(),
 			Loop: a.Loop, Offered: true, Watch: a.hub.Subscribe(), Apply: a.app.Do})
 		if err != nil {
 			return err
@@ -232,9 +243,9 @@ const sizeTrustWait = 10 * time.Second
 // policy and the Node's allocatable CPU, read from the API server when
 // there is one. A pods file given to a live agent is trusted no more
 // than the API: the agent acts on it.
-func (a *Agent) sizeTrust(ctx context.Context) func() metadata.Trust {
+func (a *Agent) sizeTrust(ctx context.Context, changes *metadata.Changes) func() metadata.Trust {
 	c := a.cfg
-	ch := &sizetrust.Checker{Node: c.NodeName, Namespaces: c.TrustNamespaces, Log: a.log.With("component", "sizetrust")}
+	ch := &sizetrust.Checker{Node: c.NodeName, Namespaces: c.TrustNamespaces, Log: a.log.With("component", "sizetrust"), Changes: changes}
 	if rc, err := apiconn.RESTConfig(c.Kubeconfig, c.WrapTransport); err == nil {
 		if dyn, err := sizetrust.NewClient(rc); err == nil {
 			ch.API = dyn
@@ -244,6 +255,26 @@ func (a *Agent) sizeTrust(ctx context.Context) func() metadata.Trust {
 	a.closes = append(a.closes, cancel)
 	ch.Start(ctx, sizeTrustWait)
 	return ch.Trust
+}
+
+// notifier is a pod source that says when its pods change (the
+// Kubernetes source's informer).
+type notifier interface{ Changes() *metadata.Changes }
+
+// forward passes from's notifications on to to until ctx ends (or Close).
+func (a *Agent) forward(ctx context.Context, from, to *metadata.Changes) {
+	ctx, cancel := context.WithCancel(ctx)
+	a.closes = append(a.closes, cancel)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-from.C():
+				to.Notify()
+			}
+		}
+	}()
 }
 
 // offerAdoption hands the adopter the newest picture (an older one not
@@ -651,10 +682,13 @@ func (u usageCollector) Collect(ch chan<- prometheus.Metric) {
 
 // sizeCheck is how often the holder reads the pods' sizes on its own,
 // between the scans the loop offers it (hold.Config.Offered; each carries
-// the sizes the loop read): given when the user gave it (--size-check),
-// else hold.DefaultCheck (250 ms) where a size can change between scans
-// and reading it is free (the Kubernetes source answers from its
-// informer's cache; a pods or VMs file is a stat). With the CRI it is
+// the sizes the loop read) and the changes its sources notify: given
+// when the user gave it (--size-check); never when every source notifies
+// (notifying: the Kubernetes source, whose informers for the pods, the VM
+// objects, the size policy and the Node say when they change, and no VMs
+// file); else hold.DefaultCheck (250 ms) where a size can change between
+// scans and reading it is free (a pods or VMs file is a stat). With the
+// CRI it is
 // never (hold.NoCheck): listing the CRI is two gRPC calls that containerd
 // answers with every sandbox's labels and annotations, 8 a second at
 // 250 ms (measured in the lane: the fix-mode agent at 5× the observe-only
@@ -664,11 +698,11 @@ func (u usageCollector) Collect(ch chan<- prometheus.Metric) {
 // its creation), whose cgroups the holder sees appear at once and
 // re-plans for with a fresh scan. Without a pod source and VMs file no
 // size can change at all.
-func sizeCheck(given time.Duration, source string, vmsFile string) time.Duration {
+func sizeCheck(given time.Duration, source string, vmsFile string, notifying bool) time.Duration {
 	switch {
 	case given > 0:
 		return given
-	case source == podsource.CRI, source == podsource.None && vmsFile == "":
+	case notifying, source == podsource.CRI, source == podsource.None && vmsFile == "":
 		return hold.NoCheck
 	}
 	return hold.DefaultCheck

@@ -87,7 +87,7 @@ func (so *serveOptions) addFlags(f *pflag.FlagSet, o *Options) {
 	f.StringSliceVar(&a.Fix, "fix", nil, "keep these rules fixed while serving (comma-separated: "+strings.Join(plan.Rules, ", ")+"; default none: observe only)")
 	f.StringVar(&a.JournalDir, "journal-dir", journal.DefaultDir, "where the journal of applied changes (and its lock) lives")
 	f.StringVar(&a.MaxTierCPU, "max-tier-cpu", "", "cap on the CPU sizes the BestEffort tier's weight counts (a CPU quantity; default: the node's CPUs)")
-	f.Var(&so.check, "size-check", "how often pod sizes are looked at for changes between scans (with --fix; default 250ms; with pod metadata from the CRI, whose sizes change only with new pods, which the holder sees at once from their cgroups, or with none, only at each scan, every --interval)")
+	f.Var(&so.check, "size-check", "how often pod sizes are looked at for changes between scans (with --fix; by default: with pod metadata from the Kubernetes API, when its informers say a pod, a VM object, the size policy or the Node changed, on no timer; with a pods or VMs file, every 250ms; with pod metadata from the CRI, whose sizes change only with new pods, which the holder sees at once from their cgroups, or with none, only at each scan, every --interval)")
 	f.Lookup("size-check").DefValue = "" // 0 is "by the pod source", said above
 	addVMs(f, o)
 }

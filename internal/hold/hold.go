@@ -66,7 +66,11 @@ type Config struct {
 	// overwritten target waits before it is restored (DefaultRestoreDelay
 	// when 0).
 	Check, Poll, Resync, RestoreDelay time.Duration
-	Log                               *slog.Logger
+	// Changed, when set, says the sizes may have changed: the Holder
+	// reads them at once (the sources' informers notify it; Check is
+	// then for what cannot notify, or NoCheck).
+	Changed <-chan struct{}
+	Log     *slog.Logger
 	// OnApply is told of every journaled apply (for Events); may be nil.
 	OnApply func(*fix.Result)
 
@@ -331,6 +335,8 @@ func (h *Holder) Run(ctx context.Context) error {
 				resyncDue, from = false, &o
 			}
 		case <-checks:
+			dirty = h.sizesChanged(ctx)
+		case <-h.cfg.Changed:
 			dirty = h.sizesChanged(ctx)
 		case <-poll.C:
 			dirty = h.review()

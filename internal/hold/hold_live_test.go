@@ -34,13 +34,20 @@ type rig struct {
 // them, as on a node with enough CPUs (this one has 2).
 const capMilli = 7000
 
-func newRig(t *testing.T) *rig {
+func newRig(t *testing.T) *rig { return newRigWith(t, nil) }
+
+// newRigWith is newRig with its holder's Config changed by opt.
+func newRigWith(t *testing.T, opt func(*hold.Config)) *rig {
 	s := realtest.NewScratch(t)
 	r := &rig{t: t, tree: realtest.NewVMTree(s, 500, 1000, 2000, 4000)}
 	r.meta.Store(metadata.NewSet(r.tree.Pods()))
 	r.engine = &fix.Engine{FS: s.Host, Base: s.Name, JournalDir: t.TempDir()}
-	h, err := hold.New(hold.Config{Host: s.Host, Engine: r.engine, MaxTierMilliCPU: capMilli, Check: 100 * time.Millisecond,
-		Sizes: func(context.Context) (*metadata.Set, error) { return r.meta.Load(), nil }})
+	cfg := hold.Config{Host: s.Host, Engine: r.engine, MaxTierMilliCPU: capMilli, Check: 100 * time.Millisecond,
+		Sizes: func(context.Context) (*metadata.Set, error) { return r.meta.Load(), nil }}
+	if opt != nil {
+		opt(&cfg)
+	}
+	h, err := hold.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,6 +248,31 @@ func TestHoldFollowsSizesAndNewPods(t *testing.T) {
 	if w := r.tree.Weight(vm.Rel); w != r.tree.PodWeight(fairness.MinShares) {
 		t.Errorf("the pod added mid-run kept weight %d after revert, want the kubelet's %d", w, r.tree.PodWeight(fairness.MinShares))
 	}
+}
+
+// TestHoldReadsSizesWhenNotified: with no timer (NoCheck, as the agent
+// runs it on the Kubernetes source), a size change is not seen until the
+// sources notify Changed; then the weights follow within a second.
+func TestHoldReadsSizesWhenNotified(t *testing.T) {
+	changes := metadata.NewChanges()
+	r := newRigWith(t, func(c *hold.Config) { c.Check, c.Changed = hold.NoCheck, changes.C() })
+	r.start()
+	big := r.tree.VMs[2]
+	pods := r.tree.Pods()
+	pods[2].Annotation[metadata.AnnotationCPU] = "2"
+	r.meta.Store(metadata.NewSet(pods))
+	// Nothing says the sizes changed: no timer reads them.
+	time.Sleep(500 * time.Millisecond)
+	if w, old := r.tree.Weight(big.Rel), r.tree.PodWeight(fairness.MilliCPUToShares(4000)); w != old {
+		t.Fatalf("the pod's weight moved to %d without a notification (NoCheck), want still %d", w, old)
+	}
+	from := time.Now()
+	changes.Notify()
+	took := r.waitFor("following the notified size change", from, time.Second, func() bool {
+		return r.tree.Weight(big.Rel) == r.tree.PodWeight(fairness.MilliCPUToShares(2000)) &&
+			r.tree.Weight(realtest.Kube+"/besteffort") == r.tierTarget(1000, 2000, 2000)
+	})
+	t.Logf("size 4 → 2 CPUs, notified: pod and tier weights followed in %v", took)
 }
 
 // weights reads the weight of every cgroup of the tree.

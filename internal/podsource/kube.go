@@ -47,6 +47,8 @@ type KubeSource struct {
 	// list is what Pods returns, rebuilt from byUID when dirty.
 	list  []metadata.Pod
 	dirty bool
+	// changes is notified whenever the list changes (dirty set).
+	changes *metadata.Changes
 }
 
 // ErrNotSynced is returned with a source whose first list did not complete
@@ -104,7 +106,7 @@ func NewKubernetes(ctx context.Context, pods PodWatcher, node string, timeout ti
 	if err := inf.SetTransform(SlimPod); err != nil {
 		return nil, err
 	}
-	k := &KubeSource{byUID: map[types.UID]metadata.Pod{}, list: []metadata.Pod{}}
+	k := &KubeSource{byUID: map[types.UID]metadata.Pod{}, list: []metadata.Pod{}, changes: metadata.NewChanges()}
 	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    k.set,
 		UpdateFunc: func(_, obj any) { k.set(obj) },
@@ -140,7 +142,12 @@ func (k *KubeSource) set(obj any) {
 		return
 	}
 	k.byUID[p.UID], k.dirty = m, true
+	k.changes.Notify()
 }
+
+// Changes is notified whenever a pod's metadata changes, is added or goes
+// away: Pods then answers differently.
+func (k *KubeSource) Changes() *metadata.Changes { return k.changes }
 
 func (k *KubeSource) unset(obj any) {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
@@ -155,6 +162,7 @@ func (k *KubeSource) unset(obj any) {
 	if _, ok := k.byUID[p.UID]; ok {
 		delete(k.byUID, p.UID)
 		k.dirty = true
+		k.changes.Notify()
 	}
 }
 

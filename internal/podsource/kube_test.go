@@ -116,3 +116,59 @@ func TestKubernetesSourceRecoversAfterTimeout(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestKubernetesSourceNotifiesChanges: the source's Changes fire when a
+// pod's metadata changes, a pod comes or goes (what the weight holder
+// reads the sizes on, instead of a timer), and not for a status-only
+// update, which leaves Pods' answer as it was.
+func TestKubernetesSourceNotifiesChanges(t *testing.T) {
+	cs := fake.NewClientset(apiPod("spin-test", spinUID, "node-a", spinCtr))
+	ctx := t.Context()
+	k, err := NewKubernetes(ctx, cs.CoreV1().Pods(""), "node-a", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	notified := func(within time.Duration) bool {
+		t.Helper()
+		select {
+		case <-k.Changes().C():
+			return true
+		case <-time.After(within):
+			return false
+		}
+	}
+	if !notified(time.Second) {
+		t.Fatal("the first list did not notify")
+	}
+	pods := cs.CoreV1().Pods("default")
+	p, err := pods.Get(ctx, "spin-test", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionTrue})
+	if p, err = pods.UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if notified(500 * time.Millisecond) {
+		t.Error("a status-only update notified")
+	}
+	p.Annotations = map[string]string{"cgwarden.io/cpu": "4"}
+	if _, err := pods.Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !notified(10 * time.Second) {
+		t.Fatal("a new size annotation did not notify")
+	}
+	if got, _ := k.Pods(ctx); len(got) != 1 || got[0].Annotation["cgwarden.io/cpu"] != "4" {
+		t.Fatalf("after the notification, Pods = %+v", got)
+	}
+	if err := pods.Delete(ctx, "spin-test", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !notified(10 * time.Second) {
+		t.Fatal("a deleted pod did not notify")
+	}
+	if got, _ := k.Pods(ctx); len(got) != 0 {
+		t.Fatalf("after the deletion's notification, Pods = %+v", got)
+	}
+}

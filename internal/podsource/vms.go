@@ -81,6 +81,8 @@ type VMWatches struct {
 	// list is what VMs returns, rebuilt when listGen falls behind gen.
 	list    []metadata.VM
 	listGen uint64
+	// changes is notified whenever gen moves (changed).
+	changes *metadata.Changes
 }
 
 // vmItem is one referenced VM object.
@@ -123,10 +125,21 @@ func newVMWatches(ctx context.Context, log *slog.Logger, watch func(context.Cont
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	v := &VMWatches{ctx: ctx, cancel: cancel, log: log.With("component", "vms"), watch: watch, disc: disc, poke: make(chan struct{}, 1),
-		pods: map[string][]metadata.VMRef{}, items: map[metadata.VMRef]*vmItem{}, served: map[string]bool{}, list: []metadata.VM{}}
+		pods: map[string][]metadata.VMRef{}, items: map[metadata.VMRef]*vmItem{}, served: map[string]bool{}, list: []metadata.VM{},
+		changes: metadata.NewChanges()}
 	go v.discover(retry)
 	return v
 }
+
+// changed moves the generation on (v.mu held) and says so on Changes.
+func (v *VMWatches) changed() {
+	v.gen++
+	v.changes.Notify()
+}
+
+// Changes is notified whenever the VMs read change (VMs then returns a
+// new generation).
+func (v *VMWatches) Changes() *metadata.Changes { return v.changes }
 
 // Close stops every watch and the discovery.
 func (v *VMWatches) Close() { v.cancel() }
@@ -207,7 +220,7 @@ func (v *VMWatches) dropRef(r metadata.VMRef) {
 	}
 	delete(v.items, r)
 	if it.vm != nil {
-		v.gen++
+		v.changed()
 	}
 }
 
@@ -247,11 +260,11 @@ func (s itemSink) record(vm metadata.VM, err error) (newErr bool) {
 		s.it.bad = err.Error()
 		if s.it.vm != nil {
 			s.it.vm = nil
-			s.v.gen++
+			s.v.changed()
 		}
 	case s.it.vm == nil || !s.it.vm.Equal(vm):
 		s.it.vm, s.it.bad = &vm, ""
-		s.v.gen++
+		s.v.changed()
 	}
 	return newErr
 }
@@ -261,7 +274,7 @@ func (s itemSink) unset() {
 	defer s.v.mu.Unlock()
 	if s.v.items[s.ref] == s.it && s.it.vm != nil {
 		s.it.vm = nil
-		s.v.gen++
+		s.v.changed()
 	}
 }
 

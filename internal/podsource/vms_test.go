@@ -211,10 +211,25 @@ func TestVMSizeChangesReachSizes(t *testing.T) {
 	if s1 != s2 {
 		t.Error("Sizes built a new set with nothing changed")
 	}
+	// Changes: what the weight holder reads the sizes on.
+	pending := func() bool {
+		select {
+		case <-v.Changes().C():
+			return true
+		default:
+			return false
+		}
+	}
+	if !pending() {
+		t.Error("the VM's first read did not notify")
+	}
 	_, gen := v.VMs()
 	f.sink(db).set(neonVMObject("a", "db", "2500m")) // NeonVM's autoscaler moves use
 	if _, g := v.VMs(); g == gen {
 		t.Error("the generation did not move with the VM's size")
+	}
+	if !pending() {
+		t.Error("the VM's new size did not notify")
 	}
 	if sz, ok := sizeOf(); !ok || sz.MilliCPU != 2500 {
 		t.Fatalf("size %+v %v after use 2500m, want 2500m", sz, ok)
@@ -224,6 +239,9 @@ func TestVMSizeChangesReachSizes(t *testing.T) {
 	f.sink(db).set(neonVMObject("a", "db", "2500m"))
 	if _, g := v.VMs(); g != gen {
 		t.Error("an unchanged VM moved the generation")
+	}
+	if pending() {
+		t.Error("an unchanged VM notified")
 	}
 	// A size that does not read (min above max) drops the VM's size.
 	bad := neonVMObject("a", "db", int64(2))
@@ -236,7 +254,11 @@ func TestVMSizeChangesReachSizes(t *testing.T) {
 	if sz, _ := sizeOf(); sz.MilliCPU != 3000 {
 		t.Errorf("size %+v, want 3000m", sz)
 	}
+	pending() // the sizes above
 	f.sink(db).unset()
+	if !pending() {
+		t.Error("the VM's deletion did not notify")
+	}
 	if sz, ok := sizeOf(); ok {
 		t.Errorf("size %+v of a deleted VM", sz)
 	}

@@ -69,6 +69,9 @@ type Checker struct {
 	// first (DefaultEvery if 0).
 	Every time.Duration
 	Log   *slog.Logger
+	// Changes, when set, is notified whenever a watched object changes
+	// (the verdict may then be another).
+	Changes *metadata.Changes
 
 	mu sync.Mutex
 	// policy, binding and node are nil until Start.
@@ -120,6 +123,7 @@ func (c *Checker) Start(ctx context.Context, wait time.Duration) {
 
 // changed logs the verdict when it is not the one last logged.
 func (c *Checker) changed() {
+	c.Changes.Notify()
 	t := c.Trust()
 	c.mu.Lock()
 	news := !c.logged || t != c.last

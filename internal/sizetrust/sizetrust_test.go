@@ -194,7 +194,17 @@ func waitTrust(t *testing.T, ch *Checker, what string, ok func(metadata.Trust) b
 // and not one request beyond the first list and watch of each.
 func TestCheckerFollowsTheWatches(t *testing.T) {
 	api := newFakeAPI(t, []runtime.Object{node("n1", "1900m"), node("n2", "64")}, nil)
-	ch := &Checker{API: api, Node: "n1"}
+	changes := metadata.NewChanges()
+	ch := &Checker{API: api, Node: "n1", Changes: changes}
+	// pending: what the weight holder reads the sizes on.
+	pending := func(within time.Duration) bool {
+		select {
+		case <-changes.C():
+			return true
+		case <-time.After(within):
+			return false
+		}
+	}
 	if got := ch.Trust(); got.Annotations != "" || !strings.Contains(got.Untrusted, "not checked yet") {
 		t.Fatalf("before the start: %+v", got)
 	}
@@ -216,8 +226,14 @@ func TestCheckerFollowsTheWatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitTrust(t, ch, "allocatable 3", func(got metadata.Trust) bool { return got.AllocatableMilliCPU == 3000 })
+	if !pending(time.Second) { // Trust answers before the watch notifies
+		t.Error("the Node's new allocatable CPU did not notify")
+	}
 	if _, err := ns.Update(ctx, node("n2", "7"), metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
+	}
+	if pending(300 * time.Millisecond) {
+		t.Error("another node's change notified")
 	}
 	if err := pols.Delete(ctx, PolicyName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -225,6 +241,9 @@ func TestCheckerFollowsTheWatches(t *testing.T) {
 	waitTrust(t, ch, "policy removed", func(got metadata.Trust) bool {
 		return got.Annotations == "" && strings.Contains(got.Untrusted, "not installed")
 	})
+	if !pending(time.Second) { // Trust answers before the watch notifies
+		t.Error("the policy's removal did not notify")
+	}
 	if got := ch.Trust(); got.AllocatableMilliCPU != 3000 {
 		t.Errorf("another node's change reached the cap: %+v", got)
 	}
