@@ -58,18 +58,25 @@ func soak(t *testing.T) time.Duration {
 // test's end, once) stops and closes it.
 func startAgent(t *testing.T, o *agent.Options) (a *agent.Agent, stop func()) {
 	t.Helper()
-	cfg, err := o.Config()
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err = cfg.Complete(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	a = completeAgent(t, o)
 	stopLoop := a.Start(t.Context())
 	stop = sync.OnceFunc(func() { stopLoop(); a.Close() })
 	t.Cleanup(stop)
 	return a, stop
+}
+
+// completeAgent completes an agent of o (not started).
+func completeAgent(t *testing.T, o *agent.Options) *agent.Agent {
+	t.Helper()
+	cfg, err := o.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := cfg.Complete(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }
 
 // TestAgentFixModeUnderChurn runs the agent as `serve --fix=all` runs it
@@ -349,14 +356,7 @@ func TestAgentStopsWithAStuckLoop(t *testing.T) {
 	o := &agent.Options{Listen: "127.0.0.1:0", Interval: 100 * time.Millisecond,
 		Fix: []string{"size-blind-weights", "besteffort-starvation"}, JournalDir: t.TempDir(),
 		HostRoot: "/", Base: s.Name, Lister: stuck, Log: slog.New(slog.NewTextHandler(&logB, nil)), TrustSizes: "default"}
-	cfg, err := o.Config()
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := cfg.Complete(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := completeAgent(t, o)
 	stop := a.Start(t.Context())
 	select {
 	case <-stuck.entered:

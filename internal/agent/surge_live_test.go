@@ -35,14 +35,7 @@ func TestSurgeAgentsShareTheirAddresses(t *testing.T) {
 		o := &agent.Options{Listen: listen, LocalListen: local, Interval: 200 * time.Millisecond, SizeCheck: 50 * time.Millisecond,
 			Fix: []string{"size-blind-weights", "besteffort-starvation"}, JournalDir: dir,
 			HostRoot: "/", Base: s.Name, Lister: pods, Log: slog.New(slog.DiscardHandler), TrustSizes: "default"}
-		cfg, err := o.Config()
-		if err != nil {
-			t.Fatal(err)
-		}
-		a, err := cfg.Complete(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
+		a := completeAgent(t, o)
 		ctx, cancel := context.WithCancel(t.Context())
 		var runErr error
 		done := make(chan struct{})
