@@ -32,7 +32,11 @@ func TestSurgeAgentsShareTheirAddresses(t *testing.T) {
 	dir := t.TempDir()
 	listen, local := freeAddr(t), freeAddr(t)
 	run := func(name string) (stop func() error) {
-		o := &agent.Options{Listen: listen, LocalListen: local, Interval: 200 * time.Millisecond, SizeCheck: 50 * time.Millisecond,
+		// A 1 s interval: /readyz fails when the last good scan is over 2
+		// intervals old, and at 200 ms a scan delayed past 400 ms by the
+		// host lane's other packages (their CPU burners) failed the 30
+		// probes below once.
+		o := &agent.Options{Listen: listen, LocalListen: local, Interval: time.Second, SizeCheck: 50 * time.Millisecond,
 			Fix: []string{"size-blind-weights", "besteffort-starvation"}, JournalDir: dir,
 			HostRoot: "/", Base: s.Name, Lister: pods, Log: slog.New(slog.DiscardHandler), TrustSizes: "default"}
 		a := completeAgent(t, o)

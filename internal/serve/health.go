@@ -73,7 +73,12 @@ func (s *Server) ready(now time.Time) string {
 	}
 	limit := readinessIntervals * s.cfg.Interval
 	if age := now.Sub(time.Unix(0, good)); age > limit {
-		return fmt.Sprintf("the last good scan is %s old (over %d intervals of %s)", age.Round(time.Second), readinessIntervals, s.cfg.Interval)
+		// Whole seconds said "0s old" of a 450 ms age over a 400 ms limit.
+		unit := time.Second
+		if age < 10*time.Second {
+			unit = 10 * time.Millisecond
+		}
+		return fmt.Sprintf("the last good scan is %s old (over %d intervals of %s)", age.Round(unit), readinessIntervals, s.cfg.Interval)
 	}
 	return ""
 }
