@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -135,10 +136,12 @@ type inspectPod struct {
 	Memory struct {
 		WorkingSetBytes float64 `json:"workingSetBytes"`
 	} `json:"memory"`
-	Containers []struct {
-		ID, Cgroup string
-		Misplaced  bool
-	} `json:"containers"`
+	Containers []inspectContainer `json:"containers"`
+}
+
+type inspectContainer struct {
+	ID, Cgroup string
+	Misplaced  bool
 }
 
 func inspectPods(t *testing.T, b []byte) map[string]inspectPod {
@@ -261,9 +264,24 @@ func TestKubectlPlugin(t *testing.T) {
 	busy := e.runPod(t, ns, "busy", `while true; do i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; sleep 0.5; done`)
 	sleeper := e.runPod(t, ns, "sleeper", "exec sleep 3600")
 
-	// The agent scans every 10 s: wait for a scan that has both pods.
+	// The agent scans every 10 s: wait for a scan that has both pods with
+	// their running containers. (A scan that had the pod cgroup but not
+	// yet the container's showed sleeper with no container and 0 bytes,
+	// against the host's fresh scan, once.)
+	running := map[string]string{}
+	for _, p := range []*corev1.Pod{busy, sleeper} {
+		got, err := e.cs.CoreV1().Pods(ns).Get(context.Background(), p.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Status.ContainerStatuses) != 1 || got.Status.ContainerStatuses[0].ContainerID == "" {
+			t.Fatalf("pod %s running without its container's ID: %+v", p.Name, got.Status.ContainerStatuses)
+		}
+		_, id, _ := strings.Cut(got.Status.ContainerStatuses[0].ContainerID, "://")
+		running[ns+"/"+p.Name] = id
+	}
 	var inv pluginDoc
-	poll(t, 60*time.Second, "both pods in kubectl cgwarden inspect", func() (bool, string, error) {
+	poll(t, 60*time.Second, "both pods in kubectl cgwarden inspect, with their running containers", func() (bool, string, error) {
 		out, stderr, err := e.plugin(t, dir, kc, "inspect", "-n", ns, "-o", "json")
 		if err != nil {
 			return false, fmt.Sprintf("%v: %s", err, stderr), nil
@@ -276,9 +294,13 @@ func TestKubectlPlugin(t *testing.T) {
 			return false, out, nil
 		}
 		pods := inspectPods(t, inv.Nodes[0].Report)
-		_, a := pods[ns+"/busy"]
-		_, b := pods[ns+"/sleeper"]
-		return a && b, fmt.Sprintf("%d pods", len(pods)), nil
+		for k, id := range running {
+			p, ok := pods[k]
+			if !ok || !slices.ContainsFunc(p.Containers, func(c inspectContainer) bool { return c.ID == id }) {
+				return false, fmt.Sprintf("%d pods; %s: %+v", len(pods), k, p.Containers), nil
+			}
+		}
+		return true, "", nil
 	})
 	n := inv.Nodes[0]
 	if n.Name != e.node || n.AgentPod != "cgwarden-system/"+agent.Name {
