@@ -66,7 +66,7 @@ func startAgent(t *testing.T, o *agent.Options) (a *agent.Agent, stop func()) {
 }
 
 // completeAgent completes an agent of o (not started).
-func completeAgent(t *testing.T, o *agent.Options) *agent.Agent {
+func completeAgent(t testing.TB, o *agent.Options) *agent.Agent {
 	t.Helper()
 	cfg, err := o.Config()
 	if err != nil {
