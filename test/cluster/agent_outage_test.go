@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net/http"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -16,14 +15,16 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cgwarden/cgwarden/test/cluster/lab"
 )
 
 // outage is how long the API server stays down.
 const outage = 30 * time.Second
 
 // TestAgentRidesOutAPIServerOutage: the agent in fix mode with a
-// misplaced pod; the API server is stopped for 30 s (scripts/cluster
-// apiserver stop, then start: the process goes, as in a crash or a
+// misplaced pod; the API server is stopped for 30 s (the lab stops it,
+// then starts it again: the process goes, as in a crash or a
 // control-plane upgrade, and comes back with the same flags and etcd).
 // Meanwhile the agent keeps serving (/metrics/resource and /stats/summary
 // answer a token it checked before), trusts nothing it cannot confirm (a
@@ -57,23 +58,21 @@ func TestAgentRidesOutAPIServerOutage(t *testing.T) {
 	}
 
 	// The outage.
-	cluster := func(args ...string) {
-		t.Helper()
-		cmd := exec.Command("../../scripts/cluster", args...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("scripts/cluster %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-	}
+	l := lab.FromEnv()
 	down := time.Now()
-	cluster("apiserver", "stop")
+	if err := l.Stop(lab.APIServer, -1); err != nil {
+		t.Fatal(err)
+	}
 	stopped := true
 	t.Cleanup(func() {
 		if stopped {
-			cluster("apiserver", "start")
+			if _, err := l.StartAgain(context.Background(), lab.APIServer); err != nil {
+				t.Error(err)
+			}
 		}
 	})
 	if _, err := e.cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); err == nil {
-		t.Fatal("the API server still answers after scripts/cluster apiserver stop")
+		t.Fatal("the API server still answers after it was stopped")
 	}
 	t.Logf("API server stopped in %v", time.Since(down).Round(100*time.Millisecond))
 
@@ -118,7 +117,9 @@ func TestAgentRidesOutAPIServerOutage(t *testing.T) {
 	}
 
 	upAt := time.Now()
-	cluster("apiserver", "start")
+	if _, err := l.StartAgain(ctx, lab.APIServer); err != nil {
+		t.Fatal(err)
+	}
 	stopped = false
 	back := time.Now()
 	t.Logf("API server down %v in all (stopped for %v, then %v to start and be ready)", back.Sub(down).Round(100*time.Millisecond),

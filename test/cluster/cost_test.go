@@ -19,6 +19,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cgwarden/cgwarden/test/cluster/lab"
 )
 
 // TestCostBesideTheKubelet puts the agent's steady cost next to the
@@ -199,26 +201,21 @@ type nodeProcs struct {
 	shims                      []int
 }
 
-// nodeProcesses finds the kubelet and containerd by the PIDs
-// scripts/cluster recorded, and the shims by the socket they were given.
+// nodeProcesses finds the kubelet and containerd by the lab's records
+// of what it started, and the shims by the socket they were given.
 func nodeProcesses(t *testing.T, agent int) *nodeProcs {
-	dir := os.Getenv("CGWARDEN_CLUSTER_DIR")
-	if dir == "" {
-		dir = "/var/lib/cgwarden-cluster"
-	}
+	l := lab.FromEnv()
 	pid := func(name string) int {
-		b, err := os.ReadFile(filepath.Join(dir, "pids", name))
+		p, err := l.Get(name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		// "PID binary", as scripts/cluster records it.
-		n, err := strconv.Atoi(strings.Fields(string(b) + " x")[0])
-		if err != nil {
-			t.Fatalf("pids/%s: %v", name, err)
+		if !p.Running() {
+			t.Fatalf("%s (pid %d) does not run", name, p.PID)
 		}
-		return n
+		return p.PID
 	}
-	p := &nodeProcs{agent: agent, kubelet: pid("kubelet"), containerd: pid("containerd")}
+	p := &nodeProcs{agent: agent, kubelet: pid(lab.Kubelet), containerd: pid(lab.Containerd)}
 	sock := os.Getenv("CGWARDEN_CLUSTER_CONTAINERD")
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, f := range procs {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/cgwarden/cgwarden/internal/fairness"
 	"github.com/cgwarden/cgwarden/internal/journal"
+	"github.com/cgwarden/cgwarden/test/cluster/lab"
 )
 
 // The fault suite's knobs and bounds.
@@ -278,11 +279,20 @@ func (s *faultSuite) sized(milli int64) {
 	}
 }
 
-// scripts runs scripts/cluster (its component subcommands).
-func (s *faultSuite) scripts(args ...string) {
+// restart stops a component of the node and starts it again as the lab
+// started it, waiting until it is ready.
+func (s *faultSuite) restart(name string) {
 	s.t.Helper()
-	if out, err := exec.Command("../../scripts/cluster", args...).CombinedOutput(); err != nil {
-		s.t.Fatalf("scripts/cluster %s: %v\n%s", strings.Join(args, " "), err, out)
+	if _, err := lab.FromEnv().Restart(context.Background(), name); err != nil {
+		s.t.Fatalf("restart %s: %v", name, err)
+	}
+}
+
+// labDo runs one of the lab's node operations, failing the test on error.
+func (s *faultSuite) labDo(what string, err error) {
+	s.t.Helper()
+	if err != nil {
+		s.t.Fatalf("%s: %v", what, err)
 	}
 }
 
@@ -296,15 +306,17 @@ func (s *faultSuite) inject(kind string) (what string, end time.Time) {
 	ctx := context.Background()
 	switch kind {
 	case faultKubelet:
-		s.scripts("kubelet", "restart")
+		s.restart(lab.Kubelet)
 		return "stopped and started; node Ready", time.Now()
 	case faultContainerd:
-		s.scripts("containerd", "restart")
+		s.restart(lab.Containerd)
 		return "stopped and started; shims kept running", time.Now()
 	case faultAPIServer:
-		s.scripts("apiserver", "stop")
+		l := lab.FromEnv()
+		s.labDo("stop the API server", l.Stop(lab.APIServer, -1))
 		time.Sleep(apiOutage)
-		s.scripts("apiserver", "start")
+		_, err := l.StartAgain(ctx, lab.APIServer)
+		s.labDo("start the API server", err)
 		return fmt.Sprintf("away %v, then ready", apiOutage), time.Now()
 	case faultAgent:
 		p := s.agentPod()
@@ -361,7 +373,7 @@ func (s *faultSuite) inject(kind string) (what string, end time.Time) {
 			return s.churnSized(), time.Now()
 		}
 	case faultReboot:
-		s.scripts("power", "off")
+		s.labDo("power off", lab.FromEnv().PowerOff())
 		// While the node is down, the Deployments' pods are deleted and
 		// made again with new UIDs (their old cgroups, containers and
 		// PIDs gone with the power); the sized pods are bare pods that
@@ -376,7 +388,7 @@ func (s *faultSuite) inject(kind string) (what string, end time.Time) {
 				again = append(again, p.Name)
 			}
 		}
-		s.scripts("power", "on")
+		s.labDo("power on", lab.FromEnv().PowerOn(ctx))
 		return fmt.Sprintf("power cut, pods %s made again with new UIDs, booted; node Ready", strings.Join(again, " ")), time.Now()
 	case faultFailpoint:
 		return s.failpoint()
