@@ -26,7 +26,8 @@ import (
 // TestCostBesideTheKubelet puts the agent's steady cost next to the
 // kubelet's on the same node, same pods, same run: 60 idle pods (a
 // sleeping busybox each), cgwarden serve on the host (its defaults:
-// steady-state scans every 10 s, pod names from the CRI), and
+// steady-state scans every 10 s; pod metadata from the API server, as
+// the DaemonSet runs it), and
 //   - CPU per second over 60 s of the agent, and of the kubelet,
 //     containerd and the pods' shims (what the node pays today to know
 //     its pods' figures), and of a second agent in fix mode (every rule,
@@ -81,8 +82,12 @@ func TestCostBesideTheKubelet(t *testing.T) {
 	bin := buildCgwarden(t)
 	startAgent := func(what string, extra ...string) (*exec.Cmd, string) {
 		port := freePort(t)
-		cmd := exec.Command(bin, append([]string{"serve", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--metadata", "cri",
-			"--cri-socket", os.Getenv("CGWARDEN_CLUSTER_CONTAINERD"), "--interval", "10s"}, extra...)...)
+		// As the DaemonSet runs it: pod metadata from the API server
+		// (an informer on this node's pods), so that the fix-mode
+		// holder reads sizes on the informer's notifications, with no
+		// timer of its own.
+		cmd := exec.Command(bin, append([]string{"serve", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--metadata", "kubernetes",
+			"--kubeconfig", e.kubeconfig, "--node-name", e.node, "--interval", "10s"}, extra...)...)
 		var log bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &log, &log
 		if err := cmd.Start(); err != nil {
@@ -119,8 +124,8 @@ func TestCostBesideTheKubelet(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	// Both list every pod before anything is measured (the agent's second
-	// scan has names from the CRI).
+	// Both list every pod before anything is measured (the agent's
+	// scan has the names once its informer has synced).
 	poll(t, 60*time.Second, "both summaries list the 60 pods", func() (bool, string, error) {
 		_, a := agentGet()
 		_, k := kubeletGet()

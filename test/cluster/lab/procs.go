@@ -146,6 +146,16 @@ func (p *Proc) Running() bool {
 	return err == nil && exe == p.Exe
 }
 
+// alive reports whether p's process has not exited yet: the same PID
+// and start time, not a zombie. An exiting process loses its executable
+// link (with its memory) before it closes its descriptors: Stop waits
+// for alive, not Running, so that a port it listened on is free when
+// Stop returns.
+func (p *Proc) alive() bool {
+	st, ok := procStart(p.PID)
+	return ok && st == p.Start
+}
+
 // Running reports whether the daemon name runs.
 func (l Lab) Running(name string) bool {
 	p, err := l.Get(name)
@@ -266,16 +276,16 @@ func (l Lab) Stop(name string, grace time.Duration) error {
 	if p.Running() {
 		if grace > 0 {
 			_ = syscall.Kill(p.PID, syscall.SIGTERM)
-			for end := time.Now().Add(grace); p.Running() && time.Now().Before(end); {
+			for end := time.Now().Add(grace); p.alive() && time.Now().Before(end); {
 				time.Sleep(50 * time.Millisecond)
 			}
 		}
-		if p.Running() {
+		if p.alive() {
 			if grace > 0 {
 				fmt.Fprintf(os.Stderr, "lab: %s (pid %d) still runs %v after SIGTERM: SIGKILL\n", name, p.PID, grace)
 			}
 			_ = syscall.Kill(p.PID, syscall.SIGKILL)
-			for p.Running() {
+			for p.alive() {
 				time.Sleep(20 * time.Millisecond)
 			}
 		}

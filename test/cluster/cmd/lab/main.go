@@ -2,6 +2,10 @@
 // scripts/scale (package lab does the work):
 //
 //	lab pki -dir D -node N -server URL   the lane's certificates, keys and kubeconfigs
+//	lab up -kubernetes DIR -etcd DIR -containerd DIR -metrics-server DIR -images DIR -misplace DIR
+//	                                      the one-node cluster, up and ready (lab.Up)
+//	lab control-plane -kubernetes DIR -etcd DIR [-etcd-port N -etcd-peer-port N -apiserver-port N]
+//	                                      etcd and the API server only (the scale lane)
 //	lab start [flags] NAME BIN ARGS...    start a daemon, record it, wait until it is ready
 //	lab again NAME                        start it again as it was started
 //	lab stop [-grace D] NAME...           SIGTERM, SIGKILL after its grace; the record stays
@@ -39,7 +43,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: lab pki|start|again|stop|restart|running|pid|live|status|power|down [-dir D] ... (see cmd/lab's doc)")
+	fmt.Fprintln(os.Stderr, "usage: lab pki|up|control-plane|start|again|stop|restart|running|pid|live|status|power|down [-dir D] ... (see cmd/lab's doc)")
 	os.Exit(2)
 }
 
@@ -61,6 +65,33 @@ func run(ctx context.Context, cmd string, args []string) error {
 	}
 	l := lab.FromEnv()
 	fs.StringVar(&l.Dir, "dir", l.Dir, "the lane's state directory")
+	logf := func(f string, a ...any) { fmt.Fprintf(os.Stderr, "lab: "+f+"\n", a...) }
+	if cmd == "up" || cmd == "control-plane" {
+		c := lab.Config{Ports: lab.DefaultPorts}
+		fs.StringVar(&c.Kubernetes, "kubernetes", "", "the directory of kube-apiserver, kube-controller-manager, kube-scheduler, kubelet")
+		fs.StringVar(&c.Etcd, "etcd", "", "the directory of etcd")
+		fs.StringVar(&c.Containerd, "containerd", "", "up: the directory of containerd, its shim and ctr")
+		fs.StringVar(&c.MetricsServer, "metrics-server", "", "up: the directory of metrics-server")
+		fs.StringVar(&c.Images, "images", "", "up: the directory of pause.tar and busybox.tar")
+		fs.StringVar(&c.Misplace, "misplace", "", "up: the directory of the misplace runtime")
+		fs.StringVar(&c.Runc, "runc", "", "up: the runc both runtime handlers run (default: $CGWARDEN_CLUSTER_RUNC, or runc on PATH)")
+		fs.StringVar(&c.Node, "node", "localhost", "up: the node's name")
+		fs.IntVar(&c.Ports.Etcd, "etcd-port", c.Ports.Etcd, "etcd's client port")
+		fs.IntVar(&c.Ports.EtcdPeer, "etcd-peer-port", c.Ports.EtcdPeer, "etcd's peer port")
+		fs.IntVar(&c.Ports.APIServer, "apiserver-port", c.Ports.APIServer, "the API server's port")
+		_ = fs.Parse(args)
+		if cmd == "control-plane" {
+			return l.ControlPlane(ctx, c)
+		}
+		if c.Runc == "" {
+			r, err := lab.Runc()
+			if err != nil {
+				return err
+			}
+			c.Runc = r
+		}
+		return l.Up(ctx, c, logf)
+	}
 	var (
 		p      lab.Proc
 		env    envList
@@ -165,7 +196,7 @@ func run(ctx context.Context, cmd string, args []string) error {
 		}
 		return fmt.Errorf("want off or on, got %q", args)
 	case "down":
-		return l.Down(ctx, *logsTo, func(f string, a ...any) { fmt.Fprintf(os.Stderr, "lab: "+f+"\n", a...) })
+		return l.Down(ctx, *logsTo, logf)
 	}
 	usage()
 	return nil
