@@ -3,6 +3,7 @@ package serve_test
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -70,6 +71,11 @@ func kubeletTree(t *testing.T) map[string]*systemdPod {
 	const root = "/sys/fs/cgroup"
 	pods := map[string]*systemdPod{}
 	err := filepath.WalkDir(filepath.Join(root, "kubepods.slice"), func(p string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			// A pod slice the kubelet removed while we walked (a test's
+			// pods going away): it is gone, not an error.
+			return nil
+		}
 		if err != nil || !d.IsDir() {
 			return err
 		}
