@@ -263,8 +263,8 @@ func (l Lab) Up(ctx context.Context, c Config, logf func(string, ...any)) (err e
 		// As a service manager restarts it: SIGKILL 20 s after SIGTERM;
 		// its shims, and so the containers, keep running.
 		{Name: Containerd, Exe: filepath.Join(c.Containerd, "containerd"), Grace: 20 * time.Second,
-			Args: []string{"--config", filepath.Join(l.Dir, "containerd", "config.toml")},
-			Env:  []string{"PATH=" + c.Containerd + ":" + os.Getenv("PATH"), "CGWARDEN_MISPLACE_RUNC=" + c.Runc},
+			Args:  []string{"--config", filepath.Join(l.Dir, "containerd", "config.toml")},
+			Env:   []string{"PATH=" + c.Containerd + ":" + os.Getenv("PATH"), "CGWARDEN_MISPLACE_RUNC=" + c.Runc},
 			Ready: Probe{Exec: []string{filepath.Join(c.Containerd, "ctr"), "--address", l.containerdSocket(), "version"}}},
 	} {
 		if _, err := l.Start(ctx, p); err != nil {
