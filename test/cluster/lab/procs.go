@@ -202,6 +202,13 @@ func (l Lab) Start(ctx context.Context, p Proc) (*Proc, error) {
 		return nil, err
 	}
 	defer log.Close()
+	// The executable as /proc/PID/exe will name it: resolved before the
+	// start, so that a bad path starts nothing.
+	exe, err := filepath.EvalSymlinks(p.Exe)
+	if err != nil {
+		return nil, fmt.Errorf("start %s: %w", p.Name, err)
+	}
+	p.Exe = exe
 	cmd := exec.Command(p.Exe, p.Args...)
 	cmd.Env = append(os.Environ(), p.Env...)
 	cmd.Stdout, cmd.Stderr = log, log
@@ -215,11 +222,6 @@ func (l Lab) Start(ctx context.Context, p Proc) (*Proc, error) {
 	p.PID = cmd.Process.Pid
 	// The start time is there as soon as the process is; the exe link
 	// turns into p.Exe once it has exec'ed.
-	exe, err := filepath.EvalSymlinks(p.Exe)
-	if err != nil {
-		return nil, err
-	}
-	p.Exe = exe
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		st, ok := procStart(p.PID)
