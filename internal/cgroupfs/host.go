@@ -307,7 +307,16 @@ func (h *Host) writeFile(p string, data []byte) error {
 	}
 	defer unix.Close(fd)
 	h.writes.Add(1)
+	// A write can be interrupted by a signal (Go's preemption signal
+	// among them) while the kernel works for it: lowering
+	// memory.limit_in_bytes reclaims memory first, and that reclaim
+	// returns EINTR when a signal arrives. os.File retries such a write;
+	// this door uses write(2) directly, so it retries here. Writing a
+	// control file's value again is the same write.
 	n, err := unix.Write(fd, data)
+	for err == unix.EINTR {
+		n, err = unix.Write(fd, data)
+	}
 	if err != nil {
 		return &fs.PathError{Op: "write", Path: p, Err: err}
 	}
