@@ -32,7 +32,7 @@ const DefaultPrometheusJob = "cgwarden"
 
 // instantQuerier is what the plugin asks of Prometheus's API.
 type instantQuerier interface {
-	Query(ctx context.Context, query string, ts time.Time, opts ...promv1.Option) (model.Value, promv1.Warnings, promv1.Infos, error)
+	Query(ctx context.Context, query string, ts time.Time, opts ...promv1.Option) (model.Value, promv1.Warnings, error)
 }
 
 var _ instantQuerier = promv1.API(nil)
@@ -293,7 +293,7 @@ func (o *Options) runPrometheus(ctx context.Context, out, errOut io.Writer, cc c
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	at := time.Now()
-	val, warnings, _, err := q.Query(ctx, query, at, promv1.WithTimeout(o.Timeout))
+	val, warnings, err := q.Query(ctx, query, at, promv1.WithTimeout(o.Timeout))
 	if err != nil {
 		return fmt.Errorf("querying Prometheus at %s: %w\nquery: %s", addr, err, query)
 	}
