@@ -230,23 +230,10 @@ func (l Lab) deletePods(ctx context.Context, timeout time.Duration) error {
 // given its socket.
 func (l Lab) shims() []int {
 	sock := l.containerdSocket()
-	var out []int
-	m, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, f := range m {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
-		if len(args) == 0 || !strings.Contains(filepath.Base(args[0]), "containerd-shim") {
-			continue
-		}
-		if i := slices.Index(args, "-address"); i >= 0 && i+1 < len(args) && args[i+1] == sock {
-			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(f)))
-			out = append(out, pid)
-		}
-	}
-	return out
+	return processes(func(argv []string) bool {
+		i := slices.Index(argv, "-address")
+		return strings.Contains(filepath.Base(argv[0]), "containerd-shim") && i >= 0 && i+1 < len(argv) && argv[i+1] == sock
+	})
 }
 
 // Hierarchies are the mounted cgroup hierarchies (each v1 controller's

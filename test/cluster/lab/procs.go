@@ -184,6 +184,28 @@ func procStart(pid int) (uint64, bool) {
 	return st, err == nil
 }
 
+// processes are the PIDs of the live processes whose command line
+// (argv, from /proc/PID/cmdline) match accepts. A process that exits
+// while it is read, or a kernel thread (no command line), is left out.
+func processes(match func(argv []string) bool) []int {
+	var out []int
+	m, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, f := range m {
+		b, err := os.ReadFile(f)
+		if err != nil || len(b) == 0 {
+			continue
+		}
+		pid, err := strconv.Atoi(filepath.Base(filepath.Dir(f)))
+		if err != nil {
+			continue
+		}
+		if _, ok := procStart(pid); ok && match(strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
 // Start starts p (its Name, Exe, Args, Env, Grace and Ready) in a session
 // of its own, its output appended to LogFile(p.Name), records it, and
 // waits until it is ready. The daemon inherits no descriptor but

@@ -2,10 +2,13 @@ package lab
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -174,5 +177,25 @@ func TestUnescapeMount(t *testing.T) {
 		if got := unescapeMount(in); got != want {
 			t.Errorf("unescapeMount(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+func TestProcessesFindsByCommandLine(t *testing.T) {
+	marker := fmt.Sprintf("lab-processes-%d", os.Getpid())
+	find := func() []int {
+		return processes(func(argv []string) bool { return len(argv) == 4 && argv[3] == marker })
+	}
+	// A loop, so that sh stays the process (it would exec a lone sleep).
+	cmd := exec.Command("/bin/sh", "-c", "while :; do sleep 1; done", marker)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if got := find(); !slices.Equal(got, []int{cmd.Process.Pid}) {
+		t.Errorf("processes found %v, want [%d]", got, cmd.Process.Pid)
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	if got := find(); len(got) != 0 {
+		t.Errorf("processes found %v after the process exited", got)
 	}
 }

@@ -84,14 +84,8 @@ var hostPaths = []string{"/var/log/containers", "/run/containerd", "/var/lib/kub
 // kubelet's: Down removes only what up made), or a port is taken.
 func Preflight(ports Ports) error {
 	var why []error
-	comms, _ := filepath.Glob("/proc/[0-9]*/comm")
-	for _, f := range comms {
-		if b, err := os.ReadFile(f); err == nil && strings.TrimSpace(string(b)) == "containerd" {
-			if _, ok := procStart(atoiPath(f)); ok {
-				why = append(why, fmt.Errorf("a containerd runs already (pid %d); its shims share /run/containerd/s with ours (hard-coded in containerd)", atoiPath(f)))
-				break
-			}
-		}
+	if pids := processes(func(argv []string) bool { return filepath.Base(argv[0]) == "containerd" }); len(pids) > 0 {
+		why = append(why, fmt.Errorf("a containerd runs already (pid %d); its shims share /run/containerd/s with ours (hard-coded in containerd)", pids[0]))
 	}
 	for _, h := range Hierarchies() {
 		if _, err := os.Stat(filepath.Join(h, "kubepods")); err == nil {
@@ -110,12 +104,6 @@ func Preflight(ports Ports) error {
 		ln.Close()
 	}
 	return errors.Join(why...)
-}
-
-// atoiPath is the PID in /proc/PID/...
-func atoiPath(f string) int {
-	n, _ := strconv.Atoi(strings.Split(f, "/")[2])
-	return n
 }
 
 // recordHost writes what Down must restore or must not touch: the
