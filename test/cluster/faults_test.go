@@ -27,12 +27,13 @@ import (
 // The fault suite's knobs and bounds.
 const (
 	// faultJournal is the agent's journal on the node: the hostPath of
-	// testdata/agent-faults.
-	faultJournal = "/var/lib/cgwarden-cluster/faults-journal"
+	// testdata/agent-faults (runFaultSuite checks the lab's directory is
+	// the one that kustomization names).
+	faultJournal = lab.DefaultDir + "/faults-journal"
 	// faultArm is the agent's armed failpoints file on the node: the
 	// hostPath of testdata/agent-faults, read and removed by the next
 	// agent process (CGWARDEN_FAILPOINTS_FILE).
-	faultArm = "/var/lib/cgwarden-cluster/faults-arm/arm"
+	faultArm = lab.DefaultDir + "/faults-arm/arm"
 	// defaultFaultCount is CI's count (CGWARDEN_CLUSTER_FAULT_COUNT):
 	// three of each kind (each way of churning once).
 	defaultFaultCount = 24
@@ -144,6 +145,9 @@ func TestClusterFaultSuiteCatchesADroppedAppend(t *testing.T) {
 // hold after it.
 func runFaultSuite(t *testing.T, seed int64, count int, arm string) []string {
 	e := cluster(t)
+	if d := lab.FromEnv().Dir; d != lab.DefaultDir {
+		t.Fatalf("the lab's directory is %s: testdata/agent-faults mounts the journal and the armed file from %s", d, lab.DefaultDir)
+	}
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))
 	begun := time.Now()
 	bin := buildCgwarden(t)
