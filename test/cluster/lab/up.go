@@ -85,7 +85,7 @@ var hostPaths = []string{"/var/log/containers", "/run/containerd", "/var/lib/kub
 func Preflight(ports Ports) error {
 	var why []error
 	if pids := processes(func(argv []string) bool { return filepath.Base(argv[0]) == "containerd" }); len(pids) > 0 {
-		why = append(why, fmt.Errorf("a containerd runs already (pid %d); its shims share /run/containerd/s with ours (hard-coded in containerd)", pids[0]))
+		why = append(why, fmt.Errorf("a containerd runs already (pid %s); its shims share /run/containerd/s with ours (hard-coded in containerd)", strings.Trim(fmt.Sprint(pids), "[]")))
 	}
 	for _, h := range Hierarchies() {
 		if _, err := os.Stat(filepath.Join(h, "kubepods")); err == nil {

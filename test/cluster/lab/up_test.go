@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -76,5 +79,27 @@ func TestPreflightFindsATakenPort(t *testing.T) {
 	err = Preflight(Ports{APIServer: port})
 	if want := fmt.Sprintf("port %d is in use", port); err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("Preflight with port %d taken: %v, want %q", port, err, want)
+	}
+}
+
+func TestPreflightFindsAContainerd(t *testing.T) {
+	// A process whose executable is named containerd, as another
+	// containerd's would be.
+	exe := filepath.Join(t.TempDir(), "containerd")
+	b, err := os.ReadFile("/bin/sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(exe, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	err = Preflight(Ports{})
+	if err == nil || !strings.Contains(err.Error(), "a containerd runs already") || !slices.Contains(strings.Fields(strings.NewReplacer("(", " ", ")", " ", ";", " ").Replace(err.Error())), strconv.Itoa(cmd.Process.Pid)) {
+		t.Fatalf("Preflight with %s (pid %d) running: %v, want it named", exe, cmd.Process.Pid, err)
 	}
 }
