@@ -27,8 +27,8 @@ func TestChartAndKustomizeAgreeOnSizePolicy(t *testing.T) {
 			rest = append(rest, o)
 		}
 	}
-	if len(pol) != 4 {
-		t.Errorf("%d size policy objects, want the policy, its binding, the agent's ClusterRole and its binding", len(pol))
+	if len(pol) != 6 {
+		t.Errorf("%d size policy objects, want the two policies, their bindings, the agent's ClusterRole and its binding", len(pol))
 	}
 	same(t, "size policy", pol, kustomize(t, "size-policy"))
 	same(t, "agent beside the size policy", rest, kustomize(t, "base"))

@@ -10,6 +10,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/realtest"
+	"github.com/cgwarden/cgwarden/internal/vmsize"
 )
 
 // The live tests build, inside a scratch cgroup, the kubelet-shaped trees
@@ -96,7 +97,7 @@ func TestLiveBestEffortVMs(t *testing.T) {
 		s.Burn(ctr, 0)
 		zero := int64(0)
 		pods = append(pods, metadata.Pod{UID: vm.uid, Name: vm.name + "-runner", Namespace: "default", QoS: "besteffort",
-			Labels: map[string]string{metadata.LabelNeonVM: vm.name}, RequestMilliCPU: &zero, LimitMilliCPU: &zero})
+			Labels: map[string]string{vmsize.LabelNeonVM: vm.name}, RequestMilliCPU: &zero, LimitMilliCPU: &zero})
 	}
 	busyPod := bu + "/kubepods-burstable-pod" + under(busyUID) + ".slice"
 	busyCtr := busyPod + "/cri-containerd-" + hexID(9) + ".scope"
@@ -203,7 +204,7 @@ func TestLiveEscapedProcess(t *testing.T) {
 	s.Burn("neonvm-qemu-vm-escapee-abcde", 0)
 	zero := int64(0)
 	meta := metadata.NewSet([]metadata.Pod{{UID: qemuUID, Name: "vm-escapee-abcde", Namespace: "default", QoS: "besteffort",
-		RequestMilliCPU: &zero, Labels: map[string]string{metadata.LabelNeonVM: "vm-escapee"}}})
+		RequestMilliCPU: &zero, Labels: map[string]string{vmsize.LabelNeonVM: "vm-escapee"}}})
 	r, _ := liveAudit(t, s, meta, time.Second)
 	f, ok := find(r, RuleEscapedProcess, func(f Finding) bool { return f.Subject.PodUID == qemuUID })
 	if !ok || f.Severity != Error {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/cgwarden/cgwarden/internal/fairness"
 	"github.com/cgwarden/cgwarden/internal/metadata"
+	"github.com/cgwarden/cgwarden/internal/vmsize"
 )
 
 // TestSizeBlindIgnoresTheKubeletsRounding: on v2 the kubelet's linear
@@ -34,8 +35,8 @@ func TestSizeBlindIgnoresTheKubeletsRounding(t *testing.T) {
 
 	be := "/kubepods.slice/kubepods-besteffort.slice"
 	vms := metadata.NewSet([]metadata.Pod{
-		{UID: uidA, Name: "vm-a", Namespace: "ns", QoS: "besteffort", Annotation: map[string]string{metadata.AnnotationCPU: "4"}},
-		{UID: uidB, Name: "vm-b", Namespace: "ns", QoS: "besteffort", Annotation: map[string]string{metadata.AnnotationCPU: "250m"}},
+		{UID: uidA, Name: "vm-a", Namespace: "ns", QoS: "besteffort", Annotation: map[string]string{vmsize.AnnotationCPU: "4"}},
+		{UID: uidB, Name: "vm-b", Namespace: "ns", QoS: "besteffort", Annotation: map[string]string{vmsize.AnnotationCPU: "250m"}},
 	})
 	n = v2Node(t, vms,
 		cg{path: "/kubepods.slice", weight: 100},

@@ -7,9 +7,9 @@ import (
 	"github.com/cgwarden/cgwarden/internal/fairness"
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/layout"
-	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/mounts"
 	"github.com/cgwarden/cgwarden/internal/rules"
+	"github.com/cgwarden/cgwarden/internal/vmsize"
 )
 
 // weightText is a cgroup's raw weight for a message, "?" when unknown.
@@ -119,7 +119,7 @@ func remedyStarvation(sized bool) string {
 	lasting := "The lasting fix is CPU requests that match the pod's size, set when it is created (it becomes Burstable and weighs " +
 		"what it requests; NeonVM: requests from spec.guest.cpus.use, kept equal to the live size by in-place resize)."
 	if !sized {
-		return "If the pod is a VM or sandbox of a known size, declare it (annotation " + metadata.AnnotationCPU + ", or its VM object " +
+		return "If the pod is a VM or sandbox of a known size, declare it (annotation " + vmsize.AnnotationCPU + ", or its VM object " +
 			"with --vms) and cgwarden can weigh it by that size. " + lasting
 	}
 	return "Weigh sized BestEffort pods by their size: `cgwarden fix --only size-blind-weights,besteffort-starvation --apply` " +

@@ -11,6 +11,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/mounts"
 	"github.com/cgwarden/cgwarden/internal/rules"
+	"github.com/cgwarden/cgwarden/internal/vmsize"
 )
 
 // RuleTierDrift: a QoS tier, pod or container weight that is not what the
@@ -61,7 +62,7 @@ func checkTierDrift(in *Input, r *Report) {
 					"The kubelet re-applies the BestEffort tier's weight about every minute: this value will not last, and "+
 						"whatever relies on it (a hand-made fix, another agent) is undone.",
 					"Do not tune the tier by hand; give the pods that need CPU requests, or declare the sizes of VM and sandbox "+
-						"pods (annotation "+metadata.AnnotationCPU+", --vms) and let `cgwarden serve --fix besteffort-starvation` hold the tier.")
+						"pods (annotation "+vmsize.AnnotationCPU+", --vms) and let `cgwarden serve --fix besteffort-starvation` hold the tier.")
 			}
 		case layout.Burstable:
 			checkBurstableTier(in, r, tier, w)

@@ -15,6 +15,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/podsource"
 	"github.com/cgwarden/cgwarden/internal/sizetrust"
+	"github.com/cgwarden/cgwarden/internal/vmsize"
 )
 
 // MetaFlags choose where inspect and audit take pod names from: the
@@ -41,7 +42,7 @@ func addMeta(cmd *cobra.Command, o *Options) {
 	f.StringVar(&o.Meta.CRISocket, "cri-socket", "", "the CRI runtime's `SOCKET` (default: the first of "+strings.Join(podsource.DefaultCRISockets, ", ")+" that exists)")
 	f.StringVar(&o.Meta.Kubeconfig, "kubeconfig", "", "the kubeconfig `FILE` of the Kubernetes metadata source (default: $KUBECONFIG, else ~/.kube/config if it exists, else in-cluster config)")
 	f.StringVar(&o.Meta.NodeName, "node-name", "", "this node's `NAME`, for the Kubernetes source (default: $NODE_NAME, else the hostname)")
-	f.StringVar(&o.Meta.TrustSizes, "trust-size-annotations", "", "with pods from a live source (CRI, Kubernetes API), believe the "+metadata.AnnotationCPU+" annotation in these `NAMESPACES` (comma-separated, or *); beyond them it counts only when the size policy is installed (checked through the API server). A --pods file is the operator's input: its annotations are believed")
+	f.StringVar(&o.Meta.TrustSizes, "trust-size-annotations", "", "with pods from a live source (CRI, Kubernetes API), believe the "+vmsize.AnnotationCPU+" annotation in these `NAMESPACES` (comma-separated, or *); beyond them it counts only when the size policy is installed (checked through the API server). A --pods file is the operator's input: its annotations are believed")
 }
 
 // LoadMeta gathers the pod metadata (see podMetadata) and, when given,

@@ -14,6 +14,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/plan"
 	"github.com/cgwarden/cgwarden/internal/realtest"
+	"github.com/cgwarden/cgwarden/internal/vmsize"
 )
 
 // TestVMWeightsFollowSizes is seed 000 on the live kernel: three
@@ -154,10 +155,10 @@ func TestVMWeightsBadInput(t *testing.T) {
 	f := newFixture(t)
 	tree := realtest.NewVMTree(f.s, 500, 1000, 2000, 4000)
 	pods := tree.Pods()
-	pods[0].Annotation[metadata.AnnotationCPU] = "0"
-	pods[1].Annotation[metadata.AnnotationCPU] = "-2"
-	pods[2].Annotation[metadata.AnnotationCPU] = "1e12"
-	pods[3].Annotation = map[string]string{metadata.AnnotationCPU: "3"} // the Burstable pod
+	pods[0].Annotation[vmsize.AnnotationCPU] = "0"
+	pods[1].Annotation[vmsize.AnnotationCPU] = "-2"
+	pods[2].Annotation[vmsize.AnnotationCPU] = "1e12"
+	pods[3].Annotation = map[string]string{vmsize.AnnotationCPU: "3"} // the Burstable pod
 	f.e.Meta = metadata.NewSet(pods)
 	p, _, err := f.e.Plan(Options{})
 	if err != nil {
@@ -173,7 +174,7 @@ func TestVMWeightsBadInput(t *testing.T) {
 	for i, want := range []string{"must be above 0", "is negative", "no node has", "the kubelet weighs it from its requests"} {
 		uid := pods[i].UID
 		if !strings.Contains(reasons[uid], want) {
-			t.Errorf("pod %d (%s): skip reason %q, want it to say %q", i, pods[i].Annotation[metadata.AnnotationCPU], reasons[uid], want)
+			t.Errorf("pod %d (%s): skip reason %q, want it to say %q", i, pods[i].Annotation[vmsize.AnnotationCPU], reasons[uid], want)
 		}
 	}
 

@@ -23,6 +23,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/mounts"
 	"github.com/cgwarden/cgwarden/internal/plan"
+	"github.com/cgwarden/cgwarden/internal/vmsize"
 	"github.com/cgwarden/cgwarden/internal/weights"
 )
 
@@ -581,7 +582,7 @@ func sizeKey(meta *metadata.Set) string {
 		case ok:
 			parts = append(parts, p.UID+"="+strconv.FormatInt(sz.MilliCPU, 10))
 		}
-		if c := p.Annotation[weights.AnnotationVMContainer]; c != "" {
+		if c := p.Annotation[vmsize.AnnotationContainer]; c != "" {
 			parts = append(parts, p.UID+"@"+c)
 		}
 	}

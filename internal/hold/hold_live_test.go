@@ -17,6 +17,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/journal"
 	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/realtest"
+	"github.com/cgwarden/cgwarden/internal/vmsize"
 )
 
 // rig is a VM tree on the live kernel with a Holder running on it.
@@ -207,7 +208,7 @@ func TestHoldFollowsSizesAndNewPods(t *testing.T) {
 
 	big := r.tree.VMs[2]
 	pods := r.tree.Pods()
-	pods[2].Annotation[metadata.AnnotationCPU] = "2"
+	pods[2].Annotation[vmsize.AnnotationCPU] = "2"
 	from := time.Now()
 	r.meta.Store(metadata.NewSet(pods))
 	took := r.waitFor("following the size change", from, time.Second, func() bool {
@@ -220,7 +221,7 @@ func TestHoldFollowsSizesAndNewPods(t *testing.T) {
 	from = time.Now()
 	vm := r.tree.AddVM(1500)
 	pods = r.tree.Pods()
-	pods[2].Annotation[metadata.AnnotationCPU] = "2"
+	pods[2].Annotation[vmsize.AnnotationCPU] = "2"
 	r.meta.Store(metadata.NewSet(pods))
 	took = r.waitFor("weighing a new sized pod", from, time.Second, func() bool {
 		return r.tree.Weight(vm.Rel) == r.tree.PodWeight(fairness.MilliCPUToShares(1500)) &&
@@ -259,7 +260,7 @@ func TestHoldReadsSizesWhenNotified(t *testing.T) {
 	r.start()
 	big := r.tree.VMs[2]
 	pods := r.tree.Pods()
-	pods[2].Annotation[metadata.AnnotationCPU] = "2"
+	pods[2].Annotation[vmsize.AnnotationCPU] = "2"
 	r.meta.Store(metadata.NewSet(pods))
 	// Nothing says the sizes changed: no timer reads them.
 	time.Sleep(500 * time.Millisecond)
@@ -332,7 +333,7 @@ func TestHoldGivesTheTierBackWithTheLastSizedPod(t *testing.T) {
 		// maps): Pods() lists the VMs in order, then the Burstable pod.
 		pods := r.tree.Pods()
 		for _, p := range pods[:i+1] {
-			delete(p.Annotation, metadata.AnnotationCPU)
+			delete(p.Annotation, vmsize.AnnotationCPU)
 		}
 		left = left[1:]
 		from := time.Now()
@@ -416,7 +417,7 @@ func TestReplanLeavesAResetToTheRestorePath(t *testing.T) {
 		from := time.Now()
 		r.tree.S.Write(tier, r.tree.WeightFile(), strconv.FormatUint(r.tree.PodWeight(fairness.MinShares), 10))
 		pods := r.tree.Pods()
-		pods[2].Annotation[metadata.AnnotationCPU] = size
+		pods[2].Annotation[vmsize.AnnotationCPU] = size
 		r.meta.Store(metadata.NewSet(pods))
 		milli, _ := strconv.ParseInt(size, 10, 64)
 		want := r.tree.PodWeight(fairness.MilliCPUToShares(1000 * milli))

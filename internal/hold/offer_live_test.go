@@ -16,6 +16,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/mounts"
 	"github.com/cgwarden/cgwarden/internal/realtest"
+	"github.com/cgwarden/cgwarden/internal/vmsize"
 )
 
 // countingLoop is a node loop that scans the scratch tree when asked
@@ -129,7 +130,7 @@ func TestOfferedScansNeedNoScansOfTheirOwn(t *testing.T) {
 	// Ten resync periods: each plans from an offered scan.
 	time.Sleep(10 * resync)
 	pods := tree.Pods()
-	pods[2].Annotation[metadata.AnnotationCPU] = "2"
+	pods[2].Annotation[vmsize.AnnotationCPU] = "2"
 	meta.Store(metadata.NewSet(pods))
 	waitFor("following a size changed in an offered scan", time.Second, func() bool {
 		return tree.Weight(tree.VMs[2].Rel) == tree.PodWeight(fairness.MilliCPUToShares(2000)) &&

@@ -11,6 +11,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/fairness"
 	"github.com/cgwarden/cgwarden/internal/layout"
 	"github.com/cgwarden/cgwarden/internal/metadata"
+	"github.com/cgwarden/cgwarden/internal/vmsize"
 	"github.com/cgwarden/cgwarden/internal/weights"
 )
 
@@ -175,7 +176,7 @@ func Metadata(namespace string, vms []Pod, others ...Pod) []metadata.Pod {
 	var out []metadata.Pod
 	for _, p := range vms {
 		out = append(out, metadata.Pod{UID: p.UID, Name: p.Name, Namespace: namespace, QoS: layout.BestEffort,
-			Annotation:      map[string]string{metadata.AnnotationCPU: strconv.FormatInt(p.MilliCPU, 10) + "m"},
+			Annotation:      map[string]string{vmsize.AnnotationCPU: strconv.FormatInt(p.MilliCPU, 10) + "m"},
 			RequestMilliCPU: &zero, LimitMilliCPU: &zero,
 			Containers: []metadata.Container{{Name: "vm", ID: p.ContainerID, RequestMilliCPU: &zero}}})
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/fairness"
 	"github.com/cgwarden/cgwarden/internal/layout"
 	"github.com/cgwarden/cgwarden/internal/metadata"
+	"github.com/cgwarden/cgwarden/internal/vmsize"
 )
 
 // memory records what a tree made: directories in order, file contents.
@@ -113,7 +114,7 @@ func TestMetadata(t *testing.T) {
 	g, _ := n.NewPod("app", layout.Guaranteed, 1000)
 	set := metadata.NewSet(Metadata("demo", []Pod{vm}, g))
 	pv, ok := set.ByContainer(vm.ContainerID)
-	if !ok || pv.UID != vm.UID || pv.Annotation[metadata.AnnotationCPU] != "2000m" || pv.QoS != layout.BestEffort || pv.Containers[0].ID != vm.ContainerID {
+	if !ok || pv.UID != vm.UID || pv.Annotation[vmsize.AnnotationCPU] != "2000m" || pv.QoS != layout.BestEffort || pv.Containers[0].ID != vm.ContainerID {
 		t.Errorf("VM pod: %+v", pv)
 	}
 	pg, ok := set.Pod(g.UID)

@@ -67,8 +67,7 @@ type Set struct {
 	byName      map[string]*Pod   // "namespace/name" and bare name when unique
 	sizes       map[string]Size   // by pod UID
 	via         map[string]string // the VM object of each size, by pod UID
-	byLabel     map[string]string // sizes tied to their pod by its label only: the label, by pod UID
-	vms         map[string]string // every VM object known: its UID by vmKey
+	claims      map[string]claim  // VMs pods claim without the VM's status naming them, by pod UID
 	trust       Trust
 }
 
@@ -77,7 +76,7 @@ type Set struct {
 // the node's runtime or API server) sets its own with SetTrust.
 func NewSet(pods []Pod) *Set {
 	s := &Set{byUID: map[string]*Pod{}, byContainer: map[string]*Pod{}, byName: map[string]*Pod{}, sizes: map[string]Size{},
-		via: map[string]string{}, byLabel: map[string]string{}, vms: map[string]string{}, trust: OperatorTrust("the pod metadata given")}
+		via: map[string]string{}, claims: map[string]claim{}, trust: OperatorTrust("the pod metadata given")}
 	seen := map[string]int{}
 	for i := range pods {
 		p := &pods[i]

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/cgwarden/cgwarden/internal/layout"
+	"github.com/cgwarden/cgwarden/internal/vmsize"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
@@ -114,7 +115,7 @@ func FromAPI(k *corev1.Pod) Pod {
 }
 
 // OwnAnnotations keeps of a pod's annotations the cgwarden.io/ ones, the
-// only ones cgwarden reads (AnnotationCPU, the VM container's); nil when
+// only ones cgwarden reads (vmsize.AnnotationCPU, the VM container's); nil when
 // there are none. Others (kubectl's last-applied-configuration among them)
 // can be kilobytes a pod.
 func OwnAnnotations(a map[string]string) map[string]string {
@@ -249,36 +250,18 @@ func computeQoS(k *corev1.Pod) corev1.PodQOSClass {
 	return corev1.PodQOSBurstable
 }
 
-// hugeExponent finds a quantity with an exponent of four digits or more:
-// apimachinery's resource.ParseQuantity computes such a number in full
-// ("9e2337203372" does not return), so hostile input must not reach it.
-// The API server never stores one: no resource is that large or small.
-var (
-	hugeExponent     = regexp.MustCompile(`^\s*[+-]?[0-9.]+[eE][-+]?[0-9]{4,}\s*$`)
-	hugeExponentJSON = regexp.MustCompile(`(?:"|[:\[,]\s*)[+-]?[0-9.]+[eE][-+]?[0-9]{4,}(?:"|\s*[,\]}])`)
-)
+// hugeExponentJSON finds, in a whole file, a quantity with an exponent of
+// four digits or more (see vmsize.Quantity: apimachinery's
+// resource.ParseQuantity computes such a number in full, so hostile input
+// must not reach it; the API server never stores one).
+var hugeExponentJSON = regexp.MustCompile(`(?:"|[:\[,]\s*)[+-]?[0-9.]+[eE][-+]?[0-9]{4,}(?:"|\s*[,\]}])`)
 
 // TierCPU parses --max-tier-cpu (serve and fix alike): a CPU quantity above
-// 0 and at most MaxSizeMilliCPU, in milli-CPU.
+// 0 and at most vmsize.MaxMilliCPU, in milli-CPU.
 func TierCPU(s string) (int64, error) {
-	m, err := Quantity(s)
-	if err != nil || m <= 0 || m > MaxSizeMilliCPU {
-		return 0, fmt.Errorf("--max-tier-cpu %q: want a CPU quantity above 0 and at most %d CPUs", s, MaxSizeMilliCPU/1000)
+	m, err := vmsize.Quantity(s)
+	if err != nil || m <= 0 || m > vmsize.MaxMilliCPU {
+		return 0, fmt.Errorf("--max-tier-cpu %q: want a CPU quantity above 0 and at most %d CPUs", s, vmsize.MaxMilliCPU/1000)
 	}
 	return m, nil
-}
-
-// Quantity parses a CPU quantity ("250m", "0.25", "4") into milli-CPU.
-func Quantity(s string) (int64, error) {
-	if len(s) > 64 || hugeExponent.MatchString(s) {
-		return 0, fmt.Errorf("CPU quantity %.64q: too long or too large an exponent for a CPU size", s)
-	}
-	q, err := resource.ParseQuantity(strings.TrimSpace(s))
-	if err != nil {
-		return 0, fmt.Errorf("CPU quantity %q: %w", s, err)
-	}
-	if q.Sign() < 0 {
-		return 0, fmt.Errorf("CPU quantity %q is negative", s)
-	}
-	return q.MilliValue(), nil
 }

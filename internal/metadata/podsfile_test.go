@@ -74,19 +74,6 @@ func TestReadPodsFileNamesTheFile(t *testing.T) {
 	}
 }
 
-func TestQuantity(t *testing.T) {
-	for in, want := range map[string]int64{"250m": 250, "0.25": 250, "4": 4000, " 1 ": 1000} {
-		if got, err := Quantity(in); err != nil || got != want {
-			t.Errorf("Quantity(%q) = %d, %v", in, got, err)
-		}
-	}
-	for _, in := range []string{"", "abc", "-1"} {
-		if _, err := Quantity(in); err == nil {
-			t.Errorf("Quantity(%q) accepted", in)
-		}
-	}
-}
-
 func TestNilSet(t *testing.T) {
 	var s *Set
 	if _, ok := s.Pod("x"); ok || s.Len() != 0 || s.Pods() != nil {

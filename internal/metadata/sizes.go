@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/cgwarden/cgwarden/internal/vmsize"
 )
 
 // Size is a pod's real CPU size and where it came from.
@@ -14,9 +16,6 @@ type Size struct {
 	// Source: "neonvm", "kubevirt", "annotation", "requests", "limits".
 	Source string
 }
-
-// AnnotationCPU is cgwarden's own annotation for a pod's real size.
-const AnnotationCPU = "cgwarden.io/cpu"
 
 // SetSize records a declared size for a pod (from a VM object).
 func (s *Set) SetSize(uid string, sz Size) {
@@ -45,54 +44,47 @@ type Origin struct {
 	Ignored string
 }
 
-// Origin says where the declared size of pod uid comes from (see Trust
-// for what is believed): a VM object matched to the pod, else a NeonVM
-// runner's -vmspec, else the cgwarden.io/cpu annotation. ok is false when
-// nothing declares a size.
+// Origin says where the declared size of pod uid comes from, or why it
+// is not believed (see Trust): a VM object whose status names the pod,
+// else a VM the pod only claims, else a NeonVM runner's -vmspec, else the
+// cgwarden.io/cpu annotation. ok is false when nothing declares a size.
 func (s *Set) Origin(uid string) (o Origin, ok bool) {
 	if s == nil {
 		return Origin{}, false
 	}
 	if sz, found := s.sizes[uid]; found {
-		o = Origin{Source: sz.Source, Via: "VM object", DeclaredMilliCPU: sz.MilliCPU}
-		if v := s.via[uid]; v != "" {
-			o.Via = "VM object " + v
-		}
-		if label := s.byLabel[uid]; label != "" {
-			o.Via += fmt.Sprintf(" (by the pod's label %s only)", label)
-			if !s.trust.PodClaims {
-				o.Ignored = "not believed: the pod is neither owned (ownerReferences) by that VM nor named by its status; any pod can carry the label"
-				return o, true
-			}
-			o.Trusted = s.trust.TrustedBy
-		}
+		o = Origin{Source: sz.Source, Via: "VM object " + s.via[uid] + " (its status names the pod)", DeclaredMilliCPU: sz.MilliCPU}
 		return s.trust.take(o), true
 	}
 	p, found := s.byUID[uid]
 	if !found {
 		return Origin{}, false
 	}
+	if c, found := s.claims[uid]; found {
+		o = Origin{Source: c.vm.Kind, Via: fmt.Sprintf("VM object %s (claimed by the pod's %s)", c.vm.ID(), c.how), DeclaredMilliCPU: c.vm.MilliCPU}
+		if s.trust.PodClaims && !c.second {
+			o.Trusted = s.trust.TrustedBy
+			return s.trust.take(o), true
+		}
+		o.Ignored = "not believed: " + c.why + "; the API server checks no pod's ownerReferences or labels"
+		return o, true
+	}
 	var runner Origin
 	if p.VMSize != nil {
 		runner = Origin{Source: p.VMSize.Source, Via: "the runner's -vmspec", DeclaredMilliCPU: p.VMSize.MilliCPU}
-		why := s.runnerDistrust(p)
-		switch {
-		case why == "":
-			runner.Via += fmt.Sprintf(" (owned by NeonVM VirtualMachine %s/%s, which exists)", p.Namespace, p.neonVMOwner().Name)
-			return s.trust.take(runner), true
-		case s.trust.PodClaims:
+		if s.trust.PodClaims {
 			runner.Trusted = s.trust.TrustedBy
 			return s.trust.take(runner), true
 		}
-		runner.Ignored = "not believed: " + why
+		runner.Ignored = "not believed: a pod's own arguments are not its size; no VM object's status names the pod"
 	}
-	a, found := p.Annotation[AnnotationCPU]
+	a, found := p.Annotation[vmsize.AnnotationCPU]
 	if !found {
 		// A runner's -vmspec not believed, or nothing at all.
 		return runner, p.VMSize != nil
 	}
-	o = Origin{Source: "annotation", Via: fmt.Sprintf("annotation %s=%q", AnnotationCPU, a)}
-	m, err := Quantity(a)
+	o = Origin{Source: "annotation", Via: fmt.Sprintf("annotation %s=%q", vmsize.AnnotationCPU, a)}
+	m, err := vmsize.Quantity(a)
 	if err == nil {
 		o.DeclaredMilliCPU = m
 	}
@@ -115,12 +107,8 @@ func (s *Set) Origin(uid string) (o Origin, ok bool) {
 // take checks a stated size and caps it at the node's allocatable CPU.
 func (t Trust) take(o Origin) Origin {
 	m := o.DeclaredMilliCPU
-	switch {
-	case m <= 0:
-		o.Ignored = fmt.Sprintf("%dm: a size must be above 0", m)
-		return o
-	case m > MaxSizeMilliCPU:
-		o.Ignored = fmt.Sprintf("%dm: above %d CPUs, which no node has", m, MaxSizeMilliCPU/1000)
+	if err := vmsize.Check(m); err != nil {
+		o.Ignored = err.Error()
 		return o
 	}
 	o.MilliCPU = m
@@ -132,33 +120,11 @@ func (t Trust) take(o Origin) Origin {
 	return o
 }
 
-// runnerDistrust says why a NeonVM runner's own -vmspec is not believed
-// ("" when it is): the pod must be owned by a NeonVM VirtualMachine, and
-// that VirtualMachine must be one the Set knows (ApplyVMs), with the UID
-// the owner reference names. Anyone who can create a pod can write a
-// -vmspec argument; only the NeonVM controller creates pods its
-// VirtualMachines own.
-func (s *Set) runnerDistrust(p *Pod) string {
-	o := p.neonVMOwner()
-	if o == nil {
-		return "the pod is not owned (ownerReferences) by a NeonVM VirtualMachine"
-	}
-	id := fmt.Sprintf("NeonVM VirtualMachine %s/%s", p.Namespace, o.Name)
-	uid, known := s.vms[vmKey("neonvm", p.Namespace, o.Name)]
-	switch {
-	case !known:
-		return "its owner " + id + " is not known to exist (the agent reads VirtualMachines from the API server; offline, give them with --vms)"
-	case uid != "" && o.UID != "" && uid != o.UID:
-		return fmt.Sprintf("its owner reference names %s with UID %s, but that VirtualMachine's UID is %s", id, o.UID, uid)
-	}
-	return ""
-}
-
 // neonVMOwner is the pod's NeonVM VirtualMachine owner reference, if any.
 func (p *Pod) neonVMOwner() *Owner {
 	for i, o := range p.Owners {
 		group, _, _ := strings.Cut(o.APIVersion, "/")
-		if group == "vm.neon.tech" && o.Kind == "VirtualMachine" && o.Name != "" {
+		if group == vmsize.NeonVMGroup && o.Kind == "VirtualMachine" && o.Name != "" {
 			return &p.Owners[i]
 		}
 	}
@@ -212,17 +178,12 @@ func (s *Set) Size(uid string) (Size, bool) {
 	return Size{}, false
 }
 
-// MaxSizeMilliCPU is the largest declared size cgwarden believes: 8192
-// CPUs, the NR_CPUS Debian's amd64 kernels are built with. A larger
-// annotation or VM size is a typo or hostile input, not a machine.
-const MaxSizeMilliCPU = 8192 * 1000
-
 // DeclaredSize is the size the VM weights fix sizes a BestEffort pod by:
 // its Origin, when taken. Unlike Size it never falls back to limits or
 // requests: a pod that has them is not BestEffort, and the kubelet already
 // weighs it from its requests. ok is false when nothing declares a size;
 // err says why a declared size is refused (not trusted, not a quantity,
-// zero, negative, or above MaxSizeMilliCPU), and then ok is false too.
+// zero, negative, or above vmsize.MaxMilliCPU), and then ok is false too.
 func (s *Set) DeclaredSize(uid string) (sz Size, ok bool, err error) {
 	o, found := s.Origin(uid)
 	switch {

@@ -3,21 +3,23 @@ package metadata
 import (
 	"strings"
 	"testing"
+
+	"github.com/cgwarden/cgwarden/internal/vmsize"
 )
 
-// FuzzDeclaredSize: any annotation gives a size within (0, MaxSizeMilliCPU]
+// FuzzDeclaredSize: any annotation gives a size within (0, vmsize.MaxMilliCPU]
 // or a reason, never a panic and never both.
 func FuzzDeclaredSize(f *testing.F) {
 	for _, s := range []string{"4", "250m", "0", "-1", "1e12", "8192", "8193", "0.5", "", "x", "1Ki", "9223372036854775807"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, a string) {
-		set := NewSet([]Pod{{UID: "u", Annotation: map[string]string{AnnotationCPU: a}}})
+		set := NewSet([]Pod{{UID: "u", Annotation: map[string]string{vmsize.AnnotationCPU: a}}})
 		sz, ok, err := set.DeclaredSize("u")
 		switch {
 		case ok && err != nil:
 			t.Fatalf("%q: a size and an error", a)
-		case ok && (sz.MilliCPU <= 0 || sz.MilliCPU > MaxSizeMilliCPU):
+		case ok && (sz.MilliCPU <= 0 || sz.MilliCPU > vmsize.MaxMilliCPU):
 			t.Fatalf("%q: size %dm accepted", a, sz.MilliCPU)
 		case !ok && err == nil:
 			t.Fatalf("%q: neither a size nor a reason", a)
@@ -27,13 +29,13 @@ func FuzzDeclaredSize(f *testing.F) {
 
 func TestDeclaredSizeSources(t *testing.T) {
 	set := NewSet([]Pod{
-		{UID: "a", Annotation: map[string]string{AnnotationCPU: "2"}},
-		{UID: "b", Namespace: "n", VMSize: &Size{MilliCPU: 4000, Source: "neonvm"}, Annotation: map[string]string{AnnotationCPU: "1"},
+		{UID: "a", Annotation: map[string]string{vmsize.AnnotationCPU: "2"}},
+		{UID: "b", Namespace: "n", VMSize: &Size{MilliCPU: 4000, Source: "neonvm"}, Annotation: map[string]string{vmsize.AnnotationCPU: "1"},
 			Owners: []Owner{{APIVersion: "vm.neon.tech/v1", Kind: "VirtualMachine", Name: "vm-b"}}},
 		{UID: "c", RequestMilliCPU: ptr(500)},
 	})
-	set.ApplyVMs([]VM{{Kind: "neonvm", Namespace: "n", Name: "vm-b", MilliCPU: 4000, PodLabel: LabelNeonVM}}) // exists; labels no pod
-	set.SetSize("d", Size{MilliCPU: 3000, Source: "kubevirt"})                                                // no such pod: sizes are by UID anyway
+	set.ApplyVMs([]VM{{Kind: "neonvm", Namespace: "n", Name: "vm-b", MilliCPU: 4000, PodLabel: vmsize.LabelNeonVM}}) // exists; labels no pod
+	set.SetSize("d", Size{MilliCPU: 3000, Source: "kubevirt"})                                                       // no such pod: sizes are by UID anyway
 	for uid, want := range map[string]int64{"a": 2000, "b": 4000, "d": 3000} {
 		sz, ok, err := set.DeclaredSize(uid)
 		if !ok || err != nil || sz.MilliCPU != want {
@@ -50,7 +52,7 @@ func ptr(v int64) *int64 { return &v }
 // A quantity with a huge exponent would hang apimachinery's parser: it is
 // refused before it gets there, in an annotation and in a pods file.
 func TestHugeExponentRefused(t *testing.T) {
-	if _, err := Quantity("9e2337203372"); err == nil {
+	if _, err := vmsize.Quantity("9e2337203372"); err == nil {
 		t.Error("9e2337203372 accepted")
 	}
 	for _, q := range []string{`"9e2337203372"`, `9e2337203372`} {
@@ -58,24 +60,5 @@ func TestHugeExponentRefused(t *testing.T) {
 		if _, err := ParsePods(strings.NewReader(file)); err == nil || !strings.Contains(err.Error(), "exponent") {
 			t.Errorf("pods file with cpu %s: %v", q, err)
 		}
-	}
-}
-
-// A dynamic client decodes integral JSON numbers as int64, a JSON file
-// reader as float64: both are sizes.
-func TestVMFromObjectNumbers(t *testing.T) {
-	for _, use := range []any{int64(3), float64(3), "3", "3000m"} {
-		vm, err := VMFromObject(map[string]any{"apiVersion": "vm.neon.tech/v1", "kind": "VirtualMachine",
-			"metadata": map[string]any{"name": "db", "namespace": "n"},
-			"spec":     map[string]any{"guest": map[string]any{"cpus": map[string]any{"use": use}}}})
-		if err != nil || vm.MilliCPU != 3000 {
-			t.Errorf("use %T %v: %+v, %v", use, use, vm, err)
-		}
-	}
-	vm, err := VMFromObject(map[string]any{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
-		"metadata": map[string]any{"name": "v", "namespace": "n"},
-		"spec":     map[string]any{"domain": map[string]any{"cpu": map[string]any{"sockets": int64(2), "cores": int64(2)}}}})
-	if err != nil || vm.MilliCPU != 4000 {
-		t.Errorf("KubeVirt with int64 counts: %+v, %v", vm, err)
 	}
 }

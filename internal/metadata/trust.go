@@ -39,7 +39,7 @@ type Trust struct {
 	PodClaims bool
 	// AllocatableMilliCPU caps every size: the node's allocatable CPU
 	// (Node status.allocatable.cpu). 0 when unknown; AllocatableUnknown
-	// then says why, and sizes are not capped (only MaxSizeMilliCPU holds).
+	// then says why, and sizes are not capped (only vmsize.MaxMilliCPU holds).
 	AllocatableMilliCPU int64
 	AllocatableUnknown  string
 }

@@ -3,19 +3,22 @@ package metadata
 import (
 	"strings"
 	"testing"
+
+	"github.com/cgwarden/cgwarden/internal/vmsize"
 )
 
 // TestOrigin is each trust decision: which declared sizes are taken, which
 // are capped, and why the others are not.
 func TestOrigin(t *testing.T) {
 	vmOwner := []Owner{{APIVersion: "vm.neon.tech/v1", Kind: "VirtualMachine", Name: "db", UID: "vm-uid"}}
-	ann := func(v string) map[string]string { return map[string]string{AnnotationCPU: v} }
+	ann := func(v string) map[string]string { return map[string]string{vmsize.AnnotationCPU: v} }
 	runner := &Size{MilliCPU: 4000, Source: "neonvm"}
 	flag := Trust{Annotations: "team-a,team-b", TrustedBy: "--trust-size-annotations", Untrusted: "not in --trust-size-annotations",
 		AllocatableMilliCPU: 2000}
 	none := Trust{Untrusted: "the size policy is not installed", AllocatableMilliCPU: 2000}
 	all := Trust{Annotations: AllNamespaces, TrustedBy: "the size policy is installed", AllocatableMilliCPU: 8000}
-	existing := []VM{{Kind: "neonvm", Namespace: "team-a", Name: "db", UID: "vm-uid", MilliCPU: 1000, PodLabel: LabelNeonVM}}
+	existing := []VM{{Kind: "neonvm", Namespace: "team-a", Name: "db", UID: "vm-uid", MilliCPU: 1000, PodLabel: vmsize.LabelNeonVM}}
+	attested := []VM{{Kind: "neonvm", Namespace: "team-a", Name: "db", UID: "vm-uid", MilliCPU: 1000, PodLabel: vmsize.LabelNeonVM, PodName: "p"}}
 	cases := []struct {
 		name  string
 		trust Trust
@@ -38,49 +41,44 @@ func TestOrigin(t *testing.T) {
 		{name: "garbage annotation", trust: all, pod: Pod{Namespace: "n", Annotation: ann("lots")}, says: "lots"},
 		{name: "allocatable unknown: said, not invented", trust: Trust{Annotations: "*", AllocatableUnknown: "the Node object is not readable"},
 			pod: Pod{Namespace: "n", Annotation: ann("64")}, want: 64000},
-		{name: "-vmspec without an owner", trust: all, pod: Pod{Namespace: "team-a", VMSize: runner},
-			says: "not owned (ownerReferences) by a NeonVM VirtualMachine"},
-		{name: "-vmspec, owner does not exist", trust: all, pod: Pod{Namespace: "team-a", VMSize: runner, Owners: vmOwner},
-			says: "not known to exist"},
-		{name: "-vmspec, owner of another UID", trust: all, pod: Pod{Namespace: "team-a", VMSize: runner,
-			Owners: []Owner{{APIVersion: "vm.neon.tech/v1", Kind: "VirtualMachine", Name: "db", UID: "forged"}}}, vms: existing,
-			says: "UID forged"},
-		{name: "-vmspec, owner in another namespace", trust: all, pod: Pod{Namespace: "team-b", VMSize: runner, Owners: vmOwner}, vms: existing,
-			says: "not known to exist"},
-		// The owner exists: the VM object itself sizes its pod (its live
-		// size, over the -vmspec the pod was started with).
-		{name: "-vmspec, owner exists", trust: all, pod: Pod{Namespace: "team-a", VMSize: runner, Owners: vmOwner}, vms: existing, want: 1000,
-			says: "VM object NeonVM VirtualMachine team-a/db"},
-		{name: "-vmspec, owner exists, capped", trust: Trust{AllocatableMilliCPU: 500}, pod: Pod{Namespace: "team-a", VMSize: runner, Owners: vmOwner},
-			vms: existing, want: 500, says: "capped"},
+		// A pod's own arguments, owner references and labels are claims:
+		// the API server checks none of them.
+		{name: "-vmspec", trust: all, pod: Pod{Namespace: "team-a", VMSize: runner},
+			says: "a pod's own arguments are not its size"},
+		{name: "-vmspec, owner reference to a VM that names no pod", trust: all, pod: Pod{Namespace: "team-a", VMSize: runner, Owners: vmOwner},
+			vms: existing, says: "claimed by the pod's ownerReferences) |  |  | not believed: its status names no pod"},
+		{name: "owner reference, the VM's status names another pod", trust: all, pod: Pod{Namespace: "team-a", Owners: vmOwner},
+			vms:  []VM{{Kind: "neonvm", Namespace: "team-a", Name: "db", UID: "vm-uid", MilliCPU: 1000, PodLabel: vmsize.LabelNeonVM, PodName: "db-runner"}},
+			says: "its status names pod db-runner"},
+		{name: "owner reference in another namespace", trust: all, pod: Pod{Namespace: "team-b", VMSize: runner, Owners: vmOwner}, vms: existing,
+			says: "a pod's own arguments are not its size"},
+		// The VM's status names the pod: its live size, over the -vmspec
+		// the pod was started with, whatever the pod says of itself.
+		{name: "-vmspec, VM names the pod", trust: all, pod: Pod{Namespace: "team-a", VMSize: runner}, vms: attested, want: 1000,
+			says: "VM object NeonVM VirtualMachine team-a/db (its status names the pod)"},
+		{name: "VM names the pod, capped", trust: Trust{AllocatableMilliCPU: 500}, pod: Pod{Namespace: "team-a", VMSize: runner, Owners: vmOwner},
+			vms: attested, want: 500, says: "capped"},
 		{name: "-vmspec not believed, trusted annotation taken", trust: flag, pod: Pod{Namespace: "team-a", VMSize: runner, Annotation: ann("1")},
 			want: 1000},
-		{name: "-vmspec owned by something else", trust: all, pod: Pod{Namespace: "team-a", VMSize: runner,
-			Owners: []Owner{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "db"}}}, vms: existing, says: "not owned"},
-		{name: "VM object, no annotation trust needed", trust: none, pod: Pod{Namespace: "team-a", Labels: map[string]string{LabelNeonVM: "db"},
-			Owners: vmOwner, Annotation: ann("64")}, vms: existing, want: 1000, says: "VM object NeonVM VirtualMachine team-a/db"},
-		{name: "VM object above allocatable", trust: Trust{AllocatableMilliCPU: 500}, pod: Pod{Namespace: "team-a",
-			Labels: map[string]string{LabelNeonVM: "db"}, Owners: vmOwner}, vms: existing, want: 500, says: "capped"},
-		{name: "VM object, pod named by its status", trust: none, pod: Pod{Namespace: "team-a"},
-			vms:  []VM{{Kind: "neonvm", Namespace: "team-a", Name: "db", UID: "vm-uid", MilliCPU: 1000, PodLabel: LabelNeonVM, PodName: "p"}},
-			want: 1000, says: "VM object NeonVM VirtualMachine team-a/db"},
+		{name: "VM object, no annotation trust needed", trust: none, pod: Pod{Namespace: "team-a", Labels: map[string]string{vmsize.LabelNeonVM: "db"},
+			Owners: vmOwner, Annotation: ann("64")}, vms: attested, want: 1000, says: "VM object NeonVM VirtualMachine team-a/db"},
 		{name: "KubeVirt VMI, pod among its activePods", trust: none, pod: Pod{Namespace: "vms"},
-			vms:  []VM{{Kind: "kubevirt", Namespace: "vms", Name: "big", MilliCPU: 2000, PodLabel: LabelKubeVirt, PodUIDs: []string{"u"}}},
+			vms:  []VM{{Kind: "kubevirt", Namespace: "vms", Name: "big", MilliCPU: 2000, PodLabel: vmsize.LabelKubeVirt, PodUIDs: []string{"u"}}},
 			want: 2000, says: "VM object KubeVirt VMI vms/big"},
-		// Anyone who can create a pod can label it: the VM's size is not
-		// the label's.
-		{name: "VM label only", trust: all, pod: Pod{Namespace: "team-a", Labels: map[string]string{LabelNeonVM: "db"}}, vms: existing,
-			says: "by the pod's label vm.neon.tech/name=db only"},
-		{name: "VM label only, with a -vmspec", trust: all, pod: Pod{Namespace: "team-a", Labels: map[string]string{LabelNeonVM: "db"}, VMSize: runner},
-			vms: existing, says: "neither owned (ownerReferences) by that VM nor named by its status"},
-		{name: "VM label, owner reference of another UID", trust: all, pod: Pod{Namespace: "team-a", Labels: map[string]string{LabelNeonVM: "db"},
-			Owners: []Owner{{APIVersion: "vm.neon.tech/v1", Kind: "VirtualMachine", Name: "db", UID: "forged"}}}, vms: existing,
-			says: "label vm.neon.tech/name=db only"},
-		{name: "KubeVirt label only", trust: all, pod: Pod{Namespace: "vms", Labels: map[string]string{LabelKubeVirt: "big"}},
-			vms: []VM{{Kind: "kubevirt", Namespace: "vms", Name: "big", MilliCPU: 2000, PodLabel: LabelKubeVirt}}, says: "kubevirt.io/domain=big only"},
+		{name: "KubeVirt VMI, activePods names another pod", trust: all, pod: Pod{Namespace: "vms", Labels: map[string]string{vmsize.LabelKubeVirt: "big"},
+			Owners: []Owner{{APIVersion: "kubevirt.io/v1", Kind: "VirtualMachineInstance", Name: "big"}}},
+			vms:  []VM{{Kind: "kubevirt", Namespace: "vms", Name: "big", MilliCPU: 2000, PodLabel: vmsize.LabelKubeVirt, PodUIDs: []string{"other"}}},
+			says: "its status names pods other"},
+		{name: "VM label only", trust: all, pod: Pod{Namespace: "team-a", Labels: map[string]string{vmsize.LabelNeonVM: "db"}}, vms: existing,
+			says: "claimed by the pod's label vm.neon.tech/name=db"},
+		{name: "KubeVirt label only", trust: all, pod: Pod{Namespace: "vms", Labels: map[string]string{vmsize.LabelKubeVirt: "big"}},
+			vms: []VM{{Kind: "kubevirt", Namespace: "vms", Name: "big", MilliCPU: 2000, PodLabel: vmsize.LabelKubeVirt}}, says: "kubevirt.io/domain=big"},
+		// The operator's own file (VMs read by kubectl may carry no status).
 		{name: "operator's file: VM label only", trust: OperatorTrust("the pods file"), pod: Pod{Namespace: "team-a",
-			Labels: map[string]string{LabelNeonVM: "db"}}, vms: existing, want: 1000, says: "the pods file"},
-		{name: "operator's file: -vmspec without an owner", trust: OperatorTrust("the pods file"), pod: Pod{Namespace: "n", VMSize: runner},
+			Labels: map[string]string{vmsize.LabelNeonVM: "db"}}, vms: existing, want: 1000, says: "the pods file"},
+		{name: "operator's file: owner reference", trust: OperatorTrust("the pods file"), pod: Pod{Namespace: "team-a", Owners: vmOwner},
+			vms: existing, want: 1000, says: "claimed by the pod's ownerReferences"},
+		{name: "operator's file: -vmspec", trust: OperatorTrust("the pods file"), pod: Pod{Namespace: "n", VMSize: runner},
 			want: 4000, says: "the pods file"},
 		{name: "operator's file", trust: OperatorTrust("the pods file"), pod: Pod{Namespace: "n", Annotation: ann("3")}, want: 3000,
 			says: "the pods file"},
@@ -110,36 +108,37 @@ func TestOrigin(t *testing.T) {
 	}
 }
 
-// TestVMSizeGoesToItsOwnPod: a tenant's pod labelled like a VM, with a
-// lower UID than the VM's runner, does not take the VM's size from the
-// runner the VM owns, nor does it get one itself.
+// TestVMSizeGoesToItsOwnPod: tenants' pods that claim a VM — its label,
+// an owner reference with its UID, both — with lower UIDs than the VM's
+// runner, do not take the VM's size from the runner its status names, nor
+// get one themselves; each is told why.
 func TestVMSizeGoesToItsOwnPod(t *testing.T) {
-	vm := VM{Kind: "neonvm", Namespace: "team-a", Name: "db", UID: "vm-uid", MilliCPU: 3000, PodLabel: LabelNeonVM}
-	label := map[string]string{LabelNeonVM: "db"}
+	vm := VM{Kind: "neonvm", Namespace: "team-a", Name: "db", UID: "vm-uid", MilliCPU: 3000, PodLabel: vmsize.LabelNeonVM, PodName: "db-runner"}
+	label := map[string]string{vmsize.LabelNeonVM: "db"}
+	owner := []Owner{{APIVersion: "vm.neon.tech/v1", Kind: "VirtualMachine", Name: "db", UID: "vm-uid"}}
 	s := NewSet([]Pod{
-		{UID: "a-impostor", Name: "impostor", Namespace: "team-a", Labels: label},
-		{UID: "b-runner", Name: "db-runner", Namespace: "team-a", Labels: label,
-			Owners: []Owner{{APIVersion: "vm.neon.tech/v1", Kind: "VirtualMachine", Name: "db", UID: "vm-uid"}}},
+		{UID: "a-labelled", Name: "impostor", Namespace: "team-a", Labels: label},
+		{UID: "a-owned", Name: "impostor-2", Namespace: "team-a", Labels: label, Owners: owner, VMSize: &Size{MilliCPU: 64000, Source: "neonvm"}},
+		{UID: "b-runner", Name: "db-runner", Namespace: "team-a", Labels: label, Owners: owner},
 	})
-	s.SetTrust(Trust{})
+	s.SetTrust(Trust{Annotations: AllNamespaces})
 	if un := s.ApplyVMs([]VM{vm}); len(un) != 0 {
 		t.Fatalf("unmatched %+v", un)
 	}
 	if sz, ok, err := s.DeclaredSize("b-runner"); !ok || err != nil || sz.MilliCPU != 3000 {
 		t.Errorf("the runner's size: %v %v %v, want 3000m", sz, ok, err)
 	}
-	if sz, ok, err := s.DeclaredSize("a-impostor"); ok || err != nil {
-		t.Errorf("the impostor's size: %v %v %v, want none", sz, ok, err)
-	}
-	if _, ok := s.Origin("a-impostor"); ok {
-		t.Error("the impostor has an origin: nothing declares its size")
+	for _, uid := range []string{"a-labelled", "a-owned"} {
+		if sz, ok, err := s.DeclaredSize(uid); ok || err == nil {
+			t.Errorf("%s's size: %v %v %v, want none, with a reason", uid, sz, ok, err)
+		}
 	}
 }
 
 // An untrusted annotation leaves the audit's size to the pod's own
 // requests or limits, as if it were not there.
 func TestSizeIgnoresUntrusted(t *testing.T) {
-	s := NewSet([]Pod{{UID: "u", Namespace: "n", Annotation: map[string]string{AnnotationCPU: "64"}, RequestMilliCPU: ptr(100)}})
+	s := NewSet([]Pod{{UID: "u", Namespace: "n", Annotation: map[string]string{vmsize.AnnotationCPU: "64"}, RequestMilliCPU: ptr(100)}})
 	s.SetTrust(Trust{})
 	if sz, ok := s.Size("u"); !ok || sz != (Size{100, "requests"}) {
 		t.Errorf("Size = %v %v, want the requests", sz, ok)

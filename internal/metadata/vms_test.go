@@ -6,6 +6,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/cgwarden/cgwarden/internal/vmsize"
 )
 
 func TestParseVMs(t *testing.T) {
@@ -21,16 +23,16 @@ func TestParseVMs(t *testing.T) {
 			 "spec":{"guest":{"cpus":{"min":0.25,"max":4}}}},
 			{"apiVersion":"vm.neon.tech/v1","kind":"VirtualMachine","metadata":{"name":"c","namespace":"ns"},
 			 "spec":{"guest":{"cpus":{"min":"2"}}}}]}`,
-			want: []VM{{"neonvm", "default", "a", 250, LabelNeonVM, "a-x1", "", nil}, {"neonvm", "ns", "b", 4000, LabelNeonVM, "", "", nil},
-				{"neonvm", "ns", "c", 2000, LabelNeonVM, "", "", nil}}},
+			want: []VM{{Kind: "neonvm", Namespace: "default", Name: "a", MilliCPU: 250, PodLabel: vmsize.LabelNeonVM, PodName: "a-x1"}, {Kind: "neonvm", Namespace: "ns", Name: "b", MilliCPU: 4000, PodLabel: vmsize.LabelNeonVM},
+				{Kind: "neonvm", Namespace: "ns", Name: "c", MilliCPU: 2000, PodLabel: vmsize.LabelNeonVM}}},
 		{name: "kubevirt VMI list, defaults of 1", in: `{"kind":"VirtualMachineInstanceList","items":[
 			{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachineInstance","metadata":{"name":"big","namespace":"vms"},
 			 "spec":{"domain":{"cpu":{"sockets":2,"cores":4,"threads":2}}},"status":{"activePods":{"u-old":"n1","u-big":"n2"}}},
 			{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachineInstance","metadata":{"name":"tiny","namespace":"vms"},
 			 "spec":{"domain":{}}}]}`,
-			want: []VM{{"kubevirt", "vms", "big", 16000, LabelKubeVirt, "", "", []string{"u-big", "u-old"}}, {"kubevirt", "vms", "tiny", 1000, LabelKubeVirt, "", "", nil}}},
+			want: []VM{{Kind: "kubevirt", Namespace: "vms", Name: "big", MilliCPU: 16000, PodLabel: vmsize.LabelKubeVirt, PodUIDs: []string{"u-big", "u-old"}}, {Kind: "kubevirt", Namespace: "vms", Name: "tiny", MilliCPU: 1000, PodLabel: vmsize.LabelKubeVirt}}},
 		{name: "single object", in: `{"apiVersion":"vm.neon.tech/v1","kind":"VirtualMachine","metadata":{"name":"s","namespace":"d"},"spec":{"guest":{"cpus":{"use":"1500m"}}}}`,
-			want: []VM{{"neonvm", "d", "s", 1500, LabelNeonVM, "", "", nil}}},
+			want: []VM{{Kind: "neonvm", Namespace: "d", Name: "s", MilliCPU: 1500, PodLabel: vmsize.LabelNeonVM}}},
 		{name: "not json", in: `kind: List`, err: "not a JSON object"},
 		{name: "list without items", in: `{"kind":"List"}`, err: "without items"},
 		{name: "item not object", in: `{"kind":"List","items":[3]}`, err: "item 0 is not an object"},
@@ -39,7 +41,7 @@ func TestParseVMs(t *testing.T) {
 		{name: "no cpus", in: `{"apiVersion":"vm.neon.tech/v1","kind":"VirtualMachine","metadata":{"name":"x"},"spec":{"guest":{}}}`, err: "no spec.guest.cpus"},
 		{name: "bad quantity", in: `{"apiVersion":"vm.neon.tech/v1","kind":"VirtualMachine","metadata":{"name":"x"},"spec":{"guest":{"cpus":{"use":"lots"}}}}`, err: "spec.guest.cpus.use"},
 		{name: "negative", in: `{"apiVersion":"vm.neon.tech/v1","kind":"VirtualMachine","metadata":{"name":"x"},"spec":{"guest":{"cpus":{"use":-1}}}}`, err: "negative"},
-		{name: "zero", in: `{"apiVersion":"vm.neon.tech/v1","kind":"VirtualMachine","metadata":{"name":"x"},"spec":{"guest":{"cpus":{"use":0}}}}`, err: "not positive"},
+		{name: "zero", in: `{"apiVersion":"vm.neon.tech/v1","kind":"VirtualMachine","metadata":{"name":"x"},"spec":{"guest":{"cpus":{"use":0}}}}`, err: "must be above 0"},
 		{name: "fractional sockets", in: `{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachineInstance","metadata":{"name":"x"},"spec":{"domain":{"cpu":{"cores":1.5}}}}`, err: "whole number"},
 	}
 	for _, c := range cases {
@@ -68,18 +70,18 @@ func TestParseVMs(t *testing.T) {
 
 func TestApplyVMs(t *testing.T) {
 	s := NewSet([]Pod{
-		{UID: "u1", Name: "a-x1", Namespace: "default", Labels: map[string]string{LabelNeonVM: "a"}},
-		{UID: "u2", Name: "b-runner", Namespace: "ns", Labels: map[string]string{LabelNeonVM: "b"}},
-		{UID: "u3", Name: "b-runner", Namespace: "other", Labels: map[string]string{LabelNeonVM: "b"}},
+		{UID: "u1", Name: "a-x1", Namespace: "default", Labels: map[string]string{vmsize.LabelNeonVM: "a"}},
+		{UID: "u2", Name: "b-runner", Namespace: "ns", Labels: map[string]string{vmsize.LabelNeonVM: "b"}},
+		{UID: "u3", Name: "b-runner", Namespace: "other", Labels: map[string]string{vmsize.LabelNeonVM: "b"}},
 		{UID: "u4", Name: "c-pod", Namespace: "ns"},
-		{UID: "u5", Name: "virt-launcher-big-abcde", Namespace: "vms", Labels: map[string]string{LabelKubeVirt: "big"}},
+		{UID: "u5", Name: "virt-launcher-big-abcde", Namespace: "vms", Labels: map[string]string{vmsize.LabelKubeVirt: "big"}},
 	})
 	un := s.ApplyVMs([]VM{
-		{"neonvm", "default", "a", 250, LabelNeonVM, "", "", nil},
-		{"neonvm", "ns", "b", 4000, LabelNeonVM, "", "", nil},
-		{"neonvm", "ns", "c", 1000, LabelNeonVM, "c-pod", "", nil}, // found by status.podName
-		{"kubevirt", "vms", "big", 16000, LabelKubeVirt, "", "", []string{"u-big", "u-old"}},
-		{"neonvm", "ns", "gone", 1000, LabelNeonVM, "", "", nil},
+		{Kind: "neonvm", Namespace: "default", Name: "a", MilliCPU: 250, PodLabel: vmsize.LabelNeonVM},
+		{Kind: "neonvm", Namespace: "ns", Name: "b", MilliCPU: 4000, PodLabel: vmsize.LabelNeonVM},
+		{Kind: "neonvm", Namespace: "ns", Name: "c", MilliCPU: 1000, PodLabel: vmsize.LabelNeonVM, PodName: "c-pod"}, // found by status.podName
+		{Kind: "kubevirt", Namespace: "vms", Name: "big", MilliCPU: 16000, PodLabel: vmsize.LabelKubeVirt, PodUIDs: []string{"u-big", "u-old"}},
+		{Kind: "neonvm", Namespace: "ns", Name: "gone", MilliCPU: 1000, PodLabel: vmsize.LabelNeonVM},
 	})
 	if len(un) != 1 || un[0].Name != "gone" {
 		t.Fatalf("unmatched = %+v, want only gone", un)
@@ -91,6 +93,16 @@ func TestApplyVMs(t *testing.T) {
 	}
 	if sz, ok := s.Size("u3"); ok {
 		t.Errorf("pod in another namespace got size %+v", sz)
+	}
+	// A live source's trust: only the pod a VM's status names is sized.
+	s.SetTrust(Trust{})
+	for _, uid := range []string{"u1", "u2", "u5"} {
+		if sz, ok, err := s.DeclaredSize(uid); ok || err == nil || !strings.Contains(err.Error(), "not believed") {
+			t.Errorf("live trust: %s claims its VM by label only: %+v %v %v", uid, sz, ok, err)
+		}
+	}
+	if sz, ok, err := s.DeclaredSize("u4"); !ok || err != nil || sz.MilliCPU != 1000 {
+		t.Errorf("live trust: the pod c's status names: %+v %v %v", sz, ok, err)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cgwarden/cgwarden/internal/metadata"
+	"github.com/cgwarden/cgwarden/internal/vmsize"
 )
 
 // fakeRuntime is a CRI RuntimeService speaking the real protocol over a
@@ -139,7 +140,7 @@ func TestCRIListingUnchangedIsTheSameSlice(t *testing.T) {
 		t.Fatalf("an unchanged listing (in another order) gave a new slice %+v, want the last one %+v", again, first)
 	}
 	rt.mu.Lock()
-	rt.sandboxes[0].Annotations = map[string]string{metadata.AnnotationCPU: "4"}
+	rt.sandboxes[0].Annotations = map[string]string{vmsize.AnnotationCPU: "4"}
 	rt.mu.Unlock()
 	changed := list()
 	if &changed[0] == &first[0] {
@@ -147,7 +148,7 @@ func TestCRIListingUnchangedIsTheSameSlice(t *testing.T) {
 	}
 	var found bool
 	for _, p := range changed {
-		found = found || p.Annotation[metadata.AnnotationCPU] == "4"
+		found = found || p.Annotation[vmsize.AnnotationCPU] == "4"
 	}
 	if !found {
 		t.Fatalf("the new annotation is not in the listing: %+v", changed)

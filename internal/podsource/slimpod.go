@@ -5,6 +5,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/cgwarden/cgwarden/internal/metadata"
+	"github.com/cgwarden/cgwarden/internal/vmsize"
 )
 
 // SlimPod is the pod informer's transform (cache.TransformFunc): it keeps
@@ -35,7 +36,7 @@ func SlimPod(obj any) (any, error) {
 	s.Name, s.Namespace, s.UID, s.ResourceVersion = k.Name, k.Namespace, k.UID, k.ResourceVersion
 	s.Labels, s.OwnerReferences = k.Labels, k.OwnerReferences
 	s.Annotations = metadata.OwnAnnotations(k.Annotations)
-	_, runner := k.Labels[metadata.LabelNeonVM]
+	_, runner := k.Labels[vmsize.LabelNeonVM]
 	s.Spec.InitContainers = slimContainers(k.Spec.InitContainers, false)
 	s.Spec.Containers = slimContainers(k.Spec.Containers, runner)
 	s.Spec.Overhead = slimResources(k.Spec.Overhead)

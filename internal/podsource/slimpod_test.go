@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/cgwarden/cgwarden/internal/metadata"
+	"github.com/cgwarden/cgwarden/internal/vmsize"
 )
 
 // fullPods reads testdata/pods-full.json: whole pods as the API server
@@ -77,8 +78,8 @@ func TestSlimPodYieldsTheSameMetadata(t *testing.T) {
 
 	// The runner's VM object and the VMI, as the agent reads them.
 	vms := []metadata.VM{
-		{Kind: "neonvm", Namespace: "default", Name: "compute-quiet-mode-a1b2c3", MilliCPU: 3000, PodLabel: metadata.LabelNeonVM, UID: "6c1f9a2e-3b4d-4e5f-8a7b-9c0d1e2f3a4b"},
-		{Kind: "kubevirt", Namespace: "vms", Name: "fedora-vm", MilliCPU: 2000, PodLabel: metadata.LabelKubeVirt},
+		{Kind: "neonvm", Namespace: "default", Name: "compute-quiet-mode-a1b2c3", MilliCPU: 3000, PodLabel: vmsize.LabelNeonVM, UID: "6c1f9a2e-3b4d-4e5f-8a7b-9c0d1e2f3a4b"},
+		{Kind: "kubevirt", Namespace: "vms", Name: "fedora-vm", MilliCPU: 2000, PodLabel: vmsize.LabelKubeVirt},
 	}
 	trust := metadata.OperatorTrust("test").Merge("*", "the test")
 	for _, withVMs := range []bool{false, true} {
@@ -115,7 +116,7 @@ func TestSlimPodYieldsTheSameMetadata(t *testing.T) {
 	if runner.VMSize == nil || runner.VMSize.MilliCPU != 2000 || len(runner.Owners) != 1 {
 		t.Errorf("the runner's -vmspec or owner was not read: %+v", runner)
 	}
-	if whole[2].Annotation[metadata.AnnotationCPU] != "1500m" || len(whole[2].Containers) != 4 {
+	if whole[2].Annotation[vmsize.AnnotationCPU] != "1500m" || len(whole[2].Containers) != 4 {
 		t.Errorf("the web pod's annotation or containers were not read: %+v", whole[2])
 	}
 	if whole[3].QoS != "besteffort" {

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/cgwarden/cgwarden/internal/metadata"
+	"github.com/cgwarden/cgwarden/internal/vmsize"
 )
 
 // The VM objects whose sizes cgwarden reads, by metadata.VM.Kind: NeonVM
@@ -240,7 +241,7 @@ type itemSink struct {
 }
 
 func (s itemSink) set(obj map[string]any) {
-	vm, err := metadata.VMFromObject(obj)
+	vm, err := vmsize.FromObject(obj, vmsize.Live)
 	if s.record(vm, err) {
 		s.v.log.Warn("VM object without a usable size", "kind", s.ref.Kind, "object", s.ref.Namespace+"/"+s.ref.Name, "err", err)
 	}
@@ -437,7 +438,7 @@ func withJSON(c *rest.Config) *rest.Config {
 
 // dynamicWatch watches one VM object through the dynamic client: a
 // list+watch in its namespace with the field selector metadata.name, the
-// object slimmed to what metadata.VMFromObject reads (slimVM) before it is
+// object slimmed to what vmsize.FromObject reads (slimVM) before it is
 // stored.
 func dynamicWatch(dyn dynamic.Interface) func(context.Context, metadata.VMRef, vmSink) {
 	return func(ctx context.Context, ref metadata.VMRef, sink vmSink) {
@@ -472,7 +473,7 @@ func dynamicWatch(dyn dynamic.Interface) func(context.Context, metadata.VMRef, v
 	}
 }
 
-// vmFields are the paths of a VM object that metadata.VMFromObject reads.
+// vmFields are the paths of a VM object that vmsize.FromObject reads.
 var vmFields = [][]string{
 	{"apiVersion"}, {"kind"},
 	{"metadata", "name"}, {"metadata", "namespace"}, {"metadata", "uid"}, {"metadata", "resourceVersion"},
@@ -480,7 +481,7 @@ var vmFields = [][]string{
 	{"spec", "domain", "cpu"}, {"status", "activePods"}, // KubeVirt
 }
 
-// slimVM keeps of a VM object the fields metadata.VMFromObject reads
+// slimVM keeps of a VM object the fields vmsize.FromObject reads
 // (vmFields): the informer then holds a few hundred bytes per VM, not its
 // whole spec and status. The kept values are shared with the object, which
 // the informer drops (no copy, so no value of an odd type can make a deep

@@ -21,6 +21,7 @@ import (
 
 	"github.com/cgwarden/cgwarden/internal/hold"
 	"github.com/cgwarden/cgwarden/internal/metadata"
+	"github.com/cgwarden/cgwarden/internal/vmsize"
 )
 
 // fakeWatches stands for the API server's watches: it records which VM
@@ -94,7 +95,7 @@ var quiet = slog.New(slog.DiscardHandler)
 func servesAll(schema.GroupVersionResource) (bool, error) { return true, nil }
 
 func runner(uid, ns, vm string) metadata.Pod {
-	return metadata.Pod{UID: uid, Namespace: ns, Name: vm + "-runner-" + uid, Labels: map[string]string{metadata.LabelNeonVM: vm}}
+	return metadata.Pod{UID: uid, Namespace: ns, Name: vm + "-runner-" + uid, Labels: map[string]string{vmsize.LabelNeonVM: vm}}
 }
 
 func neonVMObject(ns, name string, use any) map[string]any {
@@ -152,7 +153,7 @@ func TestVMWatchesAreCountedByPods(t *testing.T) {
 	// namespaces.
 	owned := runner("p3", "b", "db")
 	owned.Owners = []metadata.Owner{{APIVersion: "vm.neon.tech/v1", Kind: "VirtualMachine", Name: "db-owner", UID: "u"}}
-	launcher := metadata.Pod{UID: "p4", Namespace: "c", Name: "virt-launcher-x", Labels: map[string]string{metadata.LabelKubeVirt: "fedora"}}
+	launcher := metadata.Pod{UID: "p4", Namespace: "c", Name: "virt-launcher-x", Labels: map[string]string{vmsize.LabelKubeVirt: "fedora"}}
 	v.Track([]metadata.Pod{owned, launcher})
 	want := []metadata.VMRef{{Kind: "kubevirt", Namespace: "c", Name: "fedora"}, {Kind: "neonvm", Namespace: "b", Name: "db"}, {Kind: "neonvm", Namespace: "b", Name: "db-owner"}}
 	eventually(t, fmt.Sprintf("watches of %v", want), func() bool { return slices.Equal(f.watched(), want) })
@@ -160,7 +161,7 @@ func TestVMWatchesAreCountedByPods(t *testing.T) {
 	// The runner's label changes to a new VM: its old VM's watch stops,
 	// the owner's stays (the pod still references it).
 	moved := owned
-	moved.Labels = map[string]string{metadata.LabelNeonVM: "db2"}
+	moved.Labels = map[string]string{vmsize.LabelNeonVM: "db2"}
 	v.Track([]metadata.Pod{moved, launcher})
 	want = []metadata.VMRef{{Kind: "kubevirt", Namespace: "c", Name: "fedora"}, {Kind: "neonvm", Namespace: "b", Name: "db-owner"}, {Kind: "neonvm", Namespace: "b", Name: "db2"}}
 	eventually(t, fmt.Sprintf("watches of %v", want), func() bool { return slices.Equal(f.watched(), want) })
@@ -351,7 +352,7 @@ func TestNodeWatchesItsPodsVMsThroughTheClients(t *testing.T) {
 	v := newVMWatches(ctx, quiet, dynamicWatch(dyn), servesAll, backoff{first: time.Millisecond, max: time.Millisecond})
 	defer v.Close()
 	runnerPod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "db-runner", Namespace: "a", UID: types.UID("p1"), Labels: map[string]string{metadata.LabelNeonVM: "db"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "db-runner", Namespace: "a", UID: types.UID("p1"), Labels: map[string]string{vmsize.LabelNeonVM: "db"}},
 		Spec:       corev1.PodSpec{NodeName: "node-a", Containers: []corev1.Container{{Name: "neonvm-runner"}}},
 	}
 	cs := fake.NewClientset(runnerPod)
@@ -466,7 +467,7 @@ func TestSlimVMReadsTheSame(t *testing.T) {
 		"status": map[string]any{"nodeName": "node-a", "phase": "Running", "activePods": map[string]any{"pod-uid-f": "node-a"}},
 	}
 	for _, obj := range []map[string]any{neon, kubevirt} {
-		whole, err := metadata.VMFromObject(obj)
+		whole, err := vmsize.FromObject(obj, vmsize.Live)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -475,7 +476,7 @@ func TestSlimVMReadsTheSame(t *testing.T) {
 			t.Fatal(err)
 		}
 		u := s.(*unstructured.Unstructured)
-		got, err := metadata.VMFromObject(u.Object)
+		got, err := vmsize.FromObject(u.Object, vmsize.Live)
 		if err != nil || !got.Equal(whole) {
 			t.Errorf("slim %s reads %+v %v, whole %+v", whole.Name, got, err, whole)
 		}

@@ -9,6 +9,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/cgwarden/cgwarden/internal/metadata"
+	"github.com/cgwarden/cgwarden/internal/vmsize"
 )
 
 // TestEveryDeclaredSeriesIsEmitted: fed the seed-003 snapshot (two
@@ -28,7 +29,7 @@ func everyDeclaredSeriesIsEmitted(t *testing.T, cfg Config) {
 	// The seed's pod declares a size (the annotation a pods file can
 	// carry), or cgwarden_pod_cpu_declared_cores has nothing to fill.
 	meta := metadata.NewSet([]metadata.Pod{{UID: seedPod, Name: "spin-test-66d9dd45f5-csf5j", Namespace: "default", QoS: "besteffort",
-		Annotation: map[string]string{metadata.AnnotationCPU: "2"}}})
+		Annotation: map[string]string{vmsize.AnnotationCPU: "2"}}})
 	s := feedExampleTo(t, cfg, "seed-003-k3s-spin", meta)
 	for name, c := range map[string]prometheus.Collector{
 		"pod": podCollector{s}, "container": containerCollector{s}, "node": nodeCollector{s},

@@ -2,13 +2,13 @@ package sizer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/cgwarden/cgwarden/internal/vmsize"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,12 +25,10 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
-
-	"github.com/cgwarden/cgwarden/internal/metadata"
 )
 
 // VirtualMachines is NeonVM's VirtualMachine resource.
-var VirtualMachines = schema.GroupVersionResource{Group: NeonVMGroup, Version: "v1", Resource: "virtualmachines"}
+var VirtualMachines = schema.GroupVersionResource{Group: vmsize.NeonVMGroup, Version: "v1", Resource: "virtualmachines"}
 
 // Event reasons the controller records on pods.
 const (
@@ -151,7 +149,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		return fmt.Errorf("VM informer: %w", err)
 	}
 	kf := informers.NewSharedInformerFactoryWithOptions(c.Client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.LabelSelector = metadata.LabelNeonVM
+		o.LabelSelector = vmsize.LabelNeonVM
 	}))
 	podInf := kf.Core().V1().Pods()
 	c.pods = podInf.Lister()
@@ -161,12 +159,12 @@ func (c *Controller) Run(ctx context.Context) error {
 	nodeInf := nf.Core().V1().Nodes()
 	c.nodes = nodeInf.Lister()
 	podEnqueue := func(obj any) {
-		if p, ok := obj.(*corev1.Pod); ok && p.Labels[metadata.LabelNeonVM] != "" {
+		if p, ok := obj.(*corev1.Pod); ok && p.Labels[vmsize.LabelNeonVM] != "" {
 			// A pod that starts running, or whose resize status
 			// changes, is looked at again; through the same delay, so a
 			// pod's status update in the middle of a burst of VM changes
 			// does not apply an intermediate size.
-			c.queue.AddAfter(p.Namespace+"/"+p.Labels[metadata.LabelNeonVM], c.Coalesce)
+			c.queue.AddAfter(p.Namespace+"/"+p.Labels[vmsize.LabelNeonVM], c.Coalesce)
 		}
 	}
 	if _, err := podInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -288,31 +286,31 @@ func (c *Controller) sync(ctx context.Context, key string, changed time.Time) er
 	if !ok {
 		return fmt.Errorf("VirtualMachine %s: a %T", key, obj)
 	}
-	pods, err := c.pods.Pods(ns).List(labels.SelectorFromSet(labels.Set{metadata.LabelNeonVM: name}))
+	pods, err := c.pods.Pods(ns).List(labels.SelectorFromSet(labels.Set{vmsize.LabelNeonVM: name}))
 	if err != nil {
 		return fmt.Errorf("pods of VirtualMachine %s: %w", key, err)
 	}
 	if len(pods) == 0 {
 		return nil
 	}
-	size, err := VMSize(u)
+	vm, err := vmsize.FromObject(u.Object, vmsize.Request)
 	if err != nil {
 		c.Metrics.resize("unsizable")
 		return err
 	}
-	var errs []error
-	alloc := map[string]int64{}
-	for _, p := range pods {
-		a, ok := alloc[p.Spec.NodeName]
-		if !ok && p.Spec.NodeName != "" {
-			a = c.allocatable(p.Spec.NodeName)
-			alloc[p.Spec.NodeName] = a
-		}
-		if err := c.syncPod(ctx, p, size, a, changed); err != nil {
-			errs = append(errs, err)
-		}
+	// Of the pods that carry the VM's label, only the one its status
+	// names is its runner (the size policy: the agent weighs that one
+	// alone too); the others' labels and owner references are their own.
+	p := Runner(vm, pods)
+	if p == nil {
+		c.Log.Debug("no runner: the VM's status names none of its labelled pods", "vm", key, "podName", vm.PodName, "labelled", len(pods))
+		return nil
 	}
-	return errors.Join(errs...)
+	var alloc int64
+	if p.Spec.NodeName != "" {
+		alloc = c.allocatable(p.Spec.NodeName)
+	}
+	return c.syncPod(ctx, p, vm.MilliCPU, alloc, changed)
 }
 
 // allocatable is a node's allocatable CPU in milli-CPU, 0 if unknown.

@@ -47,10 +47,14 @@ func TestControllerResizesThroughSubresource(t *testing.T) {
 		p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("4")
 		return true, p, cs.Tracker().Update(corev1.SchemeGroupVersion.WithResource("pods"), p, p.Namespace)
 	})
+	// Each VM's status names its runner, as NeonVM's controller writes it.
+	vm1 := vm(1.0)
+	_ = unstructured.SetNestedField(vm1.Object, sized.Name, "status", "podName")
 	vm2 := vm(2.0)
 	vm2.SetName("vm2")
+	_ = unstructured.SetNestedField(vm2.Object, be.Name, "status", "podName")
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{VirtualMachines: "VirtualMachineList"}, vm(1.0), vm2)
+		map[schema.GroupVersionResource]string{VirtualMachines: "VirtualMachineList"}, vm1, vm2)
 	events := record.NewFakeRecorder(10)
 	var crd atomic.Bool
 	c := &Controller{Client: cs, Dynamic: dyn, Events: events, Log: slog.New(slog.DiscardHandler),

@@ -1,29 +1,16 @@
 package sizer
 
 import (
-	"fmt"
 	"strings"
 
+	"github.com/cgwarden/cgwarden/internal/vmsize"
 	corev1 "k8s.io/api/core/v1"
-
-	"github.com/cgwarden/cgwarden/internal/metadata"
 )
 
-// Annotations and names the sizer reads and writes.
-const (
-	// AnnotationCPU on a pod asks for that CPU request ("2", "500m") on its
-	// VM container.
-	AnnotationCPU = "cgwarden.io/cpu"
-	// AnnotationCPUContainer names the container to size when the pod has
-	// several and none is the NeonVM runner.
-	AnnotationCPUContainer = "cgwarden.io/cpu-container"
-	// AnnotationSized is written by the sizer: what it set, and from what.
-	AnnotationSized = "cgwarden.io/sized"
-	// RunnerContainer is the NeonVM runner pod's VM container.
-	RunnerContainer = "neonvm-runner"
-	// NeonVMGroup is NeonVM's API group.
-	NeonVMGroup = "vm.neon.tech"
-)
+// AnnotationSized is written by the sizer: what it set, and from what.
+// The names it reads (vmsize.AnnotationCPU, vmsize.AnnotationContainer,
+// the labels) are the size policy's.
+const AnnotationSized = "cgwarden.io/sized"
 
 // Source says where a pod's size comes from.
 type Source string
@@ -54,7 +41,7 @@ type Target struct {
 // (a pod that is none of the sizer's business).
 func Find(pod *corev1.Pod) (t Target, skip string, warn bool) {
 	vmName := neonVMName(pod)
-	ann, hasAnn := pod.Annotations[AnnotationCPU]
+	ann, hasAnn := pod.Annotations[vmsize.AnnotationCPU]
 	switch {
 	case vmName != "":
 		t = Target{Source: SourceNeonVM, VMName: vmName}
@@ -81,20 +68,20 @@ func Find(pod *corev1.Pod) (t Target, skip string, warn bool) {
 func neonVMName(pod *corev1.Pod) string {
 	for _, o := range pod.OwnerReferences {
 		group, _, _ := strings.Cut(o.APIVersion, "/")
-		if group == NeonVMGroup && o.Kind == "VirtualMachine" && o.Name != "" {
+		if group == vmsize.NeonVMGroup && o.Kind == "VirtualMachine" && o.Name != "" {
 			return o.Name
 		}
 	}
-	return pod.Labels[metadata.LabelNeonVM]
+	return pod.Labels[vmsize.LabelNeonVM]
 }
 
 func isKubeVirt(pod *corev1.Pod) bool {
-	if _, ok := pod.Labels[metadata.LabelKubeVirt]; ok {
+	if _, ok := pod.Labels[vmsize.LabelKubeVirt]; ok {
 		return true
 	}
 	for _, o := range pod.OwnerReferences {
 		group, _, _ := strings.Cut(o.APIVersion, "/")
-		if group == "kubevirt.io" {
+		if group == vmsize.KubeVirtGroup {
 			return true
 		}
 	}
@@ -123,24 +110,28 @@ func hasCPURequest(pod *corev1.Pod) bool {
 	return false
 }
 
-// vmContainer picks the container to size: the one cgwarden.io/cpu-container
-// names, else neonvm-runner, else the pod's only container.
+// vmContainer picks the container to size, by the size policy
+// (vmsize.Container): the agent weighs that same container with the pod.
 func vmContainer(pod *corev1.Pod) (int, error) {
-	if name, ok := pod.Annotations[AnnotationCPUContainer]; ok {
-		for i, c := range pod.Spec.Containers {
-			if c.Name == name {
-				return i, nil
-			}
-		}
-		return 0, fmt.Errorf("annotation %s names container %q, which the pod does not have", AnnotationCPUContainer, name)
-	}
+	names := make([]string, len(pod.Spec.Containers))
 	for i, c := range pod.Spec.Containers {
-		if c.Name == RunnerContainer {
-			return i, nil
+		names[i] = c.Name
+	}
+	return vmsize.Container(names, vmsize.NeonVM, pod.Annotations)
+}
+
+// Runner picks, of the pods that carry a NeonVM VirtualMachine's label,
+// the one the VM's status names (vmsize.VM.Attests): the only pod the
+// resize controller resizes to the VM's size, as it is the only one the
+// agent weighs by it. A pod's label, owner references and -vmspec are
+// its own claims; the API server checks none of them. Nil when the
+// status names none of them (NeonVM writes status.podName once it has
+// made the pod; the pod's update then brings it back here).
+func Runner(vm vmsize.VM, pods []*corev1.Pod) *corev1.Pod {
+	for _, p := range pods {
+		if vm.Attests(p.Namespace, p.Name, string(p.UID)) {
+			return p
 		}
 	}
-	if len(pod.Spec.Containers) == 1 {
-		return 0, nil
-	}
-	return 0, fmt.Errorf("%d containers, none named %s: say which with annotation %s", len(pod.Spec.Containers), RunnerContainer, AnnotationCPUContainer)
+	return nil
 }

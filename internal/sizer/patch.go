@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/cgwarden/cgwarden/internal/vmsize"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
@@ -19,7 +20,7 @@ type PatchOp struct {
 // Sized is the cgwarden.io/sized annotation's value: what was set, from
 // what.
 func Sized(t Target, milli int64) string {
-	from := "annotation " + AnnotationCPU
+	from := "annotation " + vmsize.AnnotationCPU
 	if t.Source == SourceNeonVM {
 		from = "VirtualMachine " + t.VMName + " spec.guest.cpus.use"
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cgwarden/cgwarden/internal/vmsize"
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -67,19 +68,19 @@ func TestFind(t *testing.T) {
 			return p
 		}, skip: "already requests CPU"},
 		{name: "annotated single container", pod: func() *corev1.Pod {
-			return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationCPU: "2"}},
+			return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{vmsize.AnnotationCPU: "2"}},
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "qemu"}}}}
 		}, source: SourceAnnotation, container: "qemu"},
 		{name: "annotated, container named", pod: func() *corev1.Pod {
-			return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationCPU: "2", AnnotationCPUContainer: "vm"}},
+			return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{vmsize.AnnotationCPU: "2", vmsize.AnnotationContainer: "vm"}},
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "log"}, {Name: "vm"}}}}
 		}, source: SourceAnnotation, container: "vm"},
 		{name: "annotated, two containers, none named", pod: func() *corev1.Pod {
-			return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationCPU: "2"}},
+			return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{vmsize.AnnotationCPU: "2"}},
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "log"}, {Name: "vm"}}}}
 		}, skip: "none named neonvm-runner", warn: true},
 		{name: "annotated, named container missing", pod: func() *corev1.Pod {
-			return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationCPU: "2", AnnotationCPUContainer: "nope"}},
+			return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{vmsize.AnnotationCPU: "2", vmsize.AnnotationContainer: "nope"}},
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "vm"}}}}
 		}, skip: `names container "nope"`, warn: true},
 		{name: "kubevirt virt-launcher with requests", pod: func() *corev1.Pod {
@@ -143,8 +144,8 @@ func TestVMSize(t *testing.T) {
 		{use: nil, err: "no spec.guest.cpus.use"},
 		{use: -1.0, err: "negative"},
 		{use: "-2", err: "negative"},
-		{use: 0.0, err: "zero CPU"},
-		{use: 1e9, err: "above 8192 CPUs"},
+		{use: 0.0, want: 250},  // held within min,
+		{use: 1e9, want: 4000}, // and max, as the agent holds it
 		{use: "9e2337203372", err: "too large an exponent"},
 		{use: "lots", err: "quantity"},
 		{use: true, err: "neither"},

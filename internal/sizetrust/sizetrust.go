@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/cgwarden/cgwarden/internal/metadata"
+	"github.com/cgwarden/cgwarden/internal/vmsize"
 )
 
 // PolicyName is the name of the size policy's ValidatingAdmissionPolicy
@@ -241,7 +242,7 @@ func Allocatable(n *unstructured.Unstructured) (milli int64, unknown string, err
 	if !ok {
 		return 0, "Node " + n.GetName() + " has no status.allocatable.cpu", nil
 	}
-	m, perr := metadata.Quantity(q)
+	m, perr := vmsize.Quantity(q)
 	if perr != nil || m <= 0 {
 		return 0, fmt.Sprintf("Node %s status.allocatable.cpu %q is not a CPU quantity above 0", n.GetName(), q), nil
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/mounts"
+	"github.com/cgwarden/cgwarden/internal/vmsize"
 )
 
 // View is a sized BestEffort pod as it stands and as its targets would
@@ -38,7 +39,7 @@ func Views(n *inventory.Node, meta *metadata.Set, maxTierMilli int64) (views []V
 	}
 	// A tier held at its uncapped target (a fix given a larger
 	// --max-tier-cpu) is held too: show what it holds.
-	in.MaxTierMilliCPU = metadata.MaxSizeMilliCPU
+	in.MaxTierMilliCPU = vmsize.MaxMilliCPU
 	if all, err := Targets(in); err == nil && tierAt(n, all) && !tierAt(n, wp) {
 		wp = all
 	}

@@ -12,16 +12,8 @@ import (
 	"github.com/cgwarden/cgwarden/internal/layout"
 	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/mounts"
+	"github.com/cgwarden/cgwarden/internal/vmsize"
 )
-
-// AnnotationVMContainer names the container of a sized pod that runs the
-// VM (or sandbox), when the pod has more than one and its kind does not
-// say: its cgroup is weighted with the pod's.
-const AnnotationVMContainer = "cgwarden.io/cpu-container"
-
-// vmContainers are the containers VM operators run their VM in: NeonVM's
-// runner pod and KubeVirt's virt-launcher.
-var vmContainers = map[string]string{"neonvm": "neonvm-runner", "kubevirt": "compute"}
 
 // Role says which cgroup of the kubelet's tree a weight target is.
 type Role string
@@ -315,45 +307,35 @@ func containerConversion(n *inventory.Node, meta *metadata.Set, v2 bool) (func(u
 	return fairness.SharesToWeightLinear, "which shares→weight conversion this node's runtime uses for containers is unknown (no container with a CPU request tells): the VM containers get the kubelet's linear one, as their pods do"
 }
 
-// vmContainer picks the container of a sized pod whose cgroup is weighted
-// with the pod: the one its VM kind runs the VM in, else the one the
-// cgwarden.io/cpu-container annotation names, else the pod's only
-// container. Nil, with the reason, when none can be told.
+// vmContainer picks the running container of a sized pod whose cgroup is
+// weighted with the pod, by the size policy (vmsize.Container: the
+// container the sizer sizes). Nil, with the reason, when none can be told.
 func vmContainer(p *inventory.Pod, meta *metadata.Set, source string) (*inventory.Container, string) {
 	mp, _ := meta.Pod(p.UID)
 	var app []*inventory.Container
+	var names []string
 	for _, c := range p.Containers {
-		if !c.Sandbox && !c.Leftover {
-			app = append(app, c)
+		if c.Sandbox || c.Leftover {
+			continue
 		}
+		name := c.Name
+		if name == "" && mp != nil {
+			name = mp.ContainerName(c.ID)
+		}
+		app, names = append(app, c), append(names, name)
 	}
-	want := vmContainers[source]
+	var ann map[string]string
 	if mp != nil {
-		if a, ok := mp.Annotation[AnnotationVMContainer]; ok {
-			want = a
-		}
+		ann = mp.Annotation
 	}
-	if want != "" {
-		for _, c := range app {
-			name := c.Name
-			if name == "" && mp != nil {
-				name = mp.ContainerName(c.ID)
-			}
-			if name == want {
-				return c, ""
-			}
+	i, err := vmsize.Container(names, source, ann)
+	if err != nil {
+		if len(app) == 0 {
+			return nil, "no container cgroup found"
 		}
-		if len(app) != 1 {
-			return nil, fmt.Sprintf("no running container named %q", want)
-		}
+		return nil, "of the running containers: " + err.Error()
 	}
-	switch len(app) {
-	case 1:
-		return app[0], ""
-	case 0:
-		return nil, "no container cgroup found"
-	}
-	return nil, fmt.Sprintf("%d containers and none named as the VM's (annotation %s)", len(app), AnnotationVMContainer)
+	return app[i], ""
 }
 
 // MatchPod returns the pods --pod names (every pod when it is empty). A

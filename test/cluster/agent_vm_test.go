@@ -48,12 +48,14 @@ func TestAgentFollowsLiveVMSize(t *testing.T) {
 			db = got
 		}
 	}
-	// Owned by its VM, as the NeonVM controller makes it: the agent
-	// believes a VM's size only for the pod the VM owns or names.
+	// Owned by its VM and named by its status, as the NeonVM controller
+	// makes it: the agent believes a VM's size only for the pod the VM's
+	// status names.
 	p, err := e.cs.CoreV1().Pods(ns).Create(ctx, neonRunnerPod("db-runner", db), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	attest(t, dyn.Resource(vmGVR).Namespace(ns), "db", p.Name)
 	kubectl := func(args ...string) (string, error) {
 		out, err := runKubectl(e, args...)
 		return out, err

@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/yaml"
 )
 
@@ -270,8 +271,31 @@ func neonRunnerPod(name string, vm *unstructured.Unstructured) *corev1.Pod {
 	return p
 }
 
+// attest writes what the NeonVM controller writes once it has made a VM's
+// runner pod: the VM's status.podName (through the status subresource).
+// The agent and the sizer give a VM's size only to the pod its status
+// names, never to a pod for its own owner references or labels.
+func attest(t *testing.T, vms dynamic.ResourceInterface, vm, pod string) {
+	t.Helper()
+	ctx := context.Background()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := vms.Get(ctx, vm, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if err := unstructured.SetNestedField(cur.Object, pod, "status", "podName"); err != nil {
+			return err
+		}
+		_, err = vms.UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("VirtualMachine %s: status.podName %s: %v", vm, pod, err)
+	}
+}
+
 func newVM(name string, use any) *unstructured.Unstructured {
-	cpus := map[string]any{"min": int64(1), "max": int64(4)}
+	cpus := map[string]any{"min": "250m", "max": int64(4)} // NeonVM holds use within these; so do the agent and the sizer
 	if use != nil {
 		cpus["use"] = use
 	}
@@ -350,6 +374,7 @@ func TestSizerAdmitsAndResizesVMPods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	attest(t, vms, "vm1", pod.Name)
 	if w := warn.take(); len(w) != 0 {
 		t.Errorf("warnings for a sizable pod: %q", w)
 	}
@@ -439,13 +464,16 @@ func TestSizerAdmitsAndResizesVMPods(t *testing.T) {
 		use  any
 		want string
 	}{
-		{vm: "no-use", use: nil, want: "has no spec.guest.cpus.use"},
+		{vm: "no-use", use: nil, want: "no spec.guest.cpus.use: a request is made only from the size the VM runs at"},
 		{vm: "negative", use: int64(-1), want: "negative"},
-		{vm: "huge", use: int64(100000), want: "above 8192 CPUs"},
+		{vm: "huge", use: int64(100000), want: "above 8192 CPUs"}, // no max to hold it within
 		{vm: "gone", want: "not found"},
 	}
 	for _, b := range bad {
 		v := newVM(b.vm, b.use)
+		if b.vm == "huge" {
+			unstructured.RemoveNestedField(v.Object, "spec", "guest", "cpus", "max")
+		}
 		if b.vm != "gone" {
 			if v, err = vms.Create(ctx, v, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
@@ -502,6 +530,7 @@ func TestSizerDownPodsStillCreated(t *testing.T) {
 	if err != nil {
 		t.Fatalf("pod refused with the sizer down: %v", err)
 	}
+	attest(t, vms, "vm1", pod.Name)
 	if _, ok := pod.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]; ok {
 		t.Fatal("sized with the sizer down?")
 	}
@@ -592,6 +621,7 @@ func TestSizerVMPodsSplitBySize(t *testing.T) {
 		if pods[name], err = e.cs.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
+		attest(t, vms, name, p.Name)
 	}
 	grace := int64(1)
 	hog, err := e.cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
@@ -868,6 +898,7 @@ func (e *env) sizeAndResizeVM(t *testing.T, ns string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	attest(t, vms, "vm1", pod.Name)
 	pod = waitRunning(t, e, ns, pod.Name)
 	cur, err := vms.Get(ctx, "vm1", metav1.GetOptions{})
 	if err != nil {

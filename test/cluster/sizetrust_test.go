@@ -15,9 +15,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
 )
 
 // The size policy as shipped, and the sizer's identity it lets through.
@@ -141,6 +143,19 @@ func (e *env) sizePolicyUnenforced(t *testing.T) {
 		return err == nil, fmt.Sprint(err), nil
 	})
 	t.Logf("an annotated pod admitted %v after the check began (%d refused before)", time.Since(start).Round(time.Millisecond), refused)
+	poll(t, 60*time.Second, "the deleted VM owner policy no longer enforced", func() (bool, string, error) {
+		_, err := e.cs.CoreV1().Pods("default").Create(context.Background(), vmOwned("policy-gone", "vm-uid"), dry)
+		return err == nil, fmt.Sprint(err), nil
+	})
+}
+
+// vmOwned is a BestEffort pod that names NeonVM VirtualMachine db (with
+// uid) as its controller owner, as only NeonVM's controller makes one.
+func vmOwned(name string, uid types.UID) *corev1.Pod {
+	p := bestEffort(name, nil, map[string]string{"vm.neon.tech/name": "db"})
+	ctrl := true
+	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "vm.neon.tech/v1", Kind: "VirtualMachine", Name: "db", UID: uid, Controller: &ctrl}}
+	return p
 }
 
 // TestSizePolicy: with deploy/kustomize/size-policy installed, a tenant
@@ -194,6 +209,34 @@ func TestSizePolicy(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the sizer's identity refused: %v", err)
 	}
+	// The second policy: a tenant's pod that forges NeonVM's owner
+	// reference is refused, on create and by update; NeonVM's controller's
+	// identity is admitted.
+	var forged error
+	poll(t, 60*time.Second, "the tenant's pod owned by a VirtualMachine refused", func() (bool, string, error) {
+		_, forged = tenant.CoreV1().Pods(ns).Create(ctx, vmOwned("forged", "vm-uid"), dry)
+		return forged != nil, "admitted", nil
+	})
+	if !strings.Contains(forged.Error(), "cgwarden-size-vm-owner") || !strings.Contains(forged.Error(), "only a VM controller") {
+		t.Errorf("refusal does not name the VM owner policy and its reason: %v", forged)
+	}
+	t.Logf("forged owner refused: %v", forged)
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := tenant.CoreV1().Pods(ns).Get(ctx, "plain", metav1.GetOptions{}) // the kubelet writes its status meanwhile
+		if err != nil {
+			return err
+		}
+		cur.OwnerReferences = vmOwned("x", "vm-uid").OwnerReferences
+		_, err = tenant.CoreV1().Pods(ns).Update(ctx, cur, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err
+	})
+	if err == nil || !strings.Contains(err.Error(), "cgwarden-size-vm-owner") {
+		t.Errorf("the tenant added a VirtualMachine owner to its running pod: %v", err)
+	}
+	neonvm := e.clientAs(t, "system:serviceaccount:neonvm-system:neonvm-controller", "system:masters", "system:authenticated")
+	if _, err := neonvm.CoreV1().Pods(ns).Create(ctx, vmOwned("runner", "vm-uid"), dry); err != nil {
+		t.Errorf("NeonVM's controller refused its runner pod: %v", err)
+	}
 	// A namespace the administrator lists.
 	nsObj, err := e.cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 	if err != nil {
@@ -240,12 +283,19 @@ func TestSizePolicy(t *testing.T) {
 }
 
 // TestAgentIgnoresUntrustedSizes: no size policy, no
-// --trust-size-annotations. A BestEffort pod annotated cgwarden.io/cpu:
-// "64", one that states its own NeonVM -vmspec (8 CPUs) without a
-// VirtualMachine owning it, and one labelled vm.neon.tech/name with the
-// name of a VirtualMachine that exists (4 CPUs) but does not own it: the
-// agent in fix mode leaves all three at the kubelet's weight, and the
-// BestEffort tier too, and its audit says why.
+// --trust-size-annotations. BestEffort pods that say their own size: one
+// annotated cgwarden.io/cpu: "64"; one that states its own NeonVM -vmspec
+// (8 CPUs); one labelled vm.neon.tech/name with the name of a
+// VirtualMachine that exists (4 CPUs); and three that forge what only
+// NeonVM's controller writes on its runner, an owner reference to that
+// VirtualMachine with its UID (the API server checks none on create): with
+// two containers and no annotation (the sizer's webhook leaves such a pod
+// alone), the same with its own -vmspec saying 64 CPUs, and with one
+// container. The VM's status names none of them. The agent in fix mode
+// leaves all six at the kubelet's weight, and the BestEffort tier too,
+// and its audit says why. (On main before the one size policy the
+// forged owner reference got 2048 shares, and with -vmspec 65536 on a
+// 2-CPU node.)
 func TestAgentIgnoresUntrustedSizes(t *testing.T) {
 	e := cluster(t)
 	ctx := context.Background()
@@ -256,15 +306,31 @@ func TestAgentIgnoresUntrustedSizes(t *testing.T) {
 	ns := e.namespace(t)
 	dyn := dynamicClient(t, e)
 	ensureCRD(t, dyn)
-	if _, err := dyn.Resource(vmGVR).Namespace(ns).Create(ctx, newVM("db", int64(4)), metav1.CreateOptions{}); err != nil {
+	db, err := dyn.Resource(vmGVR).Namespace(ns).Create(ctx, newVM("db", int64(4)), metav1.CreateOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
 	spec := base64.StdEncoding.EncodeToString([]byte(`{"guest":{"cpus":{"min":8,"max":8,"use":8}}}`))
+	spec64 := base64.StdEncoding.EncodeToString([]byte(`{"guest":{"cpus":{"min":64,"max":64,"use":64}}}`))
+	forged := func(name string, containers int, command ...string) *corev1.Pod {
+		p := bestEffort(name, nil, nil, command...)
+		ctrl := true
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "vm.neon.tech/v1", Kind: "VirtualMachine", Name: "db", UID: db.GetUID(), Controller: &ctrl}}
+		for i := 1; i < containers; i++ {
+			side := p.Spec.Containers[0]
+			side.Name, side.Command = fmt.Sprintf("side-%d", i), []string{"sleep", "3600"}
+			p.Spec.Containers = append(p.Spec.Containers, side)
+		}
+		return p
+	}
 	pods := map[string]*corev1.Pod{
 		"tenant-vm": bestEffort("tenant-vm", map[string]string{"cgwarden.io/cpu": "64"}, nil),
 		"fake-runner": bestEffort("fake-runner", nil, map[string]string{"vm.neon.tech/name": "ghost"},
 			"sh", "-c", "sleep 3600", "-vmspec", spec),
-		"labelled": bestEffort("labelled", nil, map[string]string{"vm.neon.tech/name": "db"}),
+		"labelled":      bestEffort("labelled", nil, map[string]string{"vm.neon.tech/name": "db"}),
+		"forged-owner":  forged("forged-owner", 2),
+		"forged-vmspec": forged("forged-vmspec", 2, "sh", "-c", "sleep 3600", "-vmspec", spec64),
+		"forged-one":    forged("forged-one", 1),
 	}
 	for name, p := range pods {
 		got, err := e.cs.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
@@ -282,7 +348,7 @@ func TestAgentIgnoresUntrustedSizes(t *testing.T) {
 	importAgentImage(t)
 	e.installAgent(t, "testdata/agent-fix-noflag")
 	tok := e.nodeReaderToken(t, ns, "audit-reader", "nodes/stats")
-	poll(t, 90*time.Second, "the agent's audit: the three sizes ignored, with their reasons", func() (bool, string, error) {
+	poll(t, 90*time.Second, "the agent's audit: the six sizes ignored, with their reasons", func() (bool, string, error) {
 		s, state, err := agentSizes(tok)
 		if err != nil || s == nil {
 			return false, fmt.Sprint(state, err), nil
@@ -294,11 +360,18 @@ func TestAgentIgnoresUntrustedSizes(t *testing.T) {
 			// No policy here, and (without deploy/kustomize/size-policy) no
 			// RBAC to read one: either is a reason to trust no annotation.
 			(strings.Contains(r1, "is not installed") || strings.Contains(r1, "may not read ValidatingAdmissionPolicies")) &&
-			f2 == "runner-vmspec" && s2 == "ignored" && strings.Contains(r2, "not owned (ownerReferences) by a NeonVM VirtualMachine") &&
-			// The agent watches db (the label names it) and matches it to
-			// the pod by the label alone: not believed.
-			f3 == "vm-object" && s3 == "ignored" && strings.Contains(r3, "neither owned (ownerReferences) by that VM")
-		return ok, fmt.Sprintf("tenant-vm: %s %s (%s); fake-runner: %s %s (%s); labelled: %s %s (%s)", f1, s1, r1, f2, s2, r2, f3, s3, r3), nil
+			f2 == "runner-vmspec" && s2 == "ignored" && strings.Contains(r2, "a pod's own arguments are not its size") &&
+			// The agent watches db (the label names it) and its status
+			// names no pod: the label is not believed.
+			f3 == "vm-object" && s3 == "ignored" && strings.Contains(r3, "its status names no pod")
+		why := fmt.Sprintf("tenant-vm: %s %s (%s); fake-runner: %s %s (%s); labelled: %s %s (%s)", f1, s1, r1, f2, s2, r2, f3, s3, r3)
+		for _, name := range []string{"forged-owner", "forged-vmspec", "forged-one"} {
+			f, st, r, milli, found := s.sizeOf(ns, name)
+			ok = ok && found && f == "vm-object" && st == "ignored" && milli == 0 &&
+				strings.Contains(r, "its status names no pod") && strings.Contains(r, "checks no pod's ownerReferences")
+			why += fmt.Sprintf("; %s: %s %s %dm (%s)", name, f, st, milli, r)
+		}
+		return ok, why, nil
 	})
 	// The holder has planned with these pods (the audit reads the same
 	// metadata): give it a few of its checks, then the weights must be
