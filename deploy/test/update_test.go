@@ -9,8 +9,9 @@ import (
 	"testing"
 )
 
-// The agent's DaemonSet updates with no gap: maxSurge 1 and
-// maxUnavailable 0 start the new pod beside the old one on each node
+// The agent's DaemonSet updates with no gap: maxSurge 10% (rounded up: at
+// least one node) and maxUnavailable 0 start the new pod beside the old
+// one on each node, a tenth of the fleet at a time
 // (docs/deploy.md, "Updates"). That only works when no container of the
 // host-network pod declares a port: the API server defaults a
 // hostNetwork pod's hostPort to its containerPort
@@ -21,7 +22,7 @@ import (
 // port number, the one --listen names. Every configuration, kustomize
 // and chart alike.
 func TestDaemonSetUpdatesWithoutAGap(t *testing.T) {
-	want := map[string]any{"type": "RollingUpdate", "rollingUpdate": map[string]any{"maxSurge": float64(1), "maxUnavailable": float64(0)}}
+	want := map[string]any{"type": "RollingUpdate", "rollingUpdate": map[string]any{"maxSurge": "10%", "maxUnavailable": float64(0)}}
 	for _, cfg := range configurations(t) {
 		var listen int
 		for _, o := range cfg.objs {

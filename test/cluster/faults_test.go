@@ -554,7 +554,7 @@ func (s *faultSuite) agentPod() *corev1.Pod {
 // update rolls the agent's DaemonSet out again (its pod template's
 // restartedAt annotation, as `kubectl rollout restart` sets it) and
 // waits until the rollout is done: one pod, of the new template, Ready.
-// The shipped strategy is maxSurge 1, maxUnavailable 0, so the new agent
+// The shipped strategy is maxSurge 10% (one node here), maxUnavailable 0, so the new agent
 // starts beside the old one, waits on the node's agent lock in standby,
 // and fixes once the old one exits: two agents on the node at once,
 // which the journal's invariant (runs never interleaved) and the weights'

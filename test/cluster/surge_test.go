@@ -33,7 +33,7 @@ const surgeOffBound = 3 * time.Second
 
 // TestAgentUpdatesWithMaxSurge: a real rolling update of the fix-mode
 // agent (testdata/agent-fix, whose DaemonSet has the shipped
-// maxSurge 1, maxUnavailable 0) with two sized BestEffort pods. The
+// maxSurge 10%, one node here, maxUnavailable 0) with two sized BestEffort pods. The
 // update adds --max-tier-cpu=500m to the pod template, so the new agent's
 // BestEffort tier target differs from the old one's and a write by the
 // wrong agent shows. Checked: the new pod runs beside the old one on the
