@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
+	recordutil "k8s.io/client-go/tools/record/util"
 )
 
 // EventRecorder is the Events recorder of every cgwarden process that
@@ -24,9 +25,28 @@ func EventRecorder(ctx context.Context, rc *rest.Config, source corev1.EventSour
 	if err != nil {
 		return nil, nil, err
 	}
+	rec, stop = recordTo(ctx, sink, source)
+	return rec, stop, nil
+}
+
+// CountedEventRecorder is EventRecorder with every write of its sink
+// reported to count (a CountingSink): what reached the API server, after
+// the broadcaster's correlator dropped or aggregated what it would, and
+// what the API server refused. The sizer counts its Events with it; the
+// agent, which counts nothing, keeps EventRecorder.
+func CountedEventRecorder(ctx context.Context, rc *rest.Config, source corev1.EventSource, count func(reason string, err error)) (rec record.EventRecorder, stop func(), err error) {
+	sink, err := NewEventSink(rc)
+	if err != nil {
+		return nil, nil, err
+	}
+	rec, stop = recordTo(ctx, &CountingSink{Sink: sink, Count: count}, source)
+	return rec, stop, nil
+}
+
+func recordTo(ctx context.Context, sink record.EventSink, source corev1.EventSource) (record.EventRecorder, func()) {
 	b := record.NewBroadcaster(record.WithContext(ctx))
 	b.StartRecordingToSink(sink)
-	return b.NewRecorder(coreScheme(), source), b.Shutdown, nil
+	return b.NewRecorder(coreScheme(), source), b.Shutdown
 }
 
 // coreScheme knows the core/v1 kinds, all an Event of ours refers to
@@ -80,5 +100,46 @@ func (s *EventSink) Patch(e *corev1.Event, data []byte) (*corev1.Event, error) {
 	out := &corev1.Event{}
 	err := s.c.Patch(types.StrategicMergePatchType).NamespaceIfScoped(e.Namespace, e.Namespace != "").Resource("events").Name(e.Name).
 		Body(data).Do(context.Background()).Into(out)
+	return out, err
+}
+
+// CountingSink reports each write of Sink to Count, with the Event's
+// reason and the write's error (nil: the API server took it). It sees
+// what the broadcaster really sends: an Event its correlator skipped (the
+// spam filter's token bucket per source and object) or that a full
+// broadcaster queue dropped never reaches it, and an Event aggregated
+// into an earlier one arrives as a Patch of that one. A Patch refused
+// with NotFound is not reported: the broadcaster then Creates the Event
+// (client-go's recordEvent), and that write is. The broadcaster retries a
+// write that did not reach the API server (up to 12 tries, 10 s apart)
+// and not one the API server refused, so one Event may be reported
+// failed several times before it is reported sent.
+type CountingSink struct {
+	Sink  record.EventSink
+	Count func(reason string, err error)
+}
+
+var _ record.EventSink = (*CountingSink)(nil)
+
+// Create implements record.EventSink.
+func (s *CountingSink) Create(e *corev1.Event) (*corev1.Event, error) {
+	out, err := s.Sink.Create(e)
+	s.Count(e.Reason, err)
+	return out, err
+}
+
+// Update implements record.EventSink.
+func (s *CountingSink) Update(e *corev1.Event) (*corev1.Event, error) {
+	out, err := s.Sink.Update(e)
+	s.Count(e.Reason, err)
+	return out, err
+}
+
+// Patch implements record.EventSink.
+func (s *CountingSink) Patch(e *corev1.Event, data []byte) (*corev1.Event, error) {
+	out, err := s.Sink.Patch(e, data)
+	if !recordutil.IsKeyNotFoundError(err) { // the test recordEvent makes
+		s.Count(e.Reason, err)
+	}
 	return out, err
 }

@@ -2,14 +2,15 @@ package sizer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/cgwarden/cgwarden/internal/vmsize"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,6 +26,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/cgwarden/cgwarden/internal/vmsize"
 )
 
 // VirtualMachines is NeonVM's VirtualMachine resource.
@@ -64,11 +67,19 @@ type Controller struct {
 	EventWindow time.Duration
 	// Recheck is how often an absent VirtualMachine CRD is looked for.
 	Recheck time.Duration
+	// RetryBase and RetryMax bound the backoff of a VM whose resize PATCH
+	// failed (429, 5xx, a timeout, a refusal): it is retried RetryBase
+	// after the first failure, twice as long after each next one, at most
+	// RetryMax apart (defaults 500 ms and 5 min), until a PATCH succeeds
+	// or the VM's size changes. A PATCH that can never succeed (422
+	// Invalid, 404 for a pod being removed) so costs one PATCH per pod
+	// every RetryMax, and one Event per EventWindow.
+	RetryBase, RetryMax time.Duration
 
 	vms   cache.GenericLister
 	pods  corelisters.PodLister
 	nodes corelisters.NodeLister
-	queue workqueue.TypedDelayingInterface[string]
+	queue workqueue.TypedRateLimitingInterface[string]
 	deb   debounce
 	evs   eventLimit
 	// now is the clock (tests replace it).
@@ -77,10 +88,14 @@ type Controller struct {
 	crdCheck func() (bool, error)
 
 	mu sync.Mutex
-	// reported remembers what was last reported or attempted per pod UID
-	// (action and target), so a pod's status updates never repeat an
-	// Event or a failed patch for the same target.
+	// reported remembers what was last reported per pod UID (action and
+	// target), so a pod's status updates never repeat a CPUNotSized or
+	// CPUResizePending Event for the same target.
 	reported map[types.UID]string
+	// retrying holds the VMs waiting for a retry of a failed resize, with
+	// the time of the VM change that the resize applies (zero: none), for
+	// the change→patch latency of the PATCH that finally succeeds.
+	retrying map[string]time.Time
 }
 
 // Run watches until ctx ends. Without the VirtualMachine CRD it idles,
@@ -101,12 +116,19 @@ func (c *Controller) Run(ctx context.Context) error {
 	if c.EventWindow <= 0 {
 		c.EventWindow = 10 * time.Minute
 	}
+	if c.RetryBase <= 0 {
+		c.RetryBase = 500 * time.Millisecond
+	}
+	if c.RetryMax <= 0 {
+		c.RetryMax = 5 * time.Minute
+	}
 	if c.now == nil {
 		c.now = time.Now
 	}
 	c.deb = debounce{Window: c.Coalesce, MaxDelay: c.MaxDelay}
 	c.evs = eventLimit{Window: c.EventWindow}
 	c.reported = map[types.UID]string{}
+	c.retrying = map[string]time.Time{}
 	log := c.Log
 	for said := false; ; said = true {
 		ok, err := c.crdPresent()
@@ -125,24 +147,34 @@ func (c *Controller) Run(ctx context.Context) error {
 		case <-time.After(c.Recheck):
 		}
 	}
-	log.Info("resize controller watching vm.neon.tech/v1 virtualmachines", "coalesce", c.Coalesce, "maxDelay", c.MaxDelay, "workers", c.Workers, "minStep", c.MinStep)
+	log.Info("resize controller watching vm.neon.tech/v1 virtualmachines", "coalesce", c.Coalesce, "maxDelay", c.MaxDelay, "workers", c.Workers, "minStep", c.MinStep,
+		"retryBase", c.RetryBase, "retryMax", c.RetryMax)
 
-	c.queue = workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[string]{Name: "cgwarden-sizer"})
+	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(retryLimiter(c.RetryBase, c.RetryMax),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "cgwarden-sizer"})
 	defer c.queue.ShutDown()
 	dyn := dynamicinformer.NewDynamicSharedInformerFactory(c.Dynamic, 0)
 	vmInf := dyn.ForResource(VirtualMachines)
+	if err := vmInf.Informer().SetTransform(slimVM); err != nil {
+		return fmt.Errorf("VM informer: %w", err)
+	}
 	c.vms = vmInf.Lister()
-	enqueue := func(obj any) {
+	enqueue := func(obj any, resized bool) {
 		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+			if resized {
+				c.resetRetry(key) // a new size: a new resize, from no backoff
+			}
 			c.deb.changed(key, c.now())
 			c.queue.AddAfter(key, c.Coalesce)
 		}
 	}
 	if _, err := vmInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: enqueue, UpdateFunc: func(_, o any) { enqueue(o) },
+		AddFunc:    func(o any) { enqueue(o, true) },
+		UpdateFunc: func(old, o any) { enqueue(o, sizeChanged(old, o)) },
 		DeleteFunc: func(o any) {
 			if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(o); err == nil {
 				c.deb.forget(key)
+				c.resetRetry(key)
 			}
 		},
 	}); err != nil {
@@ -150,7 +182,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	kf := informers.NewSharedInformerFactoryWithOptions(c.Client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.LabelSelector = vmsize.LabelNeonVM
-	}))
+	}), informers.WithTransform(slimRunnerPod))
 	podInf := kf.Core().V1().Pods()
 	c.pods = podInf.Lister()
 	// Nodes' allocatable CPU from an informer that keeps nothing else of a
@@ -170,6 +202,9 @@ func (c *Controller) Run(ctx context.Context) error {
 	if _, err := podInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: podEnqueue, UpdateFunc: func(_, o any) { podEnqueue(o) },
 		DeleteFunc: func(o any) {
+			if t, ok := o.(cache.DeletedFinalStateUnknown); ok {
+				o = t.Obj
+			}
 			if p, ok := o.(*corev1.Pod); ok {
 				c.forget(p.UID)
 			}
@@ -210,26 +245,101 @@ func (c *Controller) work(ctx context.Context) {
 		if wait, last := c.deb.due(key, c.now()); wait > 0 {
 			// Changed again inside the window: look again when it ends.
 			c.queue.AddAfter(key, wait)
-		} else if err := c.sync(ctx, key, last); err != nil {
-			c.Log.Warn("resize", "vm", key, "err", err)
+		} else {
+			if last.IsZero() {
+				last = c.retryOf(key)
+			}
+			c.settle(key, last, c.sync(ctx, key, last))
 		}
 		c.queue.Done(key)
 	}
 }
 
-// nodeAllocatableOnly is the node informer's transform: a Node's name and
-// allocatable CPU, nothing else.
-func nodeAllocatableOnly(obj any) (any, error) {
-	n, ok := obj.(*corev1.Node)
-	if !ok {
-		return obj, nil // a DeletedFinalStateUnknown tombstone
+// settle ends one sync of key: a refused PATCH puts the VM back with
+// backoff (the rate limiter's next delay for it); anything else, done or
+// an error no retry would mend (a VM without a valid size), forgets its
+// backoff.
+func (c *Controller) settle(key string, changed time.Time, err error) {
+	var refused *refusedError
+	if !errors.As(err, &refused) {
+		if err != nil {
+			c.Log.Warn("resize", "vm", key, "err", err)
+		}
+		c.resetRetry(key)
+		return
 	}
-	slim := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, ResourceVersion: n.ResourceVersion, UID: n.UID}}
-	if q, ok := n.Status.Allocatable[corev1.ResourceCPU]; ok {
-		slim.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: q}
+	c.mu.Lock()
+	if _, ok := c.retrying[key]; !ok || !changed.IsZero() {
+		c.retrying[key] = changed
 	}
-	return slim, nil
+	c.Metrics.retries(len(c.retrying))
+	c.mu.Unlock()
+	c.Metrics.resize("retried")
+	c.Log.Warn("resize failed: retrying with backoff", "vm", key, "failures", c.queue.NumRequeues(key)+1, "err", err)
+	c.queue.AddRateLimited(key)
 }
+
+// resetRetry forgets key's backoff: its resize succeeded, or there is a new
+// one to make (the VM's size changed), or none (the VM is gone).
+func (c *Controller) resetRetry(key string) {
+	c.queue.Forget(key)
+	c.mu.Lock()
+	if _, ok := c.retrying[key]; ok {
+		delete(c.retrying, key)
+		c.Metrics.retries(len(c.retrying))
+	}
+	c.mu.Unlock()
+}
+
+// retryOf is the VM change a retry of key applies (zero: none known).
+func (c *Controller) retryOf(key string) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.retrying[key]
+}
+
+// retryLimiter is the queue's rate limiter for failed resizes: per VM,
+// base after the first failure, doubling up to max (client-go's
+// exponential failure limiter; its controllers' default is 5 ms to
+// 1000 s, which starts too fast for an API server that answers 429);
+// over all VMs, at most 10 retries a second after a burst of 100
+// (client-go's default bucket), so that a refusal of every PATCH (an
+// outage, a webhook down) does not come back as a storm.
+func retryLimiter(base, max time.Duration) workqueue.TypedRateLimiter[string] {
+	return workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[string](base, max),
+		&workqueue.TypedBucketRateLimiter[string]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
+	)
+}
+
+// sizeChanged reports whether a VM update changed what sync reads of it:
+// its size, or the runner pod its status names (or whether either side
+// cannot be read: then it may have). Its other updates (status, labels)
+// leave a failed resize's backoff as it is.
+func sizeChanged(old, cur any) bool {
+	o, ok1 := old.(*unstructured.Unstructured)
+	n, ok2 := cur.(*unstructured.Unstructured)
+	if !ok1 || !ok2 {
+		return true
+	}
+	a, err1 := vmsize.FromObject(o.Object, vmsize.Request)
+	b, err2 := vmsize.FromObject(n.Object, vmsize.Request)
+	return err1 != nil || err2 != nil || !a.Equal(b)
+}
+
+// refusedError is a resize PATCH that failed: the API server refused it,
+// or it did not reach it. Its VM is retried with backoff.
+type refusedError struct {
+	pod string
+	to  int64
+	err error
+}
+
+func (e *refusedError) Error() string {
+	return fmt.Sprintf("pod %s: resize to %s: %v", e.pod, FormatMilli(e.to), e.err)
+}
+
+func (e *refusedError) Unwrap() error { return e.err }
 
 func (c *Controller) crdPresent() (bool, error) {
 	if c.crdCheck != nil {
@@ -354,18 +464,15 @@ func (c *Controller) syncPod(ctx context.Context, p *corev1.Pod, size, alloc int
 		}
 		return nil
 	}
-	attempt := fmt.Sprintf("resize %d", d.To)
-	if !c.once(p.UID, attempt) {
-		// This very resize failed before; the pod changed since, but not
-		// its request: wait for the next VM change rather than loop.
-		return nil
-	}
+	// A PATCH that fails is made again, with backoff (settle), until one
+	// succeeds or the VM's size changes; its Event goes through the
+	// eventLimit like any other.
 	_, err := c.Client.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType,
 		resizePatch(d.Container, d.To), metav1.PatchOptions{FieldManager: "cgwarden-sizer"}, "resize")
 	if err != nil {
 		c.Metrics.resize("failed")
 		c.event(p, corev1.EventTypeWarning, ReasonResizeError, "CPU request %s → %s on %s refused: %v", FormatMilli(d.From), FormatMilli(d.To), d.Container, err)
-		return fmt.Errorf("pod %s/%s: resize to %s: %w", p.Namespace, p.Name, FormatMilli(d.To), err)
+		return &refusedError{pod: p.Namespace + "/" + p.Name, to: d.To, err: err}
 	}
 	c.forget(p.UID) // done: a later pending status is reported afresh
 	c.Metrics.resize("resized")
@@ -382,7 +489,8 @@ func (c *Controller) syncPod(ctx context.Context, p *corev1.Pod, size, alloc int
 }
 
 // event records an Event on p, at most one per pod and reason per
-// EventWindow; the rest are only counted.
+// EventWindow; the rest are only counted (suppressed). What the recorder
+// sends is counted as its sink writes it (Metrics.EventWritten).
 func (c *Controller) event(p *corev1.Pod, typ, reason, format string, a ...any) {
 	if c.Events == nil {
 		return
@@ -391,7 +499,6 @@ func (c *Controller) event(p *corev1.Pod, typ, reason, format string, a ...any) 
 		c.Metrics.event(reason, "suppressed")
 		return
 	}
-	c.Metrics.event(reason, "sent")
 	c.Events.Eventf(p, typ, reason, format, a...)
 }
 
@@ -403,6 +510,7 @@ type Metrics struct {
 	latencies  prometheus.Histogram
 	queue      prometheus.Gauge
 	debouncing prometheus.Gauge
+	retrying   prometheus.Gauge
 }
 
 // NewMetrics registers the sizer's metrics on reg.
@@ -414,7 +522,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"result"}),
 		resizes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cgwarden_sizer_resizes_total",
-			Help: "Resize controller outcomes, by result: resized, failed (the API server refused), pending (the kubelet reports PodResizePending Infeasible or Deferred), not_sized (a BestEffort runner pod), unsizable (a VM without a valid spec.guest.cpus.use).",
+			Help: "Resize controller outcomes, by result: resized, failed (a resize PATCH the API server refused or that did not reach it; each attempt), retried (a VM put back with backoff after a failed PATCH: it is retried until a PATCH succeeds or its size changes), pending (the kubelet reports PodResizePending Infeasible or Deferred), not_sized (a BestEffort runner pod), unsizable (a VM without a valid spec.guest.cpus.use).",
 		}, []string{"result"}),
 	}
 	for _, r := range []string{"sized", "skipped", "unsized"} {
@@ -422,7 +530,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	m.events = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "cgwarden_sizer_events_total",
-		Help: "Events the resize controller meant to record, by reason and result: sent, or suppressed (one per pod and reason per --event-window).",
+		Help: "The resize controller's Events, by reason and result: sent (written to the API server: created, or aggregated into an earlier Event), failed (a write the API server refused or that did not reach it; client-go retries the latter, so one Event may count more than once), suppressed (over one per pod and reason per --event-window, never recorded). An Event client-go's own spam filter drops is in none.",
 	}, []string{"reason", "result"})
 	m.latencies = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "cgwarden_sizer_resize_latency_seconds",
@@ -437,10 +545,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "cgwarden_sizer_debouncing_vms",
 		Help: "VirtualMachines whose size changed and whose resize waits for the --coalesce window to end.",
 	})
-	for _, r := range []string{"resized", "failed", "pending", "not_sized", "unsizable"} {
+	m.retrying = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "cgwarden_sizer_retrying_vms",
+		Help: "VirtualMachines whose resize PATCH failed and that wait, with backoff, for a retry: mis-sized until one succeeds or their size changes.",
+	})
+	for _, r := range []string{"resized", "failed", "retried", "pending", "not_sized", "unsizable"} {
 		m.resizes.WithLabelValues(r)
 	}
-	reg.MustRegister(m.admissions, m.resizes, m.events, m.latencies, m.queue, m.debouncing)
+	reg.MustRegister(m.admissions, m.resizes, m.events, m.latencies, m.queue, m.debouncing, m.retrying)
 	return m
 }
 
@@ -448,6 +560,16 @@ func (m *Metrics) event(reason, result string) {
 	if m != nil {
 		m.events.WithLabelValues(reason, result).Inc()
 	}
+}
+
+// EventWritten counts one write of an Event by the recorder's sink
+// (apiconn.CountedEventRecorder): sent, or failed with err.
+func (m *Metrics) EventWritten(reason string, err error) {
+	if err != nil {
+		m.event(reason, "failed")
+		return
+	}
+	m.event(reason, "sent")
 }
 
 func (m *Metrics) latency(d time.Duration) {
@@ -460,6 +582,12 @@ func (m *Metrics) depth(queued, debouncing int) {
 	if m != nil {
 		m.queue.Set(float64(queued))
 		m.debouncing.Set(float64(debouncing))
+	}
+}
+
+func (m *Metrics) retries(n int) {
+	if m != nil {
+		m.retrying.Set(float64(n))
 	}
 }
 

@@ -116,7 +116,9 @@ func Run(ctx context.Context, o Options) error {
 	log.Info("webhook serving", "listen", ln.Addr().String())
 
 	if o.Controller {
-		rec, stopEvents, err := apiconn.EventRecorder(ctx, rc, corev1.EventSource{Component: "cgwarden-sizer"})
+		// Events are counted as the sink writes them, after client-go's
+		// correlator (which may drop or aggregate them).
+		rec, stopEvents, err := apiconn.CountedEventRecorder(ctx, rc, corev1.EventSource{Component: "cgwarden-sizer"}, metrics.EventWritten)
 		if err != nil {
 			return fmt.Errorf("events: %w", err)
 		}

@@ -58,11 +58,22 @@ type sizerProc struct {
 // at the end of the test.
 func (e *env) startSizer(t *testing.T, qps float64, args ...string) *sizerProc {
 	t.Helper()
+	return e.startSizerVia(t, "", nil, qps, args...)
+}
+
+// startSizerVia is startSizer with the sizer's API server at server, whose
+// certificate ca signs: a proxy in front of the lane's (empty: the lane's
+// itself).
+func (e *env) startSizerVia(t *testing.T, server string, ca []byte, qps float64, args ...string) *sizerProc {
+	t.Helper()
 	t0 := time.Now()
 	dir := t.TempDir()
 	rc := e.serviceAccountConfig(t, sizerNamespace, sizerSA)
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["scale"] = &clientcmdapi.Cluster{Server: rc.Host, CertificateAuthority: rc.CAFile, CertificateAuthorityData: rc.CAData}
+	if server != "" {
+		kc.Clusters["scale"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: ca}
+	}
 	kc.AuthInfos["sizer"] = &clientcmdapi.AuthInfo{Token: rc.BearerToken}
 	kc.Contexts["scale"] = &clientcmdapi.Context{Cluster: "scale", AuthInfo: "sizer"}
 	kc.CurrentContext = "scale"

@@ -1,0 +1,145 @@
+package sizer
+
+import (
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/cgwarden/cgwarden/internal/vmsize"
+)
+
+// The resize controller's informers keep of each object only what it
+// reads (DecideResize, vmContainer, hasCPURequest, VMSize and the
+// controller's sync): a whole runner pod is several KiB (managedFields,
+// the runner's -vmspec argument, env, volumes, conditions) and a whole
+// VirtualMachine about 2 KiB, where the fields read are a few hundred
+// bytes. Each transform (a cache.TransformFunc) is idempotent, and returns
+// anything that is not its kind unchanged: a cache.DeletedFinalStateUnknown
+// tombstone carries an object the store already slimmed.
+
+var (
+	_ cache.TransformFunc = slimRunnerPod
+	_ cache.TransformFunc = slimVM
+	_ cache.TransformFunc = nodeAllocatableOnly
+)
+
+// annotationPrefix is the prefix of every annotation the sizer reads
+// (AnnotationCPU, AnnotationCPUContainer) or writes (AnnotationSized).
+const annotationPrefix = "cgwarden.io/"
+
+// slimRunnerPod keeps of a runner pod:
+//   - metadata: name, namespace, uid, resourceVersion (the store's and the
+//     reflector's), deletionTimestamp (a pod being deleted is skipped),
+//     the vm.neon.tech/name label (the lister's selector, the key of the
+//     pod's VM), the cgwarden.io/ annotations and the owner references;
+//   - spec: nodeName (its node's allocatable CPU), each container's name
+//     and resources, the pod-level resources;
+//   - status: phase, qosClass, the PodResizePending and PodResizeInProgress
+//     conditions, and each container status's name and resources (what
+//     the kubelet applied).
+func slimRunnerPod(obj any) (any, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	s := &corev1.Pod{TypeMeta: p.TypeMeta, ObjectMeta: metav1.ObjectMeta{
+		Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
+		DeletionTimestamp: p.DeletionTimestamp, OwnerReferences: p.OwnerReferences,
+	}}
+	if v, ok := p.Labels[vmsize.LabelNeonVM]; ok {
+		s.Labels = map[string]string{vmsize.LabelNeonVM: v}
+	}
+	for k, v := range p.Annotations {
+		if strings.HasPrefix(k, annotationPrefix) {
+			if s.Annotations == nil {
+				s.Annotations = map[string]string{}
+			}
+			s.Annotations[k] = v
+		}
+	}
+	s.Spec.NodeName, s.Spec.Resources = p.Spec.NodeName, p.Spec.Resources
+	if p.Spec.Containers != nil {
+		s.Spec.Containers = make([]corev1.Container, len(p.Spec.Containers))
+		for i, c := range p.Spec.Containers {
+			s.Spec.Containers[i] = corev1.Container{Name: c.Name, Resources: c.Resources}
+		}
+	}
+	s.Status.Phase, s.Status.QOSClass = p.Status.Phase, p.Status.QOSClass
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodResizePending || c.Type == corev1.PodResizeInProgress {
+			s.Status.Conditions = append(s.Status.Conditions, c)
+		}
+	}
+	if p.Status.ContainerStatuses != nil {
+		s.Status.ContainerStatuses = make([]corev1.ContainerStatus, len(p.Status.ContainerStatuses))
+		for i, c := range p.Status.ContainerStatuses {
+			s.Status.ContainerStatuses[i] = corev1.ContainerStatus{Name: c.Name, Resources: c.Resources}
+		}
+	}
+	return s, nil
+}
+
+// slimVM keeps of a VirtualMachine its apiVersion and kind, metadata name,
+// namespace, uid and resourceVersion, spec.guest.cpus use, min and max
+// (VMSize reads use), and status.podName.
+func slimVM(obj any) (any, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil
+	}
+	s := map[string]any{}
+	for _, k := range []string{"apiVersion", "kind"} {
+		if v, ok := u.Object[k]; ok {
+			s[k] = v
+		}
+	}
+	keep(s, u.Object, []string{"metadata"}, "name", "namespace", "uid", "resourceVersion")
+	keep(s, u.Object, []string{"spec", "guest", "cpus"}, "use", "min", "max")
+	keep(s, u.Object, []string{"status"}, "podName")
+	return &unstructured.Unstructured{Object: s}, nil
+}
+
+// keep copies the fields names of the map at path in from into the same
+// path in to, making the maps on the way; nothing when none is there.
+func keep(to, from map[string]any, path []string, names ...string) {
+	src, ok, err := unstructured.NestedFieldNoCopy(from, path...)
+	m, isMap := src.(map[string]any)
+	if !ok || err != nil || !isMap {
+		return
+	}
+	out := map[string]any{}
+	for _, n := range names {
+		if v, ok := m[n]; ok {
+			out[n] = v
+		}
+	}
+	if len(out) == 0 {
+		return
+	}
+	for _, p := range path[:len(path)-1] {
+		next, ok := to[p].(map[string]any)
+		if !ok {
+			next = map[string]any{}
+			to[p] = next
+		}
+		to = next
+	}
+	to[path[len(path)-1]] = out
+}
+
+// nodeAllocatableOnly is the node informer's transform: a Node's name and
+// allocatable CPU, nothing else.
+func nodeAllocatableOnly(obj any) (any, error) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return obj, nil // a DeletedFinalStateUnknown tombstone
+	}
+	slim := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, ResourceVersion: n.ResourceVersion, UID: n.UID}}
+	if q, ok := n.Status.Allocatable[corev1.ResourceCPU]; ok {
+		slim.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: q}
+	}
+	return slim, nil
+}
