@@ -24,17 +24,7 @@ import (
 // exposition) it skips: the host lane runs it.
 func promtoolPath(t *testing.T) string {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("promtool is a host tool: the host lane runs this test (the v2 lane's guest runs -test.short)")
-	}
-	p, err := exec.LookPath("promtool")
-	if err != nil {
-		if realtest.Required() {
-			t.Fatalf("promtool not found (apt-get install prometheus) and %s=1", realtest.EnvRequire)
-		}
-		t.Skip("promtool not found (apt-get install prometheus)")
-	}
-	return p
+	return realtest.HostTool(t, "prometheus", "promtool")
 }
 
 // checkMetrics runs `promtool check metrics` on an exposition: its lint

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cgwarden/cgwarden/internal/realtest"
 )
 
 // TestDefaultBuildHasNoFailpoints builds cmd/cgwarden as it ships (no
@@ -13,13 +15,7 @@ import (
 // variable that arms it is in the binary. With -tags failpoints it checks
 // that the tagged build does hold them, so the check can fail.
 func TestDefaultBuildHasNoFailpoints(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds cgwarden")
-	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go command")
-	}
+	goBin := realtest.HostTool(t, "golang-go, or Go from go.dev", "go")
 	bin := filepath.Join(t.TempDir(), "cgwarden")
 	args := []string{"build", "-o", bin}
 	if Enabled {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/cgwarden/cgwarden/internal/realtest"
 	"math"
 	"net"
 	"net/http"
@@ -19,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cgwarden/cgwarden/internal/realtest"
+
 	"github.com/cgwarden/cgwarden/internal/inspect"
 )
 
@@ -27,19 +28,7 @@ import (
 // CGWARDEN_REQUIRE_REAL=1.
 func prometheusBinary(t *testing.T) string {
 	t.Helper()
-	if testing.Short() {
-		// The v2 lane's guest (go test -short) has no Prometheus; nothing
-		// here depends on the kernel, and the host lane runs it.
-		t.Skip("-short: Prometheus runs in the host lane only")
-	}
-	p, err := exec.LookPath("prometheus")
-	if err != nil {
-		if os.Getenv("CGWARDEN_REQUIRE_REAL") == "1" {
-			t.Fatal("prometheus not found (apt-get install prometheus) and CGWARDEN_REQUIRE_REAL=1")
-		}
-		t.Skip("prometheus not found (apt-get install prometheus): the --prometheus path is not tested against a real Prometheus")
-	}
-	return p
+	return realtest.HostTool(t, "prometheus", "prometheus")
 }
 
 // startServe builds cgwarden and runs `cgwarden serve` on an embedded

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cgwarden/cgwarden/internal/realtest"
 )
 
 // unavailable ends a test that cannot run its browser: a skip normally, a
@@ -32,13 +34,7 @@ func unavailable(t *testing.T, why string) {
 // chromium finds Debian's headless-capable browser, or ends the test.
 func chromium(t *testing.T) string {
 	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	unavailable(t, "no chromium on PATH (apt-get install chromium)")
-	return ""
+	return realtest.HostTool(t, "chromium", "chromium", "chromium-browser")
 }
 
 // runChromium runs the browser headless on file at width×900 with extra
