@@ -65,17 +65,32 @@ func TestControllerResizesThroughSubresource(t *testing.T) {
 		map[schema.GroupVersionResource]string{VirtualMachines: "VirtualMachineList"}, vm1, vm2)
 	events := record.NewFakeRecorder(10)
 	var crd atomic.Bool
+	var looked atomic.Int32 // discovery calls that found no CRD
 	c := &Controller{Client: cs, Dynamic: dyn, Events: events, Log: slog.New(slog.DiscardHandler),
 		Coalesce: 500 * time.Millisecond, Recheck: 100 * time.Millisecond,
-		crdCheck: func() (bool, error) { return crd.Load(), nil }}
+		crdCheck: func() (bool, error) {
+			if crd.Load() {
+				return true, nil
+			}
+			looked.Add(1)
+			return false, nil
+		}}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
 
-	time.Sleep(300 * time.Millisecond) // idle: no CRD in discovery
+	// Idle while discovery has no CRD: looked for again every Recheck.
+	waitFor(t, 5*time.Second, "the CRD looked for twice", func() (bool, string) {
+		return looked.Load() >= 2, fmt.Sprintf("%d looks", looked.Load())
+	})
 	crd.Store(true)
-	time.Sleep(900 * time.Millisecond) // found, informers synced, the initial sync done
+	// Found: the informers synced and the initial sync of both VMs done,
+	// which the BestEffort runner's CPUNotSized Event marks (vm1's runner
+	// is at its size already: no patch, no Event).
+	waitFor(t, 10*time.Second, "the initial sync's CPUNotSized Event", func() (bool, string) {
+		return len(events.Events) >= 1, "no Event yet"
+	})
 
 	// A burst of ten changes 100 ms apart, longer than the 500 ms window
 	// (a leading window would patch an intermediate size in the middle):
@@ -89,9 +104,15 @@ func TestControllerResizesThroughSubresource(t *testing.T) {
 		if _, err := dyn.Resource(VirtualMachines).Namespace("ns").Update(ctx, u, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // the burst's pace, not a wait for anything
 	}
-	time.Sleep(1500 * time.Millisecond)
+	waitFor(t, 10*time.Second, "the burst's resize", func() (bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(patches) >= 1, "no patch yet"
+	})
+	// No second patch in the window after it: the burst is one resize.
+	time.Sleep(c.Coalesce)
 	mu.Lock()
 	defer mu.Unlock()
 	if len(patches) != 1 {
