@@ -1,9 +1,6 @@
 package inspect
 
 import (
-	"encoding/json"
-	"io"
-
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/layout"
 	"github.com/cgwarden/cgwarden/internal/mounts"
@@ -198,11 +195,4 @@ func NewReport(n *inventory.Node, sized []weights.View) Report {
 		r.SizedPods = Sized(sized)
 	}
 	return r
-}
-
-// WriteJSON writes the report, indented, with the sized pods' weights.
-func WriteJSON(w io.Writer, n *inventory.Node, sized []weights.View) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(NewReport(n, sized))
 }

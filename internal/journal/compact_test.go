@@ -90,7 +90,7 @@ func TestCompactKeepsWhatRevertNeeds(t *testing.T) {
 	}
 	r1 := after[0]
 	mvStep := r1.Steps[2]
-	if mvStep.Status != StatusDone || !slices.Equal(PIDs(mvStep.Pids), []int{10, 11}) {
+	if mvStep.Status != StatusDone || !slices.Equal(mvStep.Pids, Bare([]int{10, 11})) {
 		t.Errorf("move after compaction: %+v, want done with pids 10 and 11", mvStep)
 	}
 	if tier := r1.Steps[1]; tier.Op.Path != "/c/tier/cpu.shares" || *tier.Prev.Value != "2" {

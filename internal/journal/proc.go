@@ -77,12 +77,3 @@ func Bare(pids []int) []Proc {
 	}
 	return out
 }
-
-// PIDs are the processes' PIDs.
-func PIDs(ps []Proc) []int {
-	var out []int
-	for _, p := range ps {
-		out = append(out, p.PID)
-	}
-	return out
-}

@@ -56,13 +56,6 @@ var runtimes = []Runtime{
 	{Name: RuntimeKata, Sandbox: true},
 }
 
-// Runtimes lists the table (a copy: the table is not for changing).
-func Runtimes() []Runtime {
-	out := make([]Runtime, len(runtimes))
-	copy(out, runtimes)
-	return out
-}
-
 // lookup finds the runtime one of whose names, as field picks them, is
 // name.
 func lookup(name string, field func(Runtime) []string) (Runtime, bool) {

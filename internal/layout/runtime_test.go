@@ -43,7 +43,7 @@ func TestContainerName(t *testing.T) {
 func TestRuntimeNamesRoundTrip(t *testing.T) {
 	id := strings.Repeat("cd", 32)
 	named := 0
-	for _, r := range Runtimes() {
+	for _, r := range runtimes {
 		name, err := ContainerName(Systemd, r.Name, id)
 		if r.Sandbox {
 			if err == nil {
@@ -122,7 +122,7 @@ func TestRuntimeTableUnique(t *testing.T) {
 	}
 	for form, field := range forms {
 		seen := map[string]string{}
-		for _, r := range Runtimes() {
+		for _, r := range runtimes {
 			for _, n := range field(r) {
 				if n == "" {
 					t.Errorf("%s: empty %s", r.Name, form)

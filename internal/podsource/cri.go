@@ -50,9 +50,6 @@ func dialCRI(socket string) *CRISource {
 	return c
 }
 
-// NewCRI returns a CRI source on socket.
-func NewCRI(socket string) *CRISource { return dialCRI(socket) }
-
 // Close closes the connection.
 func (c *CRISource) Close() error {
 	if c.conn == nil {

@@ -82,7 +82,7 @@ func seedRuntime() *fakeRuntime {
 
 func TestCRIListsPodsAndContainers(t *testing.T) {
 	sock := startRuntime(t, seedRuntime())
-	c := NewCRI(sock)
+	c := dialCRI(sock)
 	defer c.Close()
 	pods, err := c.Pods(context.Background())
 	if err != nil {
@@ -121,7 +121,7 @@ func TestCRIListsPodsAndContainers(t *testing.T) {
 // new slice.
 func TestCRIListingUnchangedIsTheSameSlice(t *testing.T) {
 	rt := seedRuntime()
-	c := NewCRI(startRuntime(t, rt))
+	c := dialCRI(startRuntime(t, rt))
 	defer c.Close()
 	list := func() []metadata.Pod {
 		t.Helper()
@@ -164,13 +164,13 @@ func TestCRIListingUnchangedIsTheSameSlice(t *testing.T) {
 func TestCRIErrorsAreReported(t *testing.T) {
 	rt := seedRuntime()
 	rt.fail = status.Error(codes.Unavailable, "runtime is restarting")
-	c := NewCRI(startRuntime(t, rt))
+	c := dialCRI(startRuntime(t, rt))
 	defer c.Close()
 	if _, err := c.Pods(context.Background()); err == nil || !strings.Contains(err.Error(), "runtime is restarting") {
 		t.Fatalf("err = %v", err)
 	}
 	// No runtime at all on the socket path.
-	c2 := NewCRI(filepath.Join(t.TempDir(), "absent.sock"))
+	c2 := dialCRI(filepath.Join(t.TempDir(), "absent.sock"))
 	defer c2.Close()
 	if _, err := c2.Pods(context.Background()); err == nil {
 		t.Fatal("no error for an absent runtime")

@@ -72,13 +72,6 @@ type Endpoint struct {
 	Wait time.Duration
 }
 
-// ListenAndServe serves h on addr (HTTPS when tlsConfig is not nil) until
-// ctx is done, then shuts down gracefully. attrs are logged with the
-// "serving" line.
-func ListenAndServe(ctx context.Context, addr string, h http.Handler, tlsConfig *tls.Config, log *slog.Logger, attrs ...any) error {
-	return ServeEndpoints(ctx, log, Endpoint{Addr: addr, Handler: h, TLS: tlsConfig, Attrs: attrs})
-}
-
 // ServeEndpoints listens on every endpoint first, so that a port in use
 // fails the start, then serves them all until ctx is done (graceful
 // shutdown) or one of them fails (the others are shut down too). The
