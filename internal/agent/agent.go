@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cgwarden/cgwarden/internal/apiconn"
+	"github.com/cgwarden/cgwarden/internal/audit"
 	"github.com/cgwarden/cgwarden/internal/cgroupfs"
 	"github.com/cgwarden/cgwarden/internal/events"
 	"github.com/cgwarden/cgwarden/internal/fix"
@@ -189,7 +190,7 @@ func (a *Agent) completeLive(ctx context.Context, lister podsource.Lister, scfg 
 		scfg.Collectors = append(scfg.Collectors, vmWatchCollector{live})
 	}
 	scfg.Collectors = append(scfg.Collectors, usageCollector{host})
-	a.Loop = NewLoop(sc, src.Sizes, nil, c.Interval, c.Demand, a.log)
+	a.Loop = NewLoop(sc, src.Sizes, audit.Policy{MaxTierMilliCPU: c.MaxTierMilliCPU}, nil, c.Interval, c.Demand, a.log)
 	a.app = newApplier()
 	a.journal = journal.New(c.JournalDir)
 	if len(c.Weights) > 0 {

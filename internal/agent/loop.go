@@ -36,8 +36,10 @@ type Sink func(*Picture)
 
 // Loop is the node loop: see the package comment.
 type Loop struct {
-	sc       *inventory.Scanner
-	meta     hold.Sizes
+	sc   *inventory.Scanner
+	meta hold.Sizes
+	// policy is the audit's: the agent's tier cap, the holder's too.
+	policy   audit.Policy
 	srv      *serve.Server
 	interval time.Duration
 	log      *slog.Logger
@@ -58,8 +60,8 @@ type Loop struct {
 
 // NewLoop makes the loop of scanner sc (its Steady, if any, already set
 // up on the loop's Hub), named with meta, serving to srv (may be nil).
-func NewLoop(sc *inventory.Scanner, meta hold.Sizes, srv *serve.Server, interval time.Duration, demand bool, log *slog.Logger) *Loop {
-	l := &Loop{sc: sc, meta: meta, srv: srv, interval: interval, log: log.With("component", "loop"),
+func NewLoop(sc *inventory.Scanner, meta hold.Sizes, policy audit.Policy, srv *serve.Server, interval time.Duration, demand bool, log *slog.Logger) *Loop {
+	l := &Loop{sc: sc, meta: meta, policy: policy, srv: srv, interval: interval, log: log.With("component", "loop"),
 		kick: make(chan struct{}, 1), changed: make(chan struct{})}
 	l.sampling.Demand, l.sampling.Clock = demand, time.Now
 	return l
@@ -140,7 +142,7 @@ func (l *Loop) scanOnce(ctx context.Context) {
 	took := time.Since(start)
 	var pic *Picture
 	if err == nil {
-		pic = &Picture{Seq: seq, Node: n, Meta: meta, Report: audit.Run(&audit.Input{Node: n, Meta: meta})}
+		pic = &Picture{Seq: seq, Node: n, Meta: meta, Report: audit.Run(&audit.Input{Node: n, Meta: meta, Policy: l.policy})}
 	} else {
 		l.log.Error("scan failed; serving the previous scan", "err", err)
 	}

@@ -159,13 +159,25 @@ type Finding struct {
 	Brief string `json:"-"`
 }
 
+// Policy is what the rules judge by that is the operator's choice. The
+// agent audits with the same Policy as its holder holds weights by (one
+// config: agent.Config), so a finding never contradicts what it does.
+type Policy struct {
+	// StarvationCores is the besteffort-starvation threshold (0:
+	// DefaultStarvationCores).
+	StarvationCores float64
+	// MaxTierMilliCPU caps the sizes the BestEffort tier's weight counts
+	// (--max-tier-cpu; 0: the node's CPUs), as the holder and `fix` do:
+	// held-weights and tier-drift compare the tier with the capped target.
+	MaxTierMilliCPU int64
+}
+
 // Input is what the rules read.
 type Input struct {
 	Node *inventory.Node
 	// Meta is the pod (and VM) metadata; nil when none was given.
 	Meta *metadata.Set
-	// StarvationCores is the besteffort-starvation threshold.
-	StarvationCores float64
+	Policy
 
 	views     map[string]weights.View // sized BestEffort pods by UID
 	viewsHeld bool
@@ -183,7 +195,7 @@ func (in *Input) sized(uid string) (weights.View, bool) {
 func (in *Input) loadViews() {
 	if !in.viewsDone {
 		in.viewsDone = true
-		vs, held := weights.Views(in.Node, in.Meta, 0)
+		vs, held := weights.Views(in.Node, in.Meta, in.MaxTierMilliCPU)
 		in.views, in.viewsHeld = map[string]weights.View{}, held
 		for _, v := range vs {
 			in.views[v.Pod.UID] = v

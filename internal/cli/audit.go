@@ -97,7 +97,7 @@ func runAudit(w io.Writer, o *Options, f auditFlags) error {
 	}
 	o.checkPodsMatch(meta, n)
 	o.checkFilter(filter, meta)
-	r := audit.Run(&audit.Input{Node: n, Meta: meta, StarvationCores: f.starvation})
+	r := audit.Run(&audit.Input{Node: n, Meta: meta, Policy: audit.Policy{StarvationCores: f.starvation}})
 	selectFindings(r, filter, meta)
 	if err := writeAudit(w, o.Output, n, r); err != nil {
 		return &ExitError{Code: 2, Err: err}
