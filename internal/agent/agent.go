@@ -174,7 +174,7 @@ func (a *Agent) completeLive(ctx context.Context, lister podsource.Lister, scfg 
 	changes := metadata.NewChanges()
 	trust := a.sizeTrust(ctx, changes)
 	scfg.Trust = trust
-	src := &hold.MetaSource{Lister: noPods{}, VMsFile: c.VMsFile, Trust: trust}
+	src := &hold.MetaSource{Lister: noPods{}, VMsFile: c.VMsFile, Trust: trust, Log: a.log.With("component", "sizes")}
 	// notifying: every source of the sizes says when it changes, so the
 	// holder need not look on a timer.
 	notifying := false
@@ -227,7 +227,7 @@ func (a *Agent) completeLive(ctx context.Context, lister podsource.Lister, scfg 
 
 // engine is a fix engine of the agent: journaled applies through the host.
 func (a *Agent) engine() *fix.Engine {
-	e := &fix.Engine{FS: a.host, JournalDir: a.cfg.JournalDir, Journal: a.journal, Log: a.log.With("component", "fix")}
+	e := &fix.Engine{FS: a.host, JournalDir: a.cfg.JournalDir, Journal: a.journal, Log: a.log.With("component", "fix"), By: journal.ByServe}
 	if a.units != nil {
 		e.Units = a.units
 	}
@@ -239,13 +239,20 @@ func (a *Agent) engine() *fix.Engine {
 // beyond the flag until they answer).
 const sizeTrustWait = 10 * time.Second
 
-// sizeTrust starts the live agent's check of which pod sizes it may
-// believe (sizetrust): --trust-size-annotations' namespaces, the size
+// sizeTrust says which pod sizes the agent believes. A pods file (--pods)
+// is believed as every other command believes it (podsource.Vouched): the
+// operator's own input, so `serve --fix` holds what `fix --apply` set from
+// the same file instead of undoing it. Pods from a live source get the
+// live check (sizetrust): --trust-size-annotations' namespaces, the size
 // policy and the Node's allocatable CPU, read from the API server when
-// there is one. A pods file given to a live agent is trusted no more
-// than the API: the agent acts on it.
+// there is one.
 func (a *Agent) sizeTrust(ctx context.Context, changes *metadata.Changes) func() metadata.Trust {
 	c := a.cfg
+	if t, ok := podsource.Vouched(a.source); ok {
+		a.log.Info("trusted pod sizes", "component", "sizetrust", "annotations", t.Annotations, "trustedBy", t.TrustedBy,
+			"allocatableUnknown", t.AllocatableUnknown)
+		return func() metadata.Trust { return t }
+	}
 	ch := &sizetrust.Checker{Node: c.NodeName, Namespaces: c.TrustNamespaces, Log: a.log.With("component", "sizetrust"), Changes: changes}
 	if rc, err := apiconn.RESTConfig(c.Kubeconfig, c.WrapTransport); err == nil {
 		if dyn, err := sizetrust.NewClient(rc); err == nil {

@@ -26,8 +26,10 @@
 // directory (journal.AgentLockName). A second agent on the node — a
 // DaemonSet update with maxSurge, one started by hand with another
 // journal directory — serves but waits, and never writes between the
-// first's writes; the metadata source believes only the
-// sizes the size-trust checker allows (sizetrust, --trust-size-annotations);
+// first's writes; the metadata source believes a --pods file as every
+// command does (podsource.Vouched: the operator's input), and of pods
+// read live only the sizes the size-trust checker allows (sizetrust,
+// --trust-size-annotations), logging each size it refuses;
 // /healthz and /readyz follow the loop's scans (serve.Server.Looping).
 //
 // Helpers shared with cgwarden-sizer and `cgwarden nri` (the API

@@ -223,6 +223,7 @@ var Rules = []Rule{
 	{RuleEscapedProcess, checkEscaped},
 	{RuleTierDrift, checkTierDrift},
 	{RuleOrphanCgroup, checkOrphans},
+	{RuleIgnoredSize, checkIgnoredSizes},
 }
 
 // Report is the outcome of an audit.

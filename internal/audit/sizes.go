@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/metadata"
+	"github.com/cgwarden/cgwarden/internal/rules"
 )
 
 // Sizes is where every declared pod size on the node came from: what the
@@ -57,14 +59,7 @@ func sizesOf(meta *metadata.Set) *Sizes {
 	for _, o := range origins {
 		sp := SizedPod{Subject: Subject{Kind: "pod", PodUID: o.Pod.UID, PodName: o.Pod.Name, Namespace: o.Pod.Namespace},
 			Source: o.Source, Via: o.Via, DeclaredMilliCPU: o.DeclaredMilliCPU, MilliCPU: o.MilliCPU, Trusted: o.Trusted}
-		switch {
-		case strings.HasPrefix(o.Via, "VM object"):
-			sp.From = "vm-object"
-		case strings.HasPrefix(o.Via, "the runner's -vmspec"):
-			sp.From = "runner-vmspec"
-		default:
-			sp.From = "annotation"
-		}
+		sp.From = sizeFrom(o.Origin)
 		switch {
 		case o.Ignored != "":
 			sp.Status, sp.Reason = "ignored", o.Ignored
@@ -76,6 +71,60 @@ func sizesOf(meta *metadata.Set) *Sizes {
 		s.Pods = append(s.Pods, sp)
 	}
 	return s
+}
+
+// sizeFrom names what stated a size: vm-object, runner-vmspec or
+// annotation.
+func sizeFrom(o metadata.Origin) string {
+	switch {
+	case strings.HasPrefix(o.Via, "VM object"):
+		return "vm-object"
+	case strings.HasPrefix(o.Via, "the runner's -vmspec"):
+		return "runner-vmspec"
+	}
+	return "annotation"
+}
+
+// RuleIgnoredSize: a pod on the node declares a CPU size that is not
+// taken (not believed, or not a size at all), so its weight stays the
+// kubelet's. The Declared sizes section lists it too; the finding makes
+// it count (--fail-on, cgwarden_audit_findings) and says what to do.
+const RuleIgnoredSize = rules.IgnoredSize
+
+// checkIgnoredSizes reports each pod of the node whose declared size is
+// ignored, with the size and the reason.
+func checkIgnoredSizes(in *Input, r *Report) {
+	if in.Meta == nil {
+		return
+	}
+	onNode := map[string]*inventory.Pod{}
+	for _, p := range in.Node.Pods {
+		onNode[p.UID] = p
+	}
+	for _, o := range in.Meta.Origins() {
+		p, ok := onNode[o.Pod.UID]
+		if o.Ignored == "" || !ok {
+			continue
+		}
+		from := sizeFrom(o.Origin)
+		declared := "a size"
+		if o.DeclaredMilliCPU > 0 {
+			declared = milliCPU(o.DeclaredMilliCPU)
+		}
+		ev := Evidence{Summary: fmt.Sprintf("%s states %s, not taken: %s", o.Via, declared, o.Ignored)}
+		ev.Add("source", o.Source).Add("from", from).Add("declaredMilliCPU", o.DeclaredMilliCPU).Add("reason", o.Ignored)
+		remedy := "A VM's size counts for the one pod its VM object's status names (NeonVM status.podName, KubeVirt status.activePods); " +
+			"a pod's own owner references, labels and arguments never do. A pods file (--pods) is the operator's own input: every command believes it."
+		if from == "annotation" {
+			remedy = "If the annotation is meant: install the size policy (deploy/kustomize/size-policy, chart sizePolicy.enabled=true), " +
+				"which lets only the sizer set cgwarden.io/cpu, or name the namespace in --trust-size-annotations if everyone who may write its pods is trusted. " +
+				"Otherwise remove it."
+		}
+		r.add(Finding{Rule: RuleIgnoredSize, Severity: Warning, Subject: podSubject(p), Evidence: ev,
+			Message: "The pod's declared size buys no CPU weight: it keeps the kubelet's weight (a BestEffort pod: the minimum), " +
+				"and the weight fixes do not count it in its tier. A weight an earlier fix set from this size is lowered by a holder that no longer believes it.",
+			Remedy: remedy})
+	}
 }
 
 // writeSizes prints the origins for people, one line a pod.

@@ -87,7 +87,7 @@ func (o *Options) fixEngine(f *fixFlags) (*fix.Engine, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	e := &fix.Engine{JournalDir: f.journalDir, Meta: meta}
+	e := &fix.Engine{JournalDir: f.journalDir, Meta: meta, By: journal.ByFix}
 	if o.Snapshot != "" {
 		if f.apply {
 			return nil, nil, errors.New("--apply works on the live node, not on a snapshot")

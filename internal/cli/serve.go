@@ -84,7 +84,7 @@ func (so *serveOptions) addFlags(f *pflag.FlagSet, o *Options) {
 	f.BoolVar(&a.Events, "events", false, "report each new finding and each applied fix as a Kubernetes Event on its pod (needs --kubeconfig or in-cluster; aggregated and rate-limited, at most 20 finding Events per scan)")
 	f.BoolVar(&a.FullScans, "full-scans", false, "read every cgroup file at every scan, as one-shot commands do, instead of steady-state scans (counter files kept open, listings and settings read again only when inotify says they changed, and at least every 60 scans); for comparison and debugging")
 	f.BoolVar(&a.Demand, "demand", false, "also measure every cgroup's CPU demand and serve its fair share (cgwarden_*_cpu_fair_cores); reads every thread's schedstat at each scan, the largest cost of a scan on a busy node")
-	f.StringVar(&a.TrustSizes, "trust-size-annotations", "", "believe the "+vmsize.AnnotationCPU+" annotation of pods in these `NAMESPACES` (comma-separated, or * for all); without it, or beyond it, the annotation counts only while the size policy (ValidatingAdmissionPolicy and binding "+sizetrust.PolicyName+", deploy/kustomize/size-policy) is installed (watched through the API server). VM objects count always; every size is capped at the Node's allocatable CPU")
+	f.StringVar(&a.TrustSizes, "trust-size-annotations", "", "believe the "+vmsize.AnnotationCPU+" annotation of pods in these `NAMESPACES` (comma-separated, or * for all); without it, or beyond it, the annotation counts only while the size policy (ValidatingAdmissionPolicy and binding "+sizetrust.PolicyName+", deploy/kustomize/size-policy) is installed (watched through the API server). VM objects count always; every size is capped at the Node's allocatable CPU. A --pods file is the operator's own input: its sizes are believed, uncapped, as fix believes them")
 	f.StringSliceVar(&a.Fix, "fix", nil, "keep these rules fixed while serving (comma-separated: "+strings.Join(plan.Rules, ", ")+"; default none: observe only)")
 	f.StringVar(&a.JournalDir, "journal-dir", journal.DefaultDir, "where the journal of applied changes (and its lock) lives")
 	f.StringVar(&a.MaxTierCPU, "max-tier-cpu", "", "cap on the CPU sizes the BestEffort tier's weight counts (a CPU quantity; default: the node's CPUs)")
@@ -155,6 +155,11 @@ func feedSnapshot(ctx context.Context, srv *serve.Server, name string, lister po
 			slog.Warn("pod metadata unavailable; serving pods by UID", "err", err)
 		} else {
 			meta = metadata.NewSet(pods)
+			// A pods file is believed as every command believes it.
+			if _, file := lister.(*podsource.FileSource); file {
+				t, _ := podsource.Vouched(podsource.File)
+				meta.SetTrust(t)
+			}
 		}
 	}
 	if err := applyVMsFile(meta, vmsFile); err != nil {

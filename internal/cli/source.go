@@ -12,6 +12,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/examples"
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/metadata"
+	"github.com/cgwarden/cgwarden/internal/podsource"
 	"github.com/cgwarden/cgwarden/internal/snapshot"
 )
 
@@ -104,10 +105,11 @@ func LoadPods(file string) (*metadata.Set, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The operator's own file: trusted input for a plan or an audit (a
-	// live serve decides for itself: sizetrust).
+	// The operator's own file: believed by the rule every command
+	// applies to it, serve included (podsource.Vouched).
 	set := metadata.NewSet(pods)
-	set.SetTrust(metadata.OperatorTrust("the pods file given (--pods)"))
+	trust, _ := podsource.Vouched(podsource.File)
+	set.SetTrust(trust)
 	return set, nil
 }
 

@@ -111,6 +111,10 @@ type Engine struct {
 	// releases them. Only for an FS that is a *cgroupfs.Host.
 	Steady bool
 	steady *inventory.Scanner
+	// By names the command in the journal's runs (journal.ByFix,
+	// journal.ByServe): a holder that lowers a weight `fix --apply` set
+	// says so.
+	By string
 }
 
 // Close releases what Steady keeps open, and the engine's own journal.
@@ -417,7 +421,7 @@ func (e *Engine) applyPlan(j *journal.Journal, runs []*journal.Run, p *plan.Plan
 	gw, end := e.writer(pol.Trees, exact)
 	defer end()
 	w := &guard{w: gw, check: applyCheck(pol), units: ug, checkUnit: pol.Check}
-	begin := journal.Entry{Type: journal.Begin}
+	begin := journal.Entry{Type: journal.Begin, By: e.By}
 	if unfinished != nil {
 		res.Run, res.Resumed = unfinished.ID, true
 		begin.Type, begin.Note = journal.Resume, "continuing a run that was cut off"

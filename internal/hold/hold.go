@@ -182,9 +182,12 @@ type Holder struct {
 
 	mu sync.Mutex
 	// trees are the kubelet's root cgroups of the last plan's policy.
-	trees   []string
-	files   map[string]*held
-	gone    map[string]*held // targets dropped, kept for their counters until the next scrape
+	trees []string
+	files map[string]*held
+	gone  map[string]*held // targets dropped, kept for their counters until the next scrape
+	// lowered is the value each weight `fix --apply` set was last lowered
+	// to, with a warning (sayLowered).
+	lowered map[string]string
 	replans uint64
 	errs    uint64
 	ready   bool
@@ -225,7 +228,7 @@ func New(cfg Config) (*Holder, error) {
 		cfg.Apply = func(f func()) { f() }
 	}
 	h := &Holder{cfg: cfg, log: cfg.Log.With("component", "hold"), loop: cfg.Loop,
-		dirs: map[string]bool{}, overwritten: map[string]overwrite{}, files: map[string]*held{}, gone: map[string]*held{},
+		dirs: map[string]bool{}, overwritten: map[string]overwrite{}, files: map[string]*held{}, gone: map[string]*held{}, lowered: map[string]string{},
 		offers: make(chan offer, 1)}
 	if h.loop == nil {
 		sc, err := inventory.Open(cfg.Host)
@@ -631,7 +634,7 @@ func (h *Holder) replanOnce(ctx context.Context, from *offer) (again bool, err e
 		return false, err
 	}
 	var resets []string
-	h.cfg.Apply(func() { resets, err = h.apply(p, pol) })
+	h.cfg.Apply(func() { resets, err = h.apply(p, pol, meta) })
 	if err != nil {
 		return false, err
 	}
@@ -744,12 +747,14 @@ func (h *Holder) replanOnce(ctx context.Context, from *offer) (again bool, err e
 // new size, or a reset that happened while no watch was on them). A file
 // held already at the op's value was reset under the watch: apply leaves
 // it to the restore path (RestoreDelay, counted in resets) and returns it.
-func (h *Holder) apply(p *plan.Plan, pol plan.Policy) (resets []string, err error) {
+func (h *Holder) apply(p *plan.Plan, pol plan.Policy, meta *metadata.Set) (resets []string, err error) {
 	entries, err := h.cfg.Engine.JournalEntries()
 	if err != nil {
 		return nil, err
 	}
-	written := journal.Written(journal.Applies(entries))
+	runs := journal.Applies(entries)
+	written := journal.Written(runs)
+	byFix := journal.WrittenBy(runs, journal.ByFix)
 	first := *p
 	first.Ops = nil
 	var again []plan.Op
@@ -781,12 +786,60 @@ func (h *Holder) apply(p *plan.Plan, pol plan.Policy) (resets []string, err erro
 		if err := pol.Check(op); err != nil {
 			return nil, err
 		}
+		h.sayLowered(op, byFix, meta)
 		if err := h.write(op); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return nil, err
 		}
 	}
 	return resets, nil
 }
+
+// sayLowered warns, once per file and value, before op lowers a weight
+// that `cgwarden fix --apply` set (journal.ByFix): which declared sizes
+// the holder does not believe, and why. An agent that silently undid the
+// operator's fix left the VMs at 0% under a hog (issue 38, item 4).
+func (h *Holder) sayLowered(op plan.Op, byFix map[string]string, meta *metadata.Set) {
+	key := path.Clean(op.Path)
+	if op.Kind == plan.Property {
+		key = journal.PropertyKey(op)
+	}
+	set, ok := byFix[key]
+	if !ok {
+		return
+	}
+	was, err1 := strconv.ParseUint(set, 10, 64)
+	now, err2 := strconv.ParseUint(op.Value, 10, 64)
+	if err1 != nil || err2 != nil || now >= was {
+		return
+	}
+	h.mu.Lock()
+	told := h.lowered[key] == op.Value
+	h.lowered[key] = op.Value
+	h.mu.Unlock()
+	if told {
+		return
+	}
+	// The sizes not believed: the pod's own for a pod's weight, every
+	// pod's for the tier's (each counted in it when believed).
+	var notBelieved []string
+	for _, o := range meta.Origins() {
+		if o.Ignored != "" && (op.Pod == "" || o.Pod.UID == op.Pod) {
+			notBelieved = append(notBelieved, fmt.Sprintf("%s/%s: %s (%dm): %s", o.Pod.Namespace, o.Pod.Name, o.Via, o.DeclaredMilliCPU, o.Ignored))
+		}
+	}
+	why := "no declared size is refused: the sizes believed now are smaller than those fix used"
+	if len(notBelieved) > 0 {
+		why = "sizes fix believed are not believed here"
+	}
+	if len(notBelieved) > maxToldSizes {
+		notBelieved = append(notBelieved[:maxToldSizes], fmt.Sprintf("and %d more", len(notBelieved)-maxToldSizes))
+	}
+	h.log.Warn("lowering a weight that `cgwarden fix --apply` set: "+why, "path", op.Path, "pod", op.Pod,
+		"fixSet", set, "now", op.Value, "notBelieved", strings.Join(notBelieved, "; "))
+}
+
+// maxToldSizes bounds the sizes one warning of sayLowered lists.
+const maxToldSizes = 10
 
 // heldAt reports whether target file p is held already at value v.
 func (h *Holder) heldAt(p, v string) bool {

@@ -2,6 +2,7 @@ package hold
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"sync"
 
@@ -31,12 +32,17 @@ type MetaSource struct {
 		Track(pods []metadata.Pod)
 		VMs() ([]metadata.VM, uint64)
 	}
-	// Trust says which declared sizes to believe (sizetrust.Checker's
-	// Trust); nil keeps the Set's default, for pods the operator handed
-	// in (a pods file).
+	// Trust says which declared sizes to believe (podsource.Vouched's
+	// for a pods file, else sizetrust.Checker's Trust); nil keeps the
+	// Set's default, the operator's trust.
 	Trust func() metadata.Trust
+	// Log, when set, hears each declared size the set does not believe,
+	// once per pod and reason (at start, and as sizes or trust change).
+	Log *slog.Logger
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// told is the reason last logged per pod UID.
+	told    map[string]string
 	trust   metadata.Trust
 	live    []metadata.VM
 	liveGen uint64
@@ -83,7 +89,30 @@ func (m *MetaSource) Sizes(ctx context.Context) (*metadata.Set, error) {
 	set.ApplyVMs(m.vms)
 	set.ApplyVMs(m.live)
 	m.pods, m.set = pods, set
+	m.tell(set)
 	return set, nil
+}
+
+// tell logs each declared size set does not take, once per pod and
+// reason: a size that buys no weight is said out loud when it is first
+// refused, not left for someone to find in /audit after the VMs starved.
+func (m *MetaSource) tell(set *metadata.Set) {
+	if m.Log == nil {
+		return
+	}
+	now := map[string]string{}
+	for _, o := range set.Origins() {
+		if o.Ignored == "" {
+			continue
+		}
+		now[o.Pod.UID] = o.Ignored
+		if m.told[o.Pod.UID] == o.Ignored {
+			continue
+		}
+		m.Log.Warn("pod size not believed: the pod keeps the kubelet's weight", "pod", o.Pod.Namespace+"/"+o.Pod.Name,
+			"namespace", o.Pod.Namespace, "uid", o.Pod.UID, "size", o.Via, "declaredMilliCPU", o.DeclaredMilliCPU, "reason", o.Ignored)
+	}
+	m.told = now
 }
 
 // samePods reports whether a lister returned the very slice it returned

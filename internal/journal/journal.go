@@ -83,7 +83,19 @@ type Entry struct {
 	Boot  string `json:"boot,omitempty"`
 	Error string `json:"error,omitempty"`
 	Note  string `json:"note,omitempty"`
+	// By is the command whose run a Begin or Resume entry opens (ByFix,
+	// ByServe); empty in journals written before it was recorded, and on
+	// other entries.
+	By string `json:"by,omitempty"`
 }
+
+// The commands a run's By names.
+const (
+	// ByFix is `cgwarden fix --apply`.
+	ByFix = "fix"
+	// ByServe is the agent's fixers (`cgwarden serve --fix`).
+	ByServe = "serve"
+)
 
 // ErrLocked is returned when another cgwarden holds the journal's lock.
 var ErrLocked = errors.New("another cgwarden fix or revert is running")

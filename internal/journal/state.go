@@ -53,7 +53,10 @@ func (s *Step) NeedsUndo() bool {
 
 // Run is one apply run (resumed runs keep their ID).
 type Run struct {
-	ID    string
+	ID string
+	// By is the command that ran it (Entry.By of its Begin; "" when not
+	// recorded).
+	By    string
 	Steps []*Step
 	// Ended is set when the run closed normally (even with an error).
 	Ended bool
@@ -98,6 +101,12 @@ func Applies(entries []Entry) []*Run {
 			runs = append(runs, r)
 		}
 		switch e.Type {
+		case Begin, Resume:
+			// The command that began the run (a resume by another
+			// command continues its steps, it does not take them).
+			if r.By == "" {
+				r.By = e.By
+			}
 		case Intent:
 			if e.Op == nil {
 				continue
@@ -192,6 +201,30 @@ func Written(runs []*Run) map[string]bool {
 				out[path.Clean(s.Op.Path)] = true
 			case plan.Property:
 				out[PropertyKey(s.Op)] = true
+			}
+		}
+	}
+	return out
+}
+
+// WrittenBy is Written for the runs of one command (by, Run.By), with the
+// value each file (or unit property) was last set to by them: what the
+// weight holder must not lower silently when `fix --apply` set it.
+func WrittenBy(runs []*Run, by string) map[string]string {
+	out := map[string]string{}
+	for _, r := range runs {
+		if r.By != by {
+			continue
+		}
+		for _, s := range r.Steps {
+			if s.Undone || s.Status == StatusFailed {
+				continue
+			}
+			switch s.Op.Kind {
+			case plan.Write:
+				out[path.Clean(s.Op.Path)] = s.Op.Value
+			case plan.Property:
+				out[PropertyKey(s.Op)] = s.Op.Value
 			}
 		}
 	}

@@ -34,8 +34,8 @@ type Trust struct {
 	// PodClaims believes what a pod says of itself: a NeonVM runner's
 	// -vmspec without an existing VirtualMachine owner, and a VM's size
 	// for a pod tied to the VM by its label only. For the operator's own
-	// pods file only (an offline audit or plan of a node whose VMs are not
-	// at hand, or a file without owner references).
+	// pods file only (podsource.Vouched: every command, serve included,
+	// believes it alike).
 	PodClaims bool
 	// AllocatableMilliCPU caps every size: the node's allocatable CPU
 	// (Node status.allocatable.cpu). 0 when unknown; AllocatableUnknown
@@ -48,7 +48,7 @@ type Trust struct {
 const AllNamespaces = "*"
 
 // OperatorTrust is the trust of pod metadata the operator hands a command
-// (a pods file for a dry-run plan or an audit of a snapshot): the
+// (a pods file, for every command that takes one: podsource.Vouched): the
 // operator vouches for the file, so every annotation, every runner's
 // -vmspec and every VM's label on a pod is believed. The node's allocatable CPU is not in a pods file:
 // sizes are not capped.

@@ -15,4 +15,5 @@ const (
 	EscapedProcess       = "escaped-process"
 	TierDrift            = "tier-drift"
 	OrphanCgroup         = "orphan-cgroup"
+	IgnoredSize          = "ignored-size"
 )

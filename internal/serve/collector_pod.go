@@ -23,7 +23,11 @@ var (
 	ownPodGuar      = prometheus.NewDesc("cgwarden_pod_cpu_guaranteed_cores", "CPU the pod cgroup is guaranteed when every cgroup on the node is busy, in cores.", podLabels, nil)
 	ownPodFair      = prometheus.NewDesc("cgwarden_pod_cpu_fair_cores", "Demand-aware fair share of CPU of the pod cgroup, in cores.", podLabels, nil)
 	ownPodDeclared  = prometheus.NewDesc("cgwarden_pod_cpu_declared_cores", "CPU size the pod declares beyond its requests, in cores: its VM's size (a NeonVM runner's -vmspec) or the cgwarden.io/cpu annotation, what the size-blind-weights fix weighs it by; only for pods that declare one.", podLabels, nil)
-	ownPodMisplaced = prometheus.NewDesc("cgwarden_pod_misplaced", "1 if at least one of the pod's container or sandbox cgroups lives outside the pod cgroup, else 0.", podLabels, nil)
+	// ownPodNotBelieved says out loud that a declared size buys nothing:
+	// the pod keeps the kubelet's weight (why: the startup log and the
+	// audit's ignored-size finding).
+	ownPodNotBelieved = prometheus.NewDesc("cgwarden_pod_cpu_size_not_believed", "1 for a pod that declares a CPU size (a VM object, a runner's -vmspec, the cgwarden.io/cpu annotation) that is not believed or not taken: the pod keeps the kubelet's weight; the audit's ignored-size finding says why. Only for such pods.", podLabels, nil)
+	ownPodMisplaced   = prometheus.NewDesc("cgwarden_pod_misplaced", "1 if at least one of the pod's container or sandbox cgroups lives outside the pod cgroup, else 0.", podLabels, nil)
 )
 
 // podCollector reads the pods of the state being served at each scrape.
@@ -32,7 +36,7 @@ type podCollector struct{ s *Server }
 var _ prometheus.Collector = podCollector{}
 
 func (c podCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{ownPodCPU, ownPodCgroupCPU, ownPodCores, ownPodWS, ownPodRSS, ownPodWeight, ownPodGuar, ownPodDeclared, ownPodMisplaced} {
+	for _, d := range []*prometheus.Desc{ownPodCPU, ownPodCgroupCPU, ownPodCores, ownPodWS, ownPodRSS, ownPodWeight, ownPodGuar, ownPodDeclared, ownPodNotBelieved, ownPodMisplaced} {
 		ch <- d
 	}
 	if c.s.cfg.Demand {
@@ -58,8 +62,11 @@ func (c podCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		// A size the metadata declares but refuses (not a quantity, 0,
 		// beyond any node) is left out, as the fix leaves the pod alone.
-		if sz, ok, _ := st.meta.DeclaredSize(p.UID); ok {
+		switch sz, ok, err := st.meta.DeclaredSize(p.UID); {
+		case ok:
 			ch <- constMetric(ownPodDeclared, prometheus.GaugeValue, float64(sz.MilliCPU)/1000, pl...)
+		case err != nil:
+			ch <- constMetric(ownPodNotBelieved, prometheus.GaugeValue, 1, pl...)
 		}
 		ch <- constMetric(ownPodMisplaced, prometheus.GaugeValue, b2f(p.Outside), pl...)
 	})

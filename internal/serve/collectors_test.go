@@ -27,9 +27,13 @@ func TestEveryDeclaredSeriesIsEmitted(t *testing.T) {
 
 func everyDeclaredSeriesIsEmitted(t *testing.T, cfg Config) {
 	// The seed's pod declares a size (the annotation a pods file can
-	// carry), or cgwarden_pod_cpu_declared_cores has nothing to fill.
+	// carry), or cgwarden_pod_cpu_declared_cores has nothing to fill; its
+	// other pod declares one that is not a size, for
+	// cgwarden_pod_cpu_size_not_believed.
 	meta := metadata.NewSet([]metadata.Pod{{UID: seedPod, Name: "spin-test-66d9dd45f5-csf5j", Namespace: "default", QoS: "besteffort",
-		Annotation: map[string]string{vmsize.AnnotationCPU: "2"}}})
+		Annotation: map[string]string{vmsize.AnnotationCPU: "2"}},
+		{UID: "79c5176e2321b3741f55aee0036af2a9", Name: "spin-test-kagold", Namespace: "default", QoS: "besteffort",
+			Annotation: map[string]string{vmsize.AnnotationCPU: "lots"}}})
 	s := feedExampleTo(t, cfg, "seed-003-k3s-spin", meta)
 	for name, c := range map[string]prometheus.Collector{
 		"pod": podCollector{s}, "container": containerCollector{s}, "node": nodeCollector{s},
