@@ -591,7 +591,7 @@ func FuzzLoad(f *testing.F) {
 			}
 			if n, err := sc.Scan(smp.Time); err == nil {
 				var buf bytes.Buffer
-				if err := inspect.WriteJSON(&buf, n, nil); err != nil {
+				if err := json.NewEncoder(&buf).Encode(inspect.NewReport(n, nil)); err != nil {
 					t.Fatalf("inspect JSON of a loaded snapshot: %v", err)
 				}
 				if err := inspect.WriteText(&buf, n, inspect.TextOptions{}); err != nil {
