@@ -361,7 +361,8 @@ func rulesOf(o object) []rule {
 // Every rule of every role, pinned: each is justified in docs/deploy.md by
 // the call that needs it ("Permissions, by the call that needs them"); a
 // rule added here must be added there. No pods patch for the sizer (only
-// pods/resize), nothing cluster-wide to write for the agent but Events.
+// pods/resize) and nothing on its webhook configuration; nothing
+// cluster-wide to write for the agent but Events.
 func TestRBACRulesArePinned(t *testing.T) {
 	want := map[string][]rule{
 		"ClusterRole//cgwarden": {
@@ -385,11 +386,12 @@ func TestRBACRulesArePinned(t *testing.T) {
 			{"vm.neon.tech", "virtualmachines", "", "get,list,watch"},
 			{"", "nodes", "", "list,watch"},
 			{"", "events", "", "create,patch"},
-			{"admissionregistration.k8s.io", "mutatingwebhookconfigurations", "cgwarden-sizer", "get,patch"},
 		},
+		// Get of its CA Secret only: it signs its serving certificates
+		// in memory and writes no Secret; nothing on any webhook
+		// configuration (TestSizerHoldsNothingOnWebhookConfigurations).
 		"Role/cgwarden-sizer/cgwarden-sizer": {
-			{"", "secrets", "cgwarden-sizer-tls", "get,update"},
-			{"", "secrets", "", "create"},
+			{"", "secrets", "cgwarden-sizer-ca", "get"},
 			{"coordination.k8s.io", "leases", "cgwarden-sizer", "get,update"},
 			{"coordination.k8s.io", "leases", "", "create"},
 		},

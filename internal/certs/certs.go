@@ -1,6 +1,7 @@
 package certs
 
 import (
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -28,7 +29,8 @@ type Pair struct {
 // certificates.
 type CA struct {
 	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
+	// key signs: ECDSA when made here, RSA when made by Helm's genCA.
+	key crypto.Signer
 	// PEM is the CA's certificate, PEM-encoded: what clients trust.
 	PEM []byte
 }
@@ -54,6 +56,41 @@ func NewCA(name string, now time.Time, lifetime time.Duration) (*CA, error) {
 		return nil, fmt.Errorf("CA certificate: %w", err)
 	}
 	return &CA{cert: cert, key: key, PEM: encode("CERTIFICATE", der)}, nil
+}
+
+// KeyPEM is the CA's private key, PEM-encoded (PKCS #8): what whoever
+// signs with this CA later must keep, and nobody else.
+func (ca *CA) KeyPEM() ([]byte, error) {
+	der, err := x509.MarshalPKCS8PrivateKey(ca.key)
+	if err != nil {
+		return nil, fmt.Errorf("CA key: %w", err)
+	}
+	return encode("PRIVATE KEY", der), nil
+}
+
+// NotAfter is the end of the CA's validity: nothing it signs outlives it.
+func (ca *CA) NotAfter() time.Time { return ca.cert.NotAfter }
+
+// LoadCA is the CA whose certificate and private key are certPEM and
+// keyPEM (PKCS #1, PKCS #8 or SEC 1: whatever made it, this package or
+// Helm's genCA). It refuses a certificate that is not a CA's.
+func LoadCA(certPEM, keyPEM []byte) (*CA, error) {
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("CA key pair: %w", err)
+	}
+	cert, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		return nil, fmt.Errorf("CA certificate: %w", err)
+	}
+	if !cert.IsCA || !cert.BasicConstraintsValid || cert.KeyUsage&x509.KeyUsageCertSign == 0 {
+		return nil, fmt.Errorf("certificate %q is not a CA's (no basic constraints CA:TRUE with keyCertSign)", cert.Subject.CommonName)
+	}
+	key, ok := pair.PrivateKey.(crypto.Signer)
+	if !ok {
+		return nil, fmt.Errorf("CA key: %T cannot sign", pair.PrivateKey)
+	}
+	return &CA{cert: cert, key: key, PEM: encode("CERTIFICATE", cert.Raw)}, nil
 }
 
 // Sign makes a serving certificate for hosts (DNS names or IP addresses)
@@ -115,7 +152,7 @@ func issue(sub Subject, now time.Time, lifetime time.Duration, ca *CA) (Pair, er
 			tmpl.DNSNames = append(tmpl.DNSNames, h)
 		}
 	}
-	parent, signer := tmpl, key
+	parent, signer := tmpl, crypto.Signer(key)
 	if ca != nil {
 		parent, signer = ca.cert, ca.key
 	}

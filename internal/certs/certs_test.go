@@ -284,3 +284,34 @@ func TestSigningKey(t *testing.T) {
 		t.Error("the public key is not the private key's")
 	}
 }
+
+// A CA kept as PEM (its certificate and KeyPEM) signs again when loaded,
+// and a serving certificate is not taken for a CA.
+func TestLoadCA(t *testing.T) {
+	now := time.Now()
+	ca, err := NewCA("test-ca", now, 24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ca.KeyPEM()
+	if err != nil {
+		t.Fatal(err)
+	}
+	loaded, err := LoadCA(ca.PEM, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := loaded.Sign("svc", []string{"svc.ns.svc"}, now, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Verify(ca.PEM, []string{"svc.ns.svc"}, now); err != nil {
+		t.Errorf("signed by the loaded CA, not verified by the original: %v", err)
+	}
+	if !loaded.NotAfter().Equal(ca.NotAfter()) {
+		t.Errorf("NotAfter %v, want %v", loaded.NotAfter(), ca.NotAfter())
+	}
+	if _, err := LoadCA(p.Cert, p.Key); err == nil || !strings.Contains(err.Error(), "not a CA") {
+		t.Errorf("a serving certificate loaded as a CA: %v", err)
+	}
+}

@@ -3,128 +3,212 @@ package sizer
 import (
 	"bytes"
 	"context"
-	"encoding/json"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
 	"fmt"
+	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/cgwarden/cgwarden/internal/certs"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 )
 
-// Keys of the serving certificate Secret (a kubernetes.io/tls Secret, plus
-// the CA that signed it).
+// Keys of the CA Secret (cgwarden-sizer-ca). It holds the CA's own key
+// pair, as cert-manager's CA issuer keeps one (a kubernetes.io/tls Secret
+// whose tls.crt is the CA): made once at install (NewCASecret, through
+// `cgwarden-sizer ca` or the Helm chart's genCA), with the webhook's
+// caBundle set to its ca.crt by the same install. The sizer only reads it
+// and signs its serving certificates with it, in memory: it never writes
+// the Secret nor its webhook configuration, so it needs no permission on
+// either beyond get of this one Secret.
 const (
-	SecretCA   = "ca.crt"
+	// SecretCA is the certificate clients trust: the webhook's caBundle.
+	SecretCA = "ca.crt"
+	// SecretCert and SecretKey are the CA's certificate and private key
+	// (the same certificate as SecretCA for a self-signed CA; an
+	// intermediate beneath it when cert-manager issued it from another).
 	SecretCert = corev1.TLSCertKey
 	SecretKey  = corev1.TLSPrivateKeyKey
 )
 
-// certLifetime is how long generated certificates last; a certificate
-// with less than certRenewBefore left is regenerated at start.
+// caLifetime is how long a CA made at install lasts: long, since
+// replacing it means changing the webhook configuration, which the sizer
+// is not allowed to do. Serving certificates are short and renewed by the
+// sizer alone: each replica signs its own at start and again when less
+// than leafRenewBefore is left (never past the CA's own end).
 const (
-	certLifetime    = 5 * 365 * 24 * time.Hour
-	certRenewBefore = 30 * 24 * time.Hour
+	caLifetime       = 10 * 365 * 24 * time.Hour
+	leafLifetime     = 90 * 24 * time.Hour
+	leafRenewBefore  = 30 * 24 * time.Hour
+	CAReloadInterval = time.Minute
 )
 
-// Certs is a CA and the serving certificate it signed, PEM-encoded.
-type Certs struct {
-	CA, Cert, Key []byte
+// NewCASecret makes a new CA, valid from now, and the Secret
+// namespace/name that keeps it. It is an install step
+// (`cgwarden-sizer ca`), not something the sizer does.
+func NewCASecret(namespace, name string, now time.Time) (*corev1.Secret, error) {
+	ca, err := certs.NewCA("cgwarden-sizer-ca", now, caLifetime)
+	if err != nil {
+		return nil, err
+	}
+	key, err := ca.KeyPEM()
+	if err != nil {
+		return nil, err
+	}
+	return &corev1.Secret{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{
+			"app.kubernetes.io/name": "cgwarden-sizer", "app.kubernetes.io/part-of": "cgwarden",
+		}},
+		Type: corev1.SecretTypeTLS,
+		Data: map[string][]byte{SecretCA: ca.PEM, SecretCert: ca.PEM, SecretKey: key},
+	}, nil
 }
 
-// GenerateCerts makes a self-signed CA and a serving certificate for hosts
-// (DNS names or IP addresses, the first its subject), valid from now.
-func GenerateCerts(hosts []string, now time.Time) (Certs, error) {
-	ca, err := certs.NewCA("cgwarden-sizer-ca", now, certLifetime)
+// caOf is the CA kept in Secret s, and the certificate clients trust
+// (ca.crt; tls.crt when there is none).
+func caOf(s *corev1.Secret) (*certs.CA, []byte, error) {
+	ca, err := certs.LoadCA(s.Data[SecretCert], s.Data[SecretKey])
 	if err != nil {
-		return Certs{}, err
+		return nil, nil, fmt.Errorf("secret %s/%s: %w", s.Namespace, s.Name, err)
+	}
+	anchor := s.Data[SecretCA]
+	if len(anchor) == 0 {
+		anchor = s.Data[SecretCert]
+	}
+	return ca, anchor, nil
+}
+
+// Serving is the sizer's serving certificate, signed by the CA in its
+// Secret: loaded at start (Load), served through GetCertificate, and
+// renewed by Run when the Secret's CA changes (a CA replaced at install,
+// or renewed by cert-manager) or the certificate nears its end.
+type Serving struct {
+	Client          kubernetes.Interface
+	Namespace, Name string
+	// Hosts are the DNS names and IPs the certificate is for.
+	Hosts []string
+	Now   func() time.Time
+	Log   *slog.Logger
+
+	mu sync.Mutex
+	// caKey identifies the CA the current certificate was signed with
+	// (the Secret's tls.crt and ca.crt).
+	caKey  []byte
+	anchor []byte
+	leaf   *tls.Certificate
+}
+
+// Load reads the Secret and signs a serving certificate when there is
+// none yet, the CA changed, or the current one has less than
+// leafRenewBefore left. It reports whether it signed one.
+func (s *Serving) Load(ctx context.Context) (bool, error) {
+	sec, err := s.Client.CoreV1().Secrets(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{})
+	if err != nil {
+		return false, fmt.Errorf("CA secret %s/%s (made at install: cgwarden-sizer ca, or the Helm chart; docs/sizing.md): %w", s.Namespace, s.Name, err)
+	}
+	now := s.Now()
+	caKey := append(append([]byte{}, sec.Data[SecretCert]...), sec.Data[SecretCA]...)
+	s.mu.Lock()
+	current := s.leaf != nil && bytes.Equal(caKey, s.caKey) && s.leaf.Leaf.NotAfter.After(now.Add(leafRenewBefore))
+	s.mu.Unlock()
+	if current {
+		return false, nil
+	}
+	ca, anchor, err := caOf(sec)
+	if err != nil {
+		return false, err
+	}
+	life := min(leafLifetime, ca.NotAfter().Sub(now))
+	if life <= 0 {
+		return false, fmt.Errorf("secret %s/%s: the CA expired at %s: make a new one (docs/sizing.md)", s.Namespace, s.Name, ca.NotAfter().UTC().Format(time.RFC3339))
 	}
 	name := "cgwarden-sizer"
-	if len(hosts) > 0 {
-		name = hosts[0]
+	if len(s.Hosts) > 0 {
+		name = s.Hosts[0]
 	}
-	p, err := ca.Sign(name, hosts, now, certLifetime)
+	p, err := ca.Sign(name, s.Hosts, now, life)
 	if err != nil {
-		return Certs{}, err
+		return false, err
 	}
-	return Certs{CA: ca.PEM, Cert: p.Cert, Key: p.Key}, nil
+	if err := p.Verify(anchor, s.Hosts, now); err != nil {
+		// ca.crt is not what signed tls.crt: the API server would refuse
+		// the certificate, so the old one (if any) stays.
+		return false, fmt.Errorf("secret %s/%s: a certificate signed by its tls.crt is not trusted by its ca.crt: %w", s.Namespace, s.Name, err)
+	}
+	pair, err := p.TLS()
+	if err != nil {
+		return false, err
+	}
+	if !bytes.Equal(sec.Data[SecretCert], anchor) {
+		// An intermediate: served after the certificate it signed.
+		pair.Certificate = append(pair.Certificate, pemBlocks(sec.Data[SecretCert])...)
+	}
+	if pair.Leaf, err = x509.ParseCertificate(pair.Certificate[0]); err != nil {
+		return false, fmt.Errorf("serving certificate: %w", err)
+	}
+	s.mu.Lock()
+	s.caKey, s.anchor, s.leaf = caKey, anchor, &pair
+	s.mu.Unlock()
+	return true, nil
 }
 
-// Check reports why certs cannot serve hosts at now (expired or expiring
-// within certRenewBefore, a host missing, not signed by the CA), or nil.
-func (c Certs) Check(hosts []string, now time.Time) error {
-	return certs.Pair{Cert: c.Cert, Key: c.Key}.Verify(c.CA, hosts, now.Add(certRenewBefore))
+// pemBlocks are the DER certificates of a PEM bundle.
+func pemBlocks(b []byte) [][]byte {
+	var out [][]byte
+	for {
+		var blk *pem.Block
+		blk, b = pem.Decode(b)
+		if blk == nil {
+			return out
+		}
+		if blk.Type == "CERTIFICATE" {
+			out = append(out, blk.Bytes)
+		}
+	}
 }
 
-// EnsureSecretCerts returns the certificates kept in Secret namespace/name,
-// generating and storing new ones when it is absent or they do not serve
-// hosts. Two replicas starting together: the one whose create loses reads
-// the winner's.
-func EnsureSecretCerts(ctx context.Context, cs kubernetes.Interface, namespace, name string, hosts []string, now time.Time) (Certs, bool, error) {
-	secrets := cs.CoreV1().Secrets(namespace)
-	s, err := secrets.Get(ctx, name, metav1.GetOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return Certs{}, false, fmt.Errorf("secret %s/%s: %w", namespace, name, err)
-	}
-	exists := err == nil
-	if exists {
-		c := Certs{CA: s.Data[SecretCA], Cert: s.Data[SecretCert], Key: s.Data[SecretKey]}
-		if c.Check(hosts, now) == nil {
-			return c, false, nil
+// Run reloads the Secret every interval until ctx ends. A failed reload
+// keeps the current certificate (logged): it stays valid for weeks.
+func (s *Serving) Run(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		made, err := s.Load(ctx)
+		switch {
+		case err != nil:
+			s.Log.Error("serving certificate not renewed; the current one is kept", "err", err)
+		case made:
+			s.Log.Info("serving certificate signed", "secret", s.Namespace+"/"+s.Name, "hosts", s.Hosts)
 		}
 	}
-	c, err := GenerateCerts(hosts, now)
-	if err != nil {
-		return Certs{}, false, err
-	}
-	data := map[string][]byte{SecretCA: c.CA, SecretCert: c.Cert, SecretKey: c.Key}
-	if !exists {
-		_, err = secrets.Create(ctx, &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{"app.kubernetes.io/name": "cgwarden-sizer"}},
-			Type:       corev1.SecretTypeTLS, Data: data,
-		}, metav1.CreateOptions{})
-		if apierrors.IsAlreadyExists(err) {
-			return EnsureSecretCerts(ctx, cs, namespace, name, hosts, now)
-		}
-	} else {
-		s.Data = data
-		_, err = secrets.Update(ctx, s, metav1.UpdateOptions{})
-	}
-	if err != nil {
-		return Certs{}, false, fmt.Errorf("secret %s/%s: %w", namespace, name, err)
-	}
-	return c, true, nil
 }
 
-// PatchCABundle sets every webhook's clientConfig.caBundle in the named
-// MutatingWebhookConfiguration to ca, if it differs. It returns how many
-// it changed.
-func PatchCABundle(ctx context.Context, cs kubernetes.Interface, config string, ca []byte) (int, error) {
-	mwc, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, config, metav1.GetOptions{})
-	if err != nil {
-		return 0, fmt.Errorf("MutatingWebhookConfiguration %s: %w", config, err)
+// GetCertificate is tls.Config's: the current certificate.
+func (s *Serving) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.leaf == nil {
+		return nil, errors.New("no serving certificate yet")
 	}
-	var ops []PatchOp
-	for i, w := range mwc.Webhooks {
-		if !bytes.Equal(w.ClientConfig.CABundle, ca) {
-			// A test op first: a concurrent edit of the list fails the
-			// patch instead of setting the wrong webhook.
-			ops = append(ops, PatchOp{Op: "test", Path: fmt.Sprintf("/webhooks/%d/name", i), Value: w.Name},
-				PatchOp{Op: "add", Path: fmt.Sprintf("/webhooks/%d/clientConfig/caBundle", i), Value: ca})
-		}
-	}
-	if len(ops) == 0 {
-		return 0, nil
-	}
-	b, err := json.Marshal(ops)
-	if err != nil {
-		return 0, fmt.Errorf("caBundle patch: %w", err)
-	}
-	if _, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Patch(ctx, config, types.JSONPatchType, b, metav1.PatchOptions{FieldManager: "cgwarden-sizer"}); err != nil {
-		return 0, fmt.Errorf("MutatingWebhookConfiguration %s: caBundle: %w", config, err)
-	}
-	return len(ops) / 2, nil
+	return s.leaf, nil
+}
+
+// CA is the certificate the webhook's caBundle holds (the Secret's
+// ca.crt), for readiness: the sizer checks what it serves against its
+// Secret, never against the webhook configuration it cannot read.
+func (s *Serving) CA() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.anchor
 }

@@ -518,14 +518,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		admissions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cgwarden_sizer_admissions_total",
-			Help: "Pod admissions reviewed by the sizer, by result: sized, skipped (not a VM pod, KubeVirt, or requests already set), unsized (a VM pod it could not size; admitted unchanged with a warning).",
+			Help: "Pod admissions reviewed by the sizer, by result: sized, skipped (not a VM pod, KubeVirt, or requests already set), unsized (a VM pod it could not size; admitted unchanged with a warning), refused (a request no API server sends: too large, unreadable, two namespaces; or over the in-flight bound).",
 		}, []string{"result"}),
 		resizes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cgwarden_sizer_resizes_total",
 			Help: "Resize controller outcomes, by result: resized, failed (a resize PATCH the API server refused or that did not reach it; each attempt), retried (a VM put back with backoff after a failed PATCH: it is retried until a PATCH succeeds or its size changes), pending (the kubelet reports PodResizePending Infeasible or Deferred), not_sized (a BestEffort runner pod), unsizable (a VM without a valid spec.guest.cpus.use).",
 		}, []string{"result"}),
 	}
-	for _, r := range []string{"sized", "skipped", "unsized"} {
+	for _, r := range []string{"sized", "skipped", "unsized", "refused"} {
 		m.admissions.WithLabelValues(r)
 	}
 	m.events = prometheus.NewCounterVec(prometheus.CounterOpts{

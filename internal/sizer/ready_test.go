@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cgwarden/cgwarden/internal/certs"
 )
 
 // get asks a real HTTPS server serving r with its own TLS configuration
@@ -36,7 +38,11 @@ func get(t *testing.T, r Ready) (int, string) {
 func TestReadyFollowsTheServingCertificate(t *testing.T) {
 	made := time.Now()
 	hosts := []string{"cgwarden-sizer.cgwarden-sizer.svc"}
-	c, err := GenerateCerts(hosts, made)
+	ca, err := certs.NewCA("test-ca", made, caLifetime)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := ca.Sign(hosts[0], hosts, made, leafLifetime)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +71,7 @@ func TestReadyFollowsTheServingCertificate(t *testing.T) {
 			says   string
 		}{
 			{made.Add(time.Hour), http.StatusOK, "ok"},
-			{made.Add(certLifetime + time.Hour), http.StatusServiceUnavailable, "expired"},
+			{made.Add(leafLifetime + time.Hour), http.StatusServiceUnavailable, "expired"},
 			{made.Add(-48 * time.Hour), http.StatusServiceUnavailable, "valid only from"},
 		} {
 			at := w.at
@@ -85,5 +91,19 @@ func TestReadyFollowsTheServingCertificate(t *testing.T) {
 	}
 	if err := (Ready{Serving: &tls.Config{}, Now: time.Now}).check(); err == nil {
 		t.Error("no certificate: ready")
+	}
+
+	// Managed certificates: ready only while what is served chains to
+	// the CA of the Secret (the webhook's caBundle since install), not
+	// to another.
+	other, _ := certs.NewCA("other-ca", made, caLifetime)
+	for _, w := range []struct {
+		ca   []byte
+		want bool
+	}{{ca.PEM, true}, {other.PEM, false}} {
+		err := (Ready{Serving: managed, CA: func() []byte { return w.ca }, Now: time.Now}).check()
+		if (err == nil) != w.want {
+			t.Errorf("against the CA %q: %v, want ready %v", w.ca[:40], err, w.want)
+		}
 	}
 }

@@ -19,8 +19,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/cgwarden/cgwarden/internal/apiconn"
 	"github.com/cgwarden/cgwarden/internal/httpserver"
@@ -34,19 +36,18 @@ type Options struct {
 	// Kubeconfig, or in-cluster configuration when empty.
 	Kubeconfig string
 	// TLSCertFile and TLSKeyFile: a serving certificate managed elsewhere
-	// (cert-manager). When empty, the sizer manages its own in CertSecret.
+	// (cert-manager). When empty, the sizer signs its own with the CA in
+	// CASecret.
 	TLSCertFile, TLSKeyFile string
-	// Namespace holds CertSecret and the leader election Lease.
+	// Namespace holds CASecret and the leader election Lease.
 	Namespace string
-	// CertSecret is the Secret that keeps the generated CA and serving
-	// certificate.
-	CertSecret string
+	// CASecret is the Secret that keeps the CA made at install
+	// (NewCASecret), whose certificate is the webhook's caBundle. The
+	// sizer only reads it.
+	CASecret string
 	// CertHosts are the DNS names and IPs the serving certificate is for
 	// (the Service's names, or 127.0.0.1 for a url: webhook).
 	CertHosts []string
-	// WebhookConfig is the MutatingWebhookConfiguration whose caBundle the
-	// sizer sets (only with managed certificates; empty: none).
-	WebhookConfig string
 	// Controller runs the resize controller; LeaderElect runs it only in
 	// the replica holding Lease LeaderElectionID.
 	Controller       bool
@@ -57,11 +58,15 @@ type Options struct {
 	Coalesce, MaxDelay, EventWindow, CRDRecheck time.Duration
 	MinStep                                     int64
 	Workers                                     int
-	// QPS and Burst bound the sizer's API client (client-go's defaults
-	// are 5 and 10: about 5 resizes a second).
+	// QPS and Burst bound the resize controller's API client (client-go's
+	// defaults are 5 and 10: about 5 resizes a second).
 	QPS   float32
 	Burst int
-	Log   *slog.Logger
+	// WebhookQPS and WebhookBurst bound the webhook's VM lookups, a
+	// client and rate limiter of their own (newClients).
+	WebhookQPS   float32
+	WebhookBurst int
+	Log          *slog.Logger
 }
 
 // dynamicVMs reads VirtualMachines through the dynamic client.
@@ -82,17 +87,13 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("API server (--kubeconfig, or in-cluster): %w", err)
 	}
 	rc.UserAgent = "cgwarden-sizer"
-	rc.QPS, rc.Burst = o.QPS, o.Burst
-	cs, err := kubernetes.NewForConfig(rc)
+	cl, err := newClients(rc, o)
 	if err != nil {
-		return fmt.Errorf("client: %w", err)
+		return err
 	}
-	dyn, err := dynamic.NewForConfig(rc)
-	if err != nil {
-		return fmt.Errorf("dynamic client: %w", err)
-	}
+	cs, dyn := cl.cs, cl.dyn
 
-	tlsConfig, err := o.serving(ctx, cs, log)
+	tlsConfig, ca, err := o.serving(ctx, cs, log)
 	if err != nil {
 		return err
 	}
@@ -101,10 +102,10 @@ func Run(ctx context.Context, o Options) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := NewMetrics(reg)
 	mux := http.NewServeMux()
-	mux.Handle("POST /mutate", &Webhook{VMs: dynamicVMs{dyn}, Log: base.With("component", "sizer-webhook"), Timeout: 3 * time.Second, Count: metrics.Admission})
+	mux.Handle("POST /mutate", &Webhook{VMs: cl.webhookVMs, Log: base.With("component", "sizer-webhook"), Timeout: 3 * time.Second, Count: metrics.Admission})
 	// Live: the server answers at all. Ready: it can answer admissions.
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	mux.Handle("GET /readyz", Ready{Serving: tlsConfig, Now: time.Now})
+	mux.Handle("GET /readyz", Ready{Serving: tlsConfig, CA: ca, Now: time.Now})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	ln, err := net.Listen("tcp", o.Listen)
 	if err != nil {
@@ -144,42 +145,73 @@ func Run(ctx context.Context, o Options) error {
 	return err
 }
 
-// serving loads or makes the serving certificate.
-func (o Options) serving(ctx context.Context, cs kubernetes.Interface, log *slog.Logger) (*tls.Config, error) {
+// clients are the sizer's API clients: the resize controller's (cs,
+// dyn) and the webhook's own for its VM lookups, each with a rate limiter
+// of its own (client-go gives every client made from a configuration
+// without a RateLimiter its own token bucket of QPS and Burst). /mutate
+// answers whoever reaches its port; with one budget, a flood of reviews
+// would spend the requests the controller's resizes need (and the
+// reverse: a burst of resizes would delay admissions past their timeout).
+type clients struct {
+	cs         kubernetes.Interface
+	dyn        dynamic.Interface
+	webhookVMs VMGetter
+}
+
+func newClients(rc *rest.Config, o Options) (clients, error) {
+	crc := rest.CopyConfig(rc)
+	crc.QPS, crc.Burst, crc.RateLimiter = o.QPS, o.Burst, nil
+	cs, err := kubernetes.NewForConfig(crc)
+	if err != nil {
+		return clients{}, fmt.Errorf("client: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(crc)
+	if err != nil {
+		return clients{}, fmt.Errorf("dynamic client: %w", err)
+	}
+	wrc := rest.CopyConfig(rc)
+	wrc.QPS, wrc.Burst = o.WebhookQPS, o.WebhookBurst
+	if wrc.QPS <= 0 || wrc.Burst < 1 {
+		// Options without them (tests, callers other than sizercmd):
+		// sizercmd's defaults.
+		wrc.QPS, wrc.Burst = 20, 40
+	}
+	wrc.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(wrc.QPS, wrc.Burst)
+	wdyn, err := dynamic.NewForConfig(wrc)
+	if err != nil {
+		return clients{}, fmt.Errorf("webhook's client: %w", err)
+	}
+	return clients{cs: cs, dyn: dyn, webhookVMs: dynamicVMs{wdyn}}, nil
+}
+
+// serving loads the serving certificate files, or signs one with the CA
+// of the Secret (and keeps it signed: Serving.Run). It returns the CA the
+// certificate must chain to for readiness (nil with files).
+func (o Options) serving(ctx context.Context, cs kubernetes.Interface, log *slog.Logger) (*tls.Config, func() []byte, error) {
 	tc := &tls.Config{MinVersion: tls.VersionTLS12}
 	if o.TLSCertFile != "" {
 		// Re-read on every handshake: cert-manager renews the files in
 		// place.
 		if _, err := tls.LoadX509KeyPair(o.TLSCertFile, o.TLSKeyFile); err != nil {
-			return nil, fmt.Errorf("TLS key pair: %w", err)
+			return nil, nil, fmt.Errorf("TLS key pair: %w", err)
 		}
 		tc.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 			c, err := tls.LoadX509KeyPair(o.TLSCertFile, o.TLSKeyFile)
 			return &c, err
 		}
-		return tc, nil
+		return tc, nil, nil
 	}
-	if o.Namespace == "" || o.CertSecret == "" || len(o.CertHosts) == 0 {
-		return nil, errors.New("managed certificates need a namespace, a Secret name and the hosts to serve (or give --tls-cert-file and --tls-private-key-file)")
+	if o.Namespace == "" || o.CASecret == "" || len(o.CertHosts) == 0 {
+		return nil, nil, errors.New("managed certificates need a namespace, the CA Secret's name and the hosts to serve (or give --tls-cert-file and --tls-private-key-file)")
 	}
-	certs, made, err := EnsureSecretCerts(ctx, cs, o.Namespace, o.CertSecret, o.CertHosts, time.Now())
-	if err != nil {
-		return nil, err
+	s := &Serving{Client: cs, Namespace: o.Namespace, Name: o.CASecret, Hosts: o.CertHosts, Now: time.Now, Log: log}
+	if _, err := s.Load(ctx); err != nil {
+		return nil, nil, err
 	}
-	log.Info("serving certificate", "secret", o.Namespace+"/"+o.CertSecret, "generated", made, "hosts", o.CertHosts)
-	if o.WebhookConfig != "" {
-		n, err := PatchCABundle(ctx, cs, o.WebhookConfig, certs.CA)
-		if err != nil {
-			return nil, err
-		}
-		log.Info("webhook caBundle", "config", o.WebhookConfig, "patched", n)
-	}
-	pair, err := tls.X509KeyPair(certs.Cert, certs.Key)
-	if err != nil {
-		return nil, fmt.Errorf("serving certificate from secret %s/%s: %w", o.Namespace, o.CertSecret, err)
-	}
-	tc.Certificates = []tls.Certificate{pair}
-	return tc, nil
+	log.Info("serving certificate signed by the CA of its Secret", "secret", o.Namespace+"/"+o.CASecret, "hosts", o.CertHosts)
+	go s.Run(ctx, CAReloadInterval)
+	tc.GetCertificate = s.GetCertificate
+	return tc, s.CA, nil
 }
 
 // runController runs ctrl, under leader election if asked.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -19,9 +20,30 @@ type VMGetter interface {
 	GetVM(ctx context.Context, namespace, name string) (*unstructured.Unstructured, error)
 }
 
-// maxReviewBytes bounds an AdmissionReview body; the API server caps
-// objects at about 3 MiB.
-const maxReviewBytes = 8 << 20
+// maxReviewBytes bounds an AdmissionReview body. The API server refuses
+// a request body above 3 MiB (its MaxRequestBodyBytes, the default of
+// kube-apiserver's --max-resource-write-bytes), so the pod a client sent
+// is at most that much JSON; the review wraps it once (object, with
+// oldObject null on CREATE) with userInfo and a few fields, for which 256
+// KiB is ample. etcd's default limit (1.5 MiB, --max-request-bytes) would
+// bound it further, but it counts the stored protobuf, not the JSON the
+// webhook is sent, and admission comes before storage: the request cap is
+// the bound the API server itself guarantees. A larger body is no review
+// the API server sends.
+const maxReviewBytes = 3<<20 + 256<<10
+
+// defaultInFlight bounds the reviews read, decoded and answered at once:
+// each may hold maxReviewBytes of body and about twice that decoded
+// (review, then pod), so 8 cap the webhook's share of the sizer's 128 MiB
+// memory limit near 80 MiB whoever calls. A VM pod's review is a few KiB
+// and answered in milliseconds (one VM GET), so 8 at once serve hundreds
+// of VM pod creations a second.
+const defaultInFlight = 8
+
+// slotWait is how long a review waits for one of the InFlight slots
+// before it is refused (429; failurePolicy Ignore admits the pod
+// unsized), well within the API server's timeoutSeconds (5).
+const slotWait = time.Second
 
 // Webhook is the mutating admission webhook: POST an AdmissionReview
 // (admission.k8s.io/v1) for a pod CREATE, get one back with a JSON patch or
@@ -33,8 +55,20 @@ type Webhook struct {
 	// whole call is the webhook configuration's timeoutSeconds.
 	Timeout time.Duration
 	// Count, if set, counts decisions by result ("sized", "skipped",
-	// "unsized").
+	// "unsized"; "refused": a request no API server sends, too large,
+	// unreadable or naming two namespaces, or one over the InFlight
+	// bound).
 	Count func(result string)
+	// InFlight bounds the reviews handled at once (0: defaultInFlight).
+	// /mutate answers whoever reaches the port, not only the API server,
+	// and the bound holds memory and lookups whatever the callers do. The
+	// VM lookups have a budget of their own besides (Run gives VMs a
+	// client of its own, with its own rate limiter): callers of /mutate
+	// never spend the resize controller's.
+	InFlight int
+
+	once  sync.Once
+	slots chan struct{}
 }
 
 func (h *Webhook) count(r string) {
@@ -49,8 +83,34 @@ func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "POST an AdmissionReview", http.StatusMethodNotAllowed)
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxReviewBytes+1))
-	if err != nil || len(body) > maxReviewBytes {
+	if r.ContentLength > maxReviewBytes {
+		h.count("refused")
+		http.Error(w, "AdmissionReview body too large", http.StatusRequestEntityTooLarge)
+		return
+	}
+	h.once.Do(func() {
+		n := h.InFlight
+		if n <= 0 {
+			n = defaultInFlight
+		}
+		h.slots = make(chan struct{}, n)
+	})
+	wait := time.NewTimer(slotWait)
+	select {
+	case h.slots <- struct{}{}:
+		wait.Stop()
+		defer func() { <-h.slots }()
+	case <-wait.C:
+		h.count("refused")
+		http.Error(w, "too many AdmissionReviews at once", http.StatusTooManyRequests)
+		return
+	case <-r.Context().Done():
+		wait.Stop()
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxReviewBytes))
+	if err != nil {
+		h.count("refused")
 		http.Error(w, "AdmissionReview body unreadable or too large", http.StatusRequestEntityTooLarge)
 		return
 	}
@@ -82,9 +142,24 @@ func (h *Webhook) Review(ctx context.Context, req *admissionv1.AdmissionRequest)
 		resp.Warnings = []string{"cgwarden sizer: pod not sized: cannot decode it: " + err.Error()}
 		return resp
 	}
-	if pod.Namespace == "" {
-		pod.Namespace = req.Namespace
+	// The request's namespace, never the object's: the API server
+	// checks that they agree before admission, so a review where they
+	// differ was not sent by it, and the sizer looks up VMs only in the
+	// namespace of the pod under review. A caller that forges a whole
+	// review can still name a namespace; what it learns is bounded by
+	// who can reach the port (docs/security.md).
+	switch {
+	case req.Namespace == "":
+		h.count("refused")
+		resp.Warnings = []string{"cgwarden sizer: pod not sized: the request names no namespace"}
+		return resp
+	case pod.Namespace != "" && pod.Namespace != req.Namespace:
+		h.count("refused")
+		log.Warn("pod not sized: its namespace is not the request's", "podNamespace", pod.Namespace)
+		resp.Warnings = []string{"cgwarden sizer: pod not sized: its namespace is not the request's"}
+		return resp
 	}
+	pod.Namespace = req.Namespace
 	if pod.Name == "" {
 		log = log.With("generateName", pod.GenerateName)
 	}

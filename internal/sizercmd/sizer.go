@@ -55,9 +55,9 @@ func NewCommand(stdout, stderr io.Writer) *cobra.Command {
 
 func newSizer() *cobra.Command {
 	o := sizer.Options{
-		Listen: ":9443", CertSecret: "cgwarden-sizer-tls", WebhookConfig: "cgwarden-sizer",
+		Listen: ":9443", CASecret: "cgwarden-sizer-ca",
 		Controller: true, LeaderElect: true, LeaderElectionID: "cgwarden-sizer",
-		Workers: 8, QPS: 100, Burst: 200,
+		Workers: 8, QPS: 100, Burst: 200, WebhookQPS: 20, WebhookBurst: 40,
 	}
 	coalesce, recheck := Duration(time.Second), Duration(time.Minute)
 	cmd := &cobra.Command{
@@ -79,14 +79,16 @@ allocatable CPU; without the CRD it idles and looks again every --crd-recheck. A
 burst), to its size then, with one PATCH; --workers VMs at a time within --kube-api-qps. At most one
 Event per pod and reason per --event-window; the rest are counted on /metrics.
 
-Without --tls-cert-file it keeps its own CA and serving certificate in Secret --cert-secret and
-sets the caBundle of MutatingWebhookConfiguration --webhook-config.`,
+Without --tls-cert-file it signs its own serving certificate with the CA in Secret --ca-secret, made
+at install (cgwarden-sizer ca, or the Helm chart) together with the webhook configuration's caBundle.
+It only reads that Secret, and never reads or writes its webhook configuration.`,
 		Example: `  cgwarden-sizer --namespace cgwarden --cert-hosts cgwarden-sizer.cgwarden.svc
   cgwarden-sizer --kubeconfig admin.kubeconfig --listen 127.0.0.1:9443 --namespace sizer --cert-hosts 127.0.0.1 --leader-elect=false`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runSizer(cmd, &o, coalesce, recheck) },
 	}
 	sizerFlags(cmd, &o, &coalesce, &recheck)
+	cmd.AddCommand(newCA())
 	return cmd
 }
 
@@ -107,8 +109,8 @@ func runSizer(cmd *cobra.Command, o *sizer.Options, coalesce, recheck Duration) 
 	if coalesce <= 0 || recheck <= 0 {
 		return fmt.Errorf("--coalesce and --crd-recheck must be above 0")
 	}
-	if o.Workers < 1 || o.QPS <= 0 || o.Burst < 1 || o.MinStep < 0 || o.MaxDelay < 0 || o.EventWindow < 0 {
-		return fmt.Errorf("--workers, --kube-api-qps and --kube-api-burst must be above 0; --min-step, --max-delay and --event-window not below 0")
+	if o.Workers < 1 || o.QPS <= 0 || o.Burst < 1 || o.WebhookQPS <= 0 || o.WebhookBurst < 1 || o.MinStep < 0 || o.MaxDelay < 0 || o.EventWindow < 0 {
+		return fmt.Errorf("--workers, --kube-api-qps, --kube-api-burst, --webhook-qps and --webhook-burst must be above 0; --min-step, --max-delay and --event-window not below 0")
 	}
 	o.Coalesce, o.CRDRecheck = time.Duration(coalesce), time.Duration(recheck)
 	o.Log = slog.Default()
@@ -125,9 +127,8 @@ func sizerFlags(cmd *cobra.Command, o *sizer.Options, coalesce, recheck *Duratio
 	f.StringVar(&o.TLSCertFile, "tls-cert-file", "", "serving certificate `FILE` managed elsewhere (cert-manager); re-read on each handshake")
 	f.StringVar(&o.TLSKeyFile, "tls-private-key-file", "", "its key `FILE`")
 	f.StringVar(&o.Namespace, "namespace", "", "the `NAMESPACE` of the certificate Secret and the leader election Lease (default: $POD_NAMESPACE)")
-	f.StringVar(&o.CertSecret, "cert-secret", o.CertSecret, "the Secret `NAME` that keeps the generated CA and serving certificate")
-	f.StringSliceVar(&o.CertHosts, "cert-hosts", nil, "DNS names and IPs the generated serving certificate is for (the Service's names; 127.0.0.1 for a url: webhook)")
-	f.StringVar(&o.WebhookConfig, "webhook-config", o.WebhookConfig, "the MutatingWebhookConfiguration `NAME` whose caBundle is set to the generated CA (empty: none)")
+	f.StringVar(&o.CASecret, "ca-secret", o.CASecret, "the Secret `NAME` that keeps the CA made at install (cgwarden-sizer ca), which signs the serving certificate; only read")
+	f.StringSliceVar(&o.CertHosts, "cert-hosts", nil, "DNS names and IPs the serving certificate is for (the Service's names; 127.0.0.1 for a url: webhook)")
 	f.BoolVar(&o.Controller, "resize", o.Controller, "run the resize controller")
 	f.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "run the resize controller only in the replica holding the Lease")
 	f.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "the leader election Lease `NAME`")
@@ -135,8 +136,10 @@ func sizerFlags(cmd *cobra.Command, o *sizer.Options, coalesce, recheck *Duratio
 	f.DurationVar(&o.MaxDelay, "max-delay", 0, "a VM changing without pause is resized at most this long after the first change of a burst (0: 5×--coalesce)")
 	f.Int64Var(&o.MinStep, "min-step", 0, "resizes smaller than this many `MILLICPU` are not made (0: every change; a resize to the node's cap always is)")
 	f.IntVar(&o.Workers, "workers", o.Workers, "VMs resized at once")
-	f.Float32Var(&o.QPS, "kube-api-qps", o.QPS, "API requests per second the sizer may make (client-go's default is 5)")
+	f.Float32Var(&o.QPS, "kube-api-qps", o.QPS, "API requests per second the resize controller may make (client-go's default is 5)")
 	f.IntVar(&o.Burst, "kube-api-burst", o.Burst, "API requests the sizer may make in a burst")
+	f.Float32Var(&o.WebhookQPS, "webhook-qps", o.WebhookQPS, "VM lookups per second the webhook may make, a budget apart from --kube-api-qps")
+	f.IntVar(&o.WebhookBurst, "webhook-burst", o.WebhookBurst, "VM lookups the webhook may make in a burst")
 	f.DurationVar(&o.EventWindow, "event-window", 0, "at most one Event per pod and reason in this window (0: 10 minutes)")
 	f.Var(recheck, "crd-recheck", "how often to look for the VirtualMachine CRD while it is absent")
 }

@@ -2,6 +2,8 @@ package sizercmd
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -31,11 +33,46 @@ func TestFlagsAndRefusals(t *testing.T) {
 		}
 	}
 	cmd := NewCommand(&bytes.Buffer{}, &bytes.Buffer{})
-	for _, f := range []string{"listen", "kubeconfig", "tls-cert-file", "tls-private-key-file", "namespace", "cert-secret", "cert-hosts",
-		"webhook-config", "resize", "leader-elect", "leader-election-id", "coalesce", "max-delay", "min-step", "workers",
+	for _, f := range []string{"listen", "kubeconfig", "tls-cert-file", "tls-private-key-file", "namespace", "ca-secret", "cert-hosts",
+		"webhook-qps", "webhook-burst", "resize", "leader-elect", "leader-election-id", "coalesce", "max-delay", "min-step", "workers",
 		"kube-api-qps", "kube-api-burst", "event-window", "crd-recheck", "log-level"} {
 		if cmd.Flags().Lookup(f) == nil {
 			t.Errorf("no --%s", f)
 		}
+	}
+	// The sizer never names its webhook configuration: nothing to set.
+	if cmd.Flags().Lookup("webhook-config") != nil {
+		t.Error("--webhook-config: the sizer no longer touches its webhook configuration")
+	}
+}
+
+// cgwarden-sizer ca writes the Component (owner-only: it holds the CA's
+// key) and will not replace a CA the API server may trust without
+// --force.
+func TestCAComponentWritten(t *testing.T) {
+	dir := t.TempDir()
+	run := func(args ...string) error {
+		cmd := NewCommand(&bytes.Buffer{}, &bytes.Buffer{})
+		cmd.SetArgs(append([]string{"ca", "--out-dir", dir}, args...))
+		return cmd.Execute()
+	}
+	if err := run(); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"kustomization.yaml", "secret.yaml", "cabundle-patch.yaml"} {
+		fi, err := os.Stat(filepath.Join(dir, n))
+		if err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: %v %v", n, fi, err)
+		}
+	}
+	first, _ := os.ReadFile(filepath.Join(dir, "secret.yaml"))
+	if err := run(); err == nil || !strings.Contains(err.Error(), "--force") {
+		t.Errorf("again without --force: %v", err)
+	}
+	if err := run("--force"); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := os.ReadFile(filepath.Join(dir, "secret.yaml")); bytes.Equal(first, again) {
+		t.Error("--force kept the old CA")
 	}
 }

@@ -135,6 +135,8 @@ type sizerLane struct {
 	ns, name string
 	bin      string
 	port     int
+	// ca is the CA made at install: the Secret's and the caBundle.
+	ca []byte
 }
 
 // startSizer installs a MutatingWebhookConfiguration for namespace ns only
@@ -146,6 +148,11 @@ func startSizer(t *testing.T, e *env, ns string) (stop func(), l *sizerLane) {
 	t.Helper()
 	ctx := context.Background()
 	l = &sizerLane{e: e, ns: ns, name: "cgwarden-sizer-" + ns, bin: buildSizer(t), port: freePort(t)}
+	// The CA made at install by `cgwarden-sizer ca`: its Secret, and the
+	// webhook's caBundle set to it here, by the installer; the sizer
+	// only reads the Secret.
+	sec := installCA(t, e, l.bin, ns, "sizer-ca")
+	l.ca = sec.Data["ca.crt"]
 	ignore, none := admissionregistrationv1.Ignore, admissionregistrationv1.SideEffectClassNone
 	timeout := int32(5)
 	url := fmt.Sprintf("https://127.0.0.1:%d/mutate", l.port)
@@ -153,7 +160,7 @@ func startSizer(t *testing.T, e *env, ns string) (stop func(), l *sizerLane) {
 		ObjectMeta: metav1.ObjectMeta{Name: l.name},
 		Webhooks: []admissionregistrationv1.MutatingWebhook{{
 			Name:                    "sizer.cgwarden.io",
-			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &url},
+			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: l.ca},
 			Rules:                   []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create}, Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}}}},
 			FailurePolicy:           &ignore,
 			SideEffects:             &none,
@@ -171,19 +178,41 @@ func startSizer(t *testing.T, e *env, ns string) (stop func(), l *sizerLane) {
 	return l.run(t), l
 }
 
+// installCA runs `cgwarden-sizer ca` and creates the Secret it wrote, as
+// Secret ns/name.
+func installCA(t *testing.T, e *env, bin, ns, name string) *corev1.Secret {
+	t.Helper()
+	dir := t.TempDir()
+	if out, err := exec.Command(bin, "ca", "--out-dir", dir, "--namespace", ns, "--ca-secret", name).CombinedOutput(); err != nil {
+		t.Fatalf("cgwarden-sizer ca: %v\n%s", err, out)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "secret.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sec corev1.Secret
+	if err := yaml.Unmarshal(raw, &sec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.cs.CoreV1().Secrets(ns).Create(context.Background(), &sec, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return &sec
+}
+
 // run starts the sizer process and waits until the API server admits
 // through it.
 func (l *sizerLane) run(t *testing.T) (stop func()) {
 	t.Helper()
 	ctx := context.Background()
-	e, ns, name, port := l.e, l.ns, l.name, l.port
+	e, ns, port := l.e, l.ns, l.port
 	logPath := filepath.Join(t.TempDir(), "sizer.log")
 	logf, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(l.bin, "--kubeconfig", e.kubeconfig, "--listen", fmt.Sprintf("127.0.0.1:%d", port),
-		"--namespace", ns, "--cert-secret", "sizer-tls", "--cert-hosts", "127.0.0.1", "--webhook-config", name,
+		"--namespace", ns, "--ca-secret", "sizer-ca", "--cert-hosts", "127.0.0.1",
 		"--leader-elect=false", "--coalesce", "1s", "--crd-recheck", "2s", "--log-level", "debug")
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
@@ -213,20 +242,12 @@ func (l *sizerLane) run(t *testing.T) (stop func()) {
 		}
 	})
 
-	// The caBundle it patched in lets the API server (and us) trust it.
-	var pool *x509.CertPool
-	poll(t, 30*time.Second, "caBundle patched", func() (bool, string, error) {
-		got, err := e.cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, "", err
-		}
-		ca := got.Webhooks[0].ClientConfig.CABundle
-		if len(ca) == 0 {
-			return false, "empty", nil
-		}
-		pool = x509.NewCertPool()
-		return pool.AppendCertsFromPEM(ca), "not PEM", nil
-	})
+	// The CA of the install (the caBundle) lets the API server (and us)
+	// trust what it serves.
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(l.ca) {
+		t.Fatal("the install's CA is not PEM")
+	}
 	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	poll(t, 30*time.Second, "sizer /healthz over TLS verified by its CA", func() (bool, string, error) {
 		r, err := hc.Get(fmt.Sprintf("https://127.0.0.1:%d/healthz", port))
@@ -680,19 +701,38 @@ func (e *env) installSizer(t *testing.T, sys, ns string) *deployedSizer {
 	port := freePort(t)
 	suffix := "-" + sys
 
-	out, err := exec.Command(e.kubectl, "kustomize", "../../deploy/kustomize/sizer").Output()
+	// Installed as docs/sizing.md says: an overlay of the directory with
+	// the CA Component `cgwarden-sizer ca` writes (its Secret, and the
+	// webhook's caBundle).
+	overlay := t.TempDir()
+	if out, err := exec.Command(buildSizer(t), "ca", "--out-dir", filepath.Join(overlay, "sizer-ca")).CombinedOutput(); err != nil {
+		t.Fatalf("cgwarden-sizer ca: %v\n%s", err, out)
+	}
+	abs, err := filepath.Abs("../../deploy/kustomize/sizer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := filepath.Rel(overlay, abs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"),
+		[]byte("resources: ["+base+"]\ncomponents: [sizer-ca]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(e.kubectl, "kustomize", overlay).Output()
 	if err != nil {
 		t.Fatalf("kubectl kustomize: %v", err)
 	}
 	// Its namespace (cgwarden-sizer) becomes the test's; the webhook's
 	// exclusion of cgwarden-system stays.
 	text := strings.ReplaceAll(string(out), "namespace: cgwarden-sizer\n", "namespace: "+sys+"\n")
-	text = strings.ReplaceAll(text, "--webhook-config=cgwarden-sizer", "--webhook-config=cgwarden-sizer"+suffix)
 	text = strings.ReplaceAll(text, "--listen=:9443", fmt.Sprintf("--listen=127.0.0.1:%d", port))
 	text = strings.ReplaceAll(text, "port: 9443", fmt.Sprintf("port: %d", port))
 	text = strings.ReplaceAll(text, "containerPort: 9443", fmt.Sprintf("containerPort: %d", port))
 	gvr := map[string]schema.GroupVersionResource{
 		"ServiceAccount":               {Version: "v1", Resource: "serviceaccounts"},
+		"Secret":                       {Version: "v1", Resource: "secrets"},
 		"Service":                      {Version: "v1", Resource: "services"},
 		"ClusterRole":                  {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"},
 		"ClusterRoleBinding":           {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"},
@@ -743,7 +783,11 @@ func (e *env) installSizer(t *testing.T, sys, ns string) *deployedSizer {
 			u.SetName(u.GetName() + suffix)
 			hooks, _, _ := unstructured.NestedSlice(u.Object, "webhooks")
 			h := hooks[0].(map[string]any)
-			h["clientConfig"] = map[string]any{"url": url}
+			// The url instead of the Service; the caBundle of the
+			// install kept.
+			cc := h["clientConfig"].(map[string]any)
+			delete(cc, "service")
+			cc["url"] = url
 			h["namespaceSelector"] = map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": ns}}
 			_ = unstructured.SetNestedSlice(u.Object, hooks, "webhooks")
 		case "Deployment":
@@ -775,8 +819,8 @@ func (e *env) installSizer(t *testing.T, sys, ns string) *deployedSizer {
 		}
 		objs = append(objs, u)
 	}
-	if len(objs) != 10 || nsLabels == nil || template == nil {
-		t.Fatalf("%d objects from deploy/kustomize/sizer besides its Namespace, want 10 and a Namespace and a Deployment", len(objs))
+	if len(objs) != 11 || nsLabels == nil || template == nil {
+		t.Fatalf("%d objects from deploy/kustomize/sizer and its CA besides its Namespace, want 11 and a Namespace and a Deployment", len(objs))
 	}
 	for _, u := range objs {
 		r, ok := gvr[u.GetKind()]
@@ -831,8 +875,8 @@ func (e *env) installSizer(t *testing.T, sys, ns string) *deployedSizer {
 		}
 		return l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "", "no holder", nil
 	})
-	if _, err := e.cs.CoreV1().Secrets(sys).Get(ctx, "cgwarden-sizer-tls", metav1.GetOptions{}); err != nil {
-		t.Fatalf("its certificate Secret: %v", err)
+	if _, err := e.cs.CoreV1().Secrets(sys).Get(ctx, "cgwarden-sizer-ca", metav1.GetOptions{}); err != nil {
+		t.Fatalf("its CA Secret: %v", err)
 	}
 
 	return &deployedSizer{port: port, nsLabels: nsLabels, template: template, logs: logs}

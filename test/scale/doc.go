@@ -28,6 +28,11 @@
 // cluster's VMs grow, the sizer under a burst of changes and at a steady
 // rate, and the requests idle agents make beyond their watches.
 //
+// One check is no measurement: the lane installs the sizer's RBAC as
+// shipped against a real API server, so TestSizerCannotWidenItsWebhook
+// asks that API server, with the sizer's own token, to patch the sizer's
+// webhook configuration and expects every write refused.
+//
 // The lane (scripts/test) asserts only the scaling laws, at sizes a 2-CPU
 // machine runs in a few minutes; the benchmarks are the same tests at
 // larger sizes (CGWARDEN_SCALE_* variables), with their commands and
