@@ -373,6 +373,23 @@ func TestRBACRulesArePinned(t *testing.T) {
 			{"authentication.k8s.io", "tokenreviews", "", "create"},
 			{"authorization.k8s.io", "subjectaccessreviews", "", "create"},
 		},
+		// The agent signs its loopback listener's answers with tokens of
+		// its own ServiceAccount (answerproof; the policy
+		// cgwarden-answer-tokens limits them to answer tokens).
+		"Role/cgwarden-system/cgwarden": {
+			{"", "serviceaccounts/token", "cgwarden", "create"},
+		},
+		// For kubectl cgwarden's users, bound by the administrator: the
+		// agents' pods, port-forwards to them, the reader's tokens, and
+		// TokenReviews of the agents' answer tokens.
+		"Role/cgwarden-system/cgwarden-plugin-user": {
+			{"", "pods", "", "get,list"},
+			{"", "pods/portforward", "", "get,create"},
+			{"", "serviceaccounts/token", "cgwarden-reader", "create"},
+		},
+		"ClusterRole//cgwarden-plugin-user": {
+			{"authentication.k8s.io", "tokenreviews", "", "create"},
+		},
 		// With the size policy (deploy/kustomize/size-policy): the
 		// agent's watches of the policy, its binding (by name) and its
 		// own Node (field selector; RBAC cannot name a node per agent).

@@ -15,7 +15,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	authnv1 "k8s.io/api/authentication/v1"
+	"k8s.io/client-go/rest"
 
+	"github.com/cgwarden/cgwarden/internal/answerproof"
 	"github.com/cgwarden/cgwarden/internal/apiconn"
 	"github.com/cgwarden/cgwarden/internal/audit"
 	"github.com/cgwarden/cgwarden/internal/cgroupfs"
@@ -39,11 +42,15 @@ type Agent struct {
 	log    *slog.Logger
 	Server *serve.Server
 	// Loop is nil when serving a snapshot.
-	Loop   *Loop
-	auth   *serve.Auth
-	tls    *tls.Config
-	source string
-	note   *events.Notifier
+	Loop *Loop
+	auth *serve.Auth
+	// localAuth guards the loopback listener and minter signs its
+	// answers (--local-listen with --authenticate; answerproof).
+	localAuth *serve.Auth
+	minter    answerproof.Minter
+	tls       *tls.Config
+	source    string
+	note      *events.Notifier
 
 	host *cgroupfs.Host
 	// units is systemd's door when systemd runs the node (nil
@@ -426,6 +433,33 @@ func (a *Agent) completeAuth() error {
 		a.tls = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
 	a.auth = &serve.Auth{Reviewer: rv, Node: c.NodeName, Log: a.log.With("component", "auth")}
+	if c.LocalListen != "" {
+		return a.completeLocalAuth(rc, rv)
+	}
+	return nil
+}
+
+// completeLocalAuth guards the loopback listener as answerproof says:
+// only tokens of the reader ServiceAccount, for its audience, bound to
+// this node (no SubjectAccessReview: the API server authorised the user
+// when it minted the token), and every answer signed by a token of this
+// pod's ServiceAccount. Its reviews have slots and caches of their own.
+func (a *Agent) completeLocalAuth(rc *rest.Config, rv serve.Reviewer) error {
+	c := a.cfg
+	minter, err := answerproof.NewAPIMinter(rc, c.Pod)
+	if err != nil {
+		return fmt.Errorf("--local-listen with --authenticate: %w", err)
+	}
+	reader := c.LocalReader
+	if reader == "" {
+		reader = answerproof.DefaultReader
+	}
+	user := answerproof.ServiceAccountUser(c.Pod.Namespace, reader)
+	a.minter = minter
+	a.localAuth = &serve.Auth{Reviewer: rv, Node: c.NodeName, Log: a.log.With("component", "auth", "listener", "local"),
+		Audience: answerproof.ReaderAudience,
+		Permit:   func(u authnv1.UserInfo) error { return answerproof.CheckReader(u, user, c.NodeName) }}
+	a.log.Info("the loopback listener takes tokens of "+user+" bound to this node, and signs its answers", "pod", c.Pod.String(), "audience", answerproof.ReaderAudience)
 	return nil
 }
 
@@ -596,7 +630,10 @@ func (a *Agent) endpoints() []serve.Endpoint {
 	c := a.cfg
 	handler, local := a.Server.Handler(), a.Server.LocalHandler()
 	if a.auth != nil {
-		handler, local = a.auth.Wrap(handler), a.auth.Wrap(local)
+		handler = a.auth.Wrap(handler)
+	}
+	if a.localAuth != nil {
+		local = a.localAuth.Wrap(answerproof.Sign(local, a.minter, a.log.With("listener", "local")))
 	}
 	eps := []serve.Endpoint{{Addr: c.Listen, Handler: handler, TLS: a.tls, Wait: c.ListenWait, Attrs: []any{
 		"node", c.NodeName, "metadata", a.source, "interval", c.Interval.String(), "snapshot", c.Snapshot}}}

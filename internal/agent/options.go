@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cgwarden/cgwarden/internal/answerproof"
 	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/plan"
 	"github.com/cgwarden/cgwarden/internal/podsource"
@@ -19,6 +20,13 @@ import (
 // Options are what `cgwarden serve`'s flags say, unchecked.
 type Options struct {
 	Listen, LocalListen string
+	// LocalReader is the ServiceAccount (in Pod's namespace) whose
+	// audience-bound tokens open LocalListen under Authenticate.
+	LocalReader string
+	// Pod is the agent's own pod (from the downward API): what the
+	// reader's tokens must be bound to, and whose ServiceAccount signs
+	// the loopback listener's answers.
+	Pod answerproof.Pod
 	// ListenWait is how long to keep trying to listen while an address
 	// is in use (serve.Endpoint.Wait; 0: fail the start at once).
 	ListenWait  time.Duration

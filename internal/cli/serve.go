@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"os/signal"
 	"strings"
 	"syscall"
@@ -14,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/cgwarden/cgwarden/internal/agent"
+	"github.com/cgwarden/cgwarden/internal/answerproof"
 	"github.com/cgwarden/cgwarden/internal/apiconn"
 	"github.com/cgwarden/cgwarden/internal/journal"
 	"github.com/cgwarden/cgwarden/internal/metadata"
@@ -69,7 +71,8 @@ pods and size changes. Every first change is journaled: stop serve, then 'cgward
 func (so *serveOptions) addFlags(f *pflag.FlagSet, o *Options) {
 	a := &so.Options
 	f.StringVar(&a.Listen, "listen", serve.DefaultListen, "address to serve on; beyond loopback needs --allow-remote")
-	f.StringVar(&a.LocalListen, "local-listen", "", "also serve the node's audit and inventory (/audit, /inspect, as audit and inspect -o json write them) and health, in plain HTTP, on this loopback `ADDR`: what kubectl cgwarden reaches through the API server's pods/portforward (off when empty); with --authenticate a bearer token is checked there as on --listen (nodes/stats), kubectl cgwarden sends the user's")
+	f.StringVar(&a.LocalListen, "local-listen", "", "also serve the node's audit and inventory (/audit, /inspect, as audit and inspect -o json write them) and health, in plain HTTP, on this loopback `ADDR`: what kubectl cgwarden reaches through the API server's pods/portforward (off when empty). With --authenticate it takes only tokens of --local-reader bound to the agent's own pod, and signs each answer with a token of the pod's ServiceAccount (docs/kubectl-plugin.md); the pod is named by $POD_NAMESPACE, $POD_NAME, $POD_UID and $POD_SERVICE_ACCOUNT (the downward API)")
+	f.StringVar(&a.LocalReader, "local-reader", answerproof.DefaultReader, "with --local-listen and --authenticate: the ServiceAccount, in the agent's namespace, whose tokens for audience "+answerproof.ReaderAudience+" bound to the agent's pod open the loopback listener (kubectl cgwarden asks the API server for one: create on serviceaccounts/token of this ServiceAccount is who may read the node's audit)")
 	f.DurationVar(&a.ListenWait, "listen-wait", 0, "while --listen or --local-listen is in use, try again every second for this long before failing (0: fail at once). For a DaemonSet update with maxSurge whose old agent runs as another user: SO_REUSEPORT shares the address only within one user, and the old agent goes once the new pod is Ready")
 	f.BoolVar(&a.AllowRemote, "allow-remote", false, "allow a --listen address reachable from other hosts (use --authenticate there, or a network policy)")
 	f.Var(&so.interval, "interval", "time between two scans; every request reads the latest scan")
@@ -105,6 +108,7 @@ func (so *serveOptions) agentOptions(o *Options) *agent.Options {
 	if a.Log == nil {
 		a.Log = slog.Default()
 	}
+	a.Pod = answerproof.Pod{Namespace: os.Getenv("POD_NAMESPACE"), Name: os.Getenv("POD_NAME"), UID: os.Getenv("POD_UID"), ServiceAccount: os.Getenv("POD_SERVICE_ACCOUNT")}
 	return &a
 }
 

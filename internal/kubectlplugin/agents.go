@@ -17,11 +17,14 @@ import (
 // Agent is the cgwarden agent pod of one node.
 type Agent struct {
 	Node, Namespace, Pod string
+	// UID and ServiceAccount are the pod's: what its answer tokens are
+	// bound to and issued for (answerproof).
+	UID, ServiceAccount string
 }
 
 // rbacHint says what a user of the plugin needs, for forbidden errors.
 func rbacHint(ns string) string {
-	return fmt.Sprintf("kubectl cgwarden needs, in namespace %s: get and list on pods, and get and create on pods/portforward (WebSockets ask for get, SPDY for create; see docs/kubectl-plugin.md)", ns)
+	return fmt.Sprintf("kubectl cgwarden needs, in namespace %s: get and list on pods, get and create on pods/portforward (WebSockets ask for get, SPDY for create), and create on serviceaccounts/token of the reader ServiceAccount; and create on tokenreviews (Role and ClusterRole cgwarden-plugin-user; see docs/kubectl-plugin.md)", ns)
 }
 
 // findAgents lists the running agent pods (one per node), of node only
@@ -64,7 +67,7 @@ func running(pods []corev1.Pod) []Agent {
 	}
 	out := make([]Agent, 0, len(byNode))
 	for node, p := range byNode {
-		out = append(out, Agent{Node: node, Namespace: p.Namespace, Pod: p.Name})
+		out = append(out, Agent{Node: node, Namespace: p.Namespace, Pod: p.Name, UID: string(p.UID), ServiceAccount: p.Spec.ServiceAccountName})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Node < out[j].Node })
 	return out

@@ -14,8 +14,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cgwarden/cgwarden/internal/answerproof"
 	"github.com/cgwarden/cgwarden/internal/inspect"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	authnclient "k8s.io/client-go/kubernetes/typed/authentication/v1"
 	"k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -36,6 +38,7 @@ type Options struct {
 	AgentNamespace string
 	AgentSelector  string
 	AgentPort      int
+	AgentReader    string
 	Timeout        time.Duration
 	Parallel       int
 
@@ -65,7 +68,7 @@ func NewRootWith(out, errOut io.Writer, op Opener) *cobra.Command {
 		Use:           "kubectl-cgwarden",
 		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl cgwarden"},
 		Short:         "cgwarden's audit and inventory of every node, from each node's agent, in one table",
-		Long:          "kubectl cgwarden reads each node's cgwarden agent through the API server (pods/portforward to the agent pod, with your own credentials) and shows every node in one table, or one JSON document with -o json.",
+		Long:          "kubectl cgwarden reads each node's cgwarden agent through the API server (pods/portforward to the agent pod, and a token for the agent alone, minted by the API server with your credentials, which never leave it) and shows every node in one table, or one JSON document with -o json.",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -78,6 +81,7 @@ func NewRootWith(out, errOut io.Writer, op Opener) *cobra.Command {
 	f.StringVar(&o.AgentNamespace, "agent-namespace", DefaultAgentNamespace, "namespace of the cgwarden agent's DaemonSet")
 	f.StringVar(&o.AgentSelector, "agent-selector", DefaultAgentSelector, "label selector of the agent's pods")
 	f.IntVar(&o.AgentPort, "agent-port", DefaultAgentPort, "the agent's --local-listen port (in its pod)")
+	f.StringVar(&o.AgentReader, "agent-reader", answerproof.DefaultReader, "the ServiceAccount, in --agent-namespace, whose token (audience "+answerproof.ReaderAudience+", bound to the node) the agent takes: the agent's --local-reader")
 	f.DurationVar(&o.Timeout, "timeout", 30*time.Second, "per node: the port-forward's dial, the request and the whole answer (a node past it is reported, the others are not held up); with --prometheus, the query")
 	f.IntVar(&o.Parallel, "parallel", DefaultParallel, "how many nodes are asked at once (each a port-forward through the API server)")
 	f.StringVar(&o.Prometheus, "prometheus", "", "read the fleet from the Prometheus at this `URL` (one query; the agents' series as last scraped) instead of a port-forward per node")
@@ -137,6 +141,9 @@ func (o *Options) checkFlags() error {
 	if o.Timeout <= 0 {
 		return errors.New("--timeout must be above 0")
 	}
+	if o.AgentReader == "" {
+		return errors.New("--agent-reader must not be empty")
+	}
 	if o.Parallel < 1 {
 		return fmt.Errorf("--parallel %d: want 1 or more", o.Parallel)
 	}
@@ -190,6 +197,13 @@ func (o *Options) run(ctx context.Context, out, errOut io.Writer, k kind) error 
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
 	}
+	// No client-side rate limit (client-go's default is 5 requests a
+	// second): each node costs two API calls (its reader token, the
+	// review of its answer token), made one after the other by each of
+	// the --parallel workers, so at most --parallel are in flight; the
+	// API server's priority and fairness sheds what it cannot take. At 5
+	// a second, 800 nodes would wait over five minutes on the limiter.
+	cfg.QPS = -1
 	core, err := v1.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -203,16 +217,17 @@ func (o *Options) run(ctx context.Context, out, errOut io.Writer, k kind) error 
 			return err
 		}
 	}
-	token, err := bearerToken(cfg)
+	authn, err := authnclient.NewForConfig(cfg)
 	if err != nil {
 		return err
 	}
+	prover := apiProver{core: core, authn: authn, reader: o.AgentReader}
 	var op Opener = portForward{cfg: cfg, core: core, port: o.AgentPort}
 	if o.opener != nil {
 		op = o.opener
 	}
 	results := FetchAll(ctx, agents, op,
-		FetchOptions{Path: k.path, Token: token, Parallel: o.Parallel, Timeout: o.Timeout, Port: o.AgentPort})
+		FetchOptions{Path: k.path, Prover: prover, Parallel: o.Parallel, Timeout: o.Timeout, Port: o.AgentPort})
 	doc, failed := o.render(results, sel, k)
 	for _, n := range doc.Nodes {
 		if n.Error != "" {

@@ -1,6 +1,8 @@
 package kubectlplugin
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"fmt"
 	"io"
@@ -9,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/cgwarden/cgwarden/internal/answerproof"
 )
 
 // maxReport bounds what one agent may send (a node with thousands of
@@ -39,8 +43,10 @@ type Session interface {
 // FetchOptions say what to ask every agent, how many at once, and for how
 // long.
 type FetchOptions struct {
-	Path  string // /audit or /inspect
-	Token string // the user's bearer token; "" sends none
+	Path string // /audit or /inspect
+	// Prover gets each agent's reader token and checks its answer; nil
+	// sends no token and checks nothing (the transport's own tests).
+	Prover Prover
 	// Parallel is how many nodes are asked at once (at least 1).
 	Parallel int
 	// Timeout bounds each node: the session's open (the port-forward's
@@ -108,11 +114,23 @@ func fetchOne(ctx context.Context, op Opener, a Agent, o FetchOptions) Result {
 	return Result{Agent: a, Body: body, Err: err}
 }
 
-// fetch GETs o.Path from one agent through a session of its own, with the
-// user's bearer token (none when ""). The session is closed when ctx ends,
-// so that nothing in it (a stream being opened, a read) outlives the
-// node's deadline.
+// fetch GETs o.Path from one agent through a session of its own, with a
+// reader token the API server minted for that agent and a fresh
+// challenge, and returns the answer only if its answer token proves it
+// came from the agent's pod (answerproof; with a Prover). The session is
+// closed when ctx ends, so that nothing in it (a stream being opened, a
+// read) outlives the node's deadline.
 func fetch(ctx context.Context, op Opener, a Agent, o FetchOptions) ([]byte, error) {
+	var token, challenge string
+	if o.Prover != nil {
+		var err error
+		if token, err = o.Prover.ReaderToken(ctx, a); err != nil {
+			return nil, err
+		}
+		if challenge, err = answerproof.NewChallenge(); err != nil {
+			return nil, err
+		}
+	}
 	s, err := op.Open(ctx, a)
 	if err != nil {
 		return nil, err
@@ -134,8 +152,13 @@ func fetch(ctx context.Context, op Opener, a Agent, o FetchOptions) ([]byte, err
 	if err != nil {
 		return nil, err
 	}
-	if o.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+o.Token)
+	// Asked for by hand, a gzipped answer is not decompressed by the
+	// transport: its answer token is for the bytes sent, checked before
+	// they are decompressed (decoded below).
+	req.Header.Set("Accept-Encoding", "gzip")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set(answerproof.ChallengeHeader, challenge)
 	}
 	resp, err := client.Do(req)
 	if err != nil {
@@ -148,19 +171,58 @@ func fetch(ctx context.Context, op Opener, a Agent, o FetchOptions) ([]byte, err
 	}
 	if resp.StatusCode != http.StatusOK {
 		err := fmt.Errorf("GET %s from pod %s/%s: %s: %s", o.Path, a.Namespace, a.Pod, resp.Status, strings.TrimSpace(string(body)))
-		switch {
-		case resp.StatusCode == http.StatusUnauthorized && o.Token == "":
-			err = fmt.Errorf("%w\n%s", err, noTokenHint)
-		case resp.StatusCode == http.StatusForbidden:
-			err = fmt.Errorf("%w\nthe agent needs your user to be allowed get on nodes/stats of node %s (what /stats/summary needs; see docs/kubectl-plugin.md)", err, a.Node)
+		if resp.StatusCode == http.StatusUnauthorized && token == "" {
+			err = fmt.Errorf("%w\nthe agent checks tokens (serve --authenticate): this client sends none", err)
 		}
 		return nil, err
 	}
 	if len(body) > maxReport {
 		return nil, fmt.Errorf("GET %s from pod %s/%s: the report is over %d MiB", o.Path, a.Namespace, a.Pod, maxReport>>20)
 	}
+	if o.Prover != nil {
+		if err := o.Prover.Verify(ctx, a, challenge, req.URL.RequestURI(), body, resp.Header.Get(answerproof.AnswerHeader)); err != nil {
+			return nil, &ImpostorError{Agent: a, Port: o.Port, Err: err}
+		}
+	}
+	if resp.Header.Get("Content-Encoding") == "gzip" {
+		if body, err = gunzip(body); err != nil {
+			return nil, fmt.Errorf("GET %s from pod %s/%s: %w", o.Path, a.Namespace, a.Pod, err)
+		}
+	}
 	return body, nil
 }
+
+// gunzip decompresses an answer, up to maxReport.
+func gunzip(b []byte) ([]byte, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, fmt.Errorf("the gzipped answer: %w", err)
+	}
+	out, err := io.ReadAll(io.LimitReader(zr, maxReport+1))
+	if err != nil {
+		return nil, fmt.Errorf("the gzipped answer: %w", err)
+	}
+	if len(out) > maxReport {
+		return nil, fmt.Errorf("the report is over %d MiB", maxReport>>20)
+	}
+	return out, nil
+}
+
+// ImpostorError is an answer that did not prove it came from the agent's
+// pod: whatever answered on the port is not the agent (a process that
+// took the port while the agent restarted, or shares it), and nothing it
+// sent is shown.
+type ImpostorError struct {
+	Agent
+	Port int
+	Err  error
+}
+
+func (e *ImpostorError) Error() string {
+	return fmt.Sprintf("the answer on port %d of pod %s/%s is not the agent's (%v): something else may be listening on 127.0.0.1:%d of node %s; nothing it sent is shown", e.Port, e.Namespace, e.Pod, e.Err, e.Port, e.Node)
+}
+
+func (e *ImpostorError) Unwrap() error { return e.Err }
 
 // Direct is an Opener that dials each agent's address over TCP, without
 // the API server: for tests and for simulated agents (the scale lane),

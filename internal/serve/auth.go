@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,8 +29,9 @@ import (
 // own authenticator and authorizer use.
 type Reviewer interface {
 	// Authenticate returns the token's user; ok is false for a token the
-	// API server does not accept.
-	Authenticate(ctx context.Context, token string) (user authnv1.UserInfo, ok bool, err error)
+	// API server does not accept, or, when audience is not "", does not
+	// accept for that audience ("": the API server's own audiences).
+	Authenticate(ctx context.Context, token, audience string) (user authnv1.UserInfo, ok bool, err error)
 	// Authorize tells whether user may get the node's subresource
 	// (nodes/metrics, nodes/stats) and, when not, why.
 	Authorize(ctx context.Context, user authnv1.UserInfo, node, subresource string) (allowed bool, reason string, err error)
@@ -61,13 +63,17 @@ func NewAPIReviewer(cfg *rest.Config) (*APIReviewer, error) {
 }
 
 // Authenticate implements Reviewer.
-func (a *APIReviewer) Authenticate(ctx context.Context, token string) (authnv1.UserInfo, bool, error) {
+func (a *APIReviewer) Authenticate(ctx context.Context, token, audience string) (authnv1.UserInfo, bool, error) {
+	spec := authnv1.TokenReviewSpec{Token: token}
+	if audience != "" {
+		spec.Audiences = []string{audience}
+	}
 	r := &authnv1.TokenReview{}
-	err := a.authn.Post().Resource("tokenreviews").Body(&authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token}}).Do(ctx).Into(r)
-	if err != nil {
+	if err := a.authn.Post().Resource("tokenreviews").Body(&authnv1.TokenReview{Spec: spec}).Do(ctx).Into(r); err != nil {
 		return authnv1.UserInfo{}, false, err
 	}
-	return r.Status.User, r.Status.Authenticated, nil
+	ok := r.Status.Authenticated && (audience == "" || slices.Contains(r.Status.Audiences, audience))
+	return r.Status.User, ok, nil
 }
 
 // Authorize implements Reviewer.
@@ -156,6 +162,12 @@ type authzDecision struct {
 type Auth struct {
 	Reviewer Reviewer
 	Node     string
+	// Audience, when not "", is the one audience a token must be for
+	// (the loopback listener's: answerproof.ReaderAudience), and Permit
+	// then decides who may in place of a SubjectAccessReview: the API
+	// server authorised the request when it minted the token.
+	Audience string
+	Permit   func(authnv1.UserInfo) error
 	Log      *slog.Logger
 	Now      func() time.Time
 	// MaxReviews is DefaultMaxReviews when 0; at least reservedReviews+1.
@@ -257,6 +269,13 @@ func (a *Auth) check(w http.ResponseWriter, r *http.Request, sub string) bool {
 	if !ok {
 		a.refuse(w, "unauthenticated", http.StatusUnauthorized, "Unauthorized")
 		return false
+	}
+	if a.Permit != nil {
+		if err := a.Permit(user); err != nil {
+			a.refuse(w, "forbidden", http.StatusForbidden, "Forbidden: "+err.Error())
+			return false
+		}
+		return true
 	}
 	allowed, reason, err := a.authorize(r.Context(), user, sub)
 	if err != nil {
@@ -395,7 +414,7 @@ func (a *Auth) review(ctx context.Context, kind, key string, trusted bool, cache
 }
 
 func (a *Auth) authenticate(ctx context.Context, token string) (authnv1.UserInfo, bool, error) {
-	sum := sha256.Sum256([]byte(token))
+	sum := sha256.Sum256([]byte(a.Audience + "\x00" + token))
 	key := string(sum[:])
 	// known: the API server accepted this token before (its decision has
 	// expired): its review may use the reserved slots.
@@ -420,7 +439,7 @@ func (a *Auth) authenticate(ctx context.Context, token string) (authnv1.UserInfo
 		return r.user, r.ok, nil
 	}
 	v, err := a.review(ctx, "token", "n"+key, known, cached, func(ctx context.Context) (any, error) {
-		user, ok, err := a.Reviewer.Authenticate(ctx, token)
+		user, ok, err := a.Reviewer.Authenticate(ctx, token, a.Audience)
 		if err != nil {
 			return nil, err
 		}

@@ -190,7 +190,7 @@ type gate struct {
 
 func newGate() *gate { return &gate{open: make(chan struct{}), entered: make(chan string, 100)} }
 
-func (g *gate) Authenticate(ctx context.Context, token string) (authnv1.UserInfo, bool, error) {
+func (g *gate) Authenticate(ctx context.Context, token, _ string) (authnv1.UserInfo, bool, error) {
 	g.authn.Add(1)
 	g.entered <- tokenName(token)
 	select {

@@ -37,7 +37,7 @@ type fakeReviewer struct {
 	down         bool
 }
 
-func (f *fakeReviewer) Authenticate(_ context.Context, token string) (authnv1.UserInfo, bool, error) {
+func (f *fakeReviewer) Authenticate(_ context.Context, token, _ string) (authnv1.UserInfo, bool, error) {
 	f.authn++
 	if f.down {
 		return authnv1.UserInfo{}, false, errors.New("connection refused")
@@ -110,7 +110,7 @@ func TestAuthLikeTheKubelet(t *testing.T) {
 // else; "metrics" may get nodes/metrics only.
 type statsReviewer struct{}
 
-func (statsReviewer) Authenticate(_ context.Context, token string) (authnv1.UserInfo, bool, error) {
+func (statsReviewer) Authenticate(_ context.Context, token, _ string) (authnv1.UserInfo, bool, error) {
 	if name := tokenName(token); name == "stats" || name == "metrics" {
 		return authnv1.UserInfo{Username: name}, true, nil
 	}

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,8 +22,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
 )
 
 // installAgent applies a kustomization of the agent, waits for its pod to
@@ -253,8 +257,7 @@ func TestKubectlPlugin(t *testing.T) {
 	bin := buildCgwarden(t)
 	ns := e.namespace(t)
 	kc := e.saKubeconfig(t, ns, "plugin-user")
-	e.grant(t, ns, "plugin-user", []rbacv1.PolicyRule{pluginRead, pluginForward})
-	e.grantNodes(t, ns, "plugin-user", "nodes/stats")
+	e.bindPluginUser(t, ns, "plugin-user")
 	// A little CPU, in bursts (the machine is shared).
 	// A Burstable pod that asks for half a CPU and uses none: the
 	// BestEffort tier's weight (2) against the Burstable tier's (over
@@ -321,10 +324,141 @@ func TestKubectlPlugin(t *testing.T) {
 	checkPluginTables(t, e, dir, kc, ns, agent)
 	checkPluginNamespace(t, e, dir, kc, ns)
 	checkPluginRBAC(t, e, dir, ns)
-	// The lane's admin signs in with a client certificate: no token for
-	// the agent, which answers 401, and the plugin says what to do.
-	if _, stderr, err := e.plugin(t, dir, e.kubeconfig, "audit", "-A"); err == nil || !strings.Contains(stderr, "401") || !strings.Contains(stderr, "without a bearer token") {
-		t.Errorf("a client-certificate user: %v: %s", err, stderr)
+	// The lane's admin signs in with a client certificate, which no
+	// node could be sent: the API server mints the reader's token for it
+	// as for anyone allowed.
+	if out, stderr, err := e.plugin(t, dir, e.kubeconfig, "audit", "-A"); err != nil || !strings.Contains(out, e.node+" ") {
+		t.Errorf("a client-certificate user: %v: %s %s", err, out, stderr)
+	}
+	checkSquatter(t, e, dir, kc)
+	checkAnswerTokenPolicy(t, e, agent)
+}
+
+// bindPluginUser binds the Role and ClusterRole cgwarden-plugin-user the
+// base ships (plugin.yaml) to ServiceAccount ns/sa, as an administrator
+// would for the plugin's users.
+func (e *env) bindPluginUser(t *testing.T, ns, sa string) {
+	t.Helper()
+	ctx := context.Background()
+	name := "cgwarden-test-plugin-" + ns + "-" + sa
+	subjects := []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: ns}}
+	if _, err := e.cs.RbacV1().RoleBindings("cgwarden-system").Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "cgwarden-plugin-user"}, Subjects: subjects}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "cgwarden-plugin-user"}, Subjects: subjects}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = e.cs.RbacV1().ClusterRoleBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+}
+
+// checkSquatter: a process that listens on the node's loopback where the
+// plugin expects the agent (here port 9539, --agent-port) receives no
+// credential of the user's — only a token the API server itself refuses,
+// of cgwarden-reader, for the agent's audience, bound to this node — and
+// its forged answer is refused, naming the port and the node, with
+// nothing it sent shown.
+func checkSquatter(t *testing.T, e *env, dir, kc string) {
+	t.Helper()
+	ctx := context.Background()
+	got := make(chan http.Header, 4)
+	l, err := net.Listen("tcp", "127.0.0.1:9539")
+	if err != nil {
+		t.Fatalf("the squatter's port: %v", err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Clone()
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"findings":[{"rule":"forged-by-the-squatter","severity":"critical","subject":{"kind":"node"}}],"counts":{}}`)
+	})}
+	go func() { _ = srv.Serve(l) }()
+	defer srv.Close()
+	out, stderr, err := e.plugin(t, dir, kc, "audit", "-A", "--agent-port", "9539")
+	t.Logf("the plugin against the squatter: %v\n%s", err, stderr)
+	if err == nil || !strings.Contains(stderr, "is not the agent's") || !strings.Contains(stderr, "127.0.0.1:9539 of node "+e.node) || strings.Contains(out, "forged") {
+		t.Errorf("the squatter's answer: %v: stdout %q stderr %q; want it refused, naming 127.0.0.1:9539 of node %s", err, out, stderr, e.node)
+	}
+	var h http.Header
+	select {
+	case h = <-got:
+	default:
+		t.Fatal("the squatter received no request")
+	}
+	scheme, token, _ := strings.Cut(h.Get("Authorization"), " ")
+	cfg, err := clientcmd.LoadFromFile(kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ai := range cfg.AuthInfos {
+		if ai.Token != "" && strings.Contains(h.Get("Authorization")+h.Get("Cookie"), ai.Token) {
+			t.Errorf("the squatter received the user's own token")
+		}
+	}
+	if scheme != "Bearer" || token == "" {
+		t.Fatalf("the squatter received Authorization %q, want the reader's bearer token", h.Get("Authorization"))
+	}
+	review := func(aud ...string) authnv1.TokenReviewStatus {
+		r, err := e.cs.AuthenticationV1().TokenReviews().Create(ctx, &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token, Audiences: aud}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Status
+	}
+	if st := review(); st.Authenticated {
+		t.Errorf("the token the squatter received is accepted by the API server (as %s)", st.User.Username)
+	}
+	st := review("cgwarden.io/agent-reader")
+	if !st.Authenticated || st.User.Username != "system:serviceaccount:cgwarden-system:cgwarden-reader" || fmt.Sprint(st.User.Extra["authentication.kubernetes.io/node-name"]) != "["+e.node+"]" {
+		t.Errorf("the token the squatter received: %+v, want cgwarden-reader's for the agent's audience, bound to node %s", st, e.node)
+	}
+}
+
+// checkAnswerTokenPolicy: the agent's ServiceAccount may mint, through the
+// API, only answer tokens (the base's cgwarden-answer-tokens policy): a
+// token the API server would accept, or one bound to no pod, is refused;
+// an answer token bound to the agent's pod is minted.
+func checkAnswerTokenPolicy(t *testing.T, e *env, agent *corev1.Pod) {
+	t.Helper()
+	ctx := context.Background()
+	cfg, err := clientcmd.BuildConfigFromFlags("", e.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Impersonate.UserName = "system:serviceaccount:cgwarden-system:cgwarden"
+	cfg.Impersonate.Groups = []string{"system:serviceaccounts", "system:serviceaccounts:cgwarden-system", "system:authenticated"}
+	as, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := &authnv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: agent.Name, UID: agent.UID}
+	answer := "cgwarden.io/agent-answer/x"
+	for _, c := range []struct {
+		name string
+		spec authnv1.TokenRequestSpec
+		ok   bool
+	}{
+		{"an API token bound to the pod", authnv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600), BoundObjectRef: pod}, false},
+		{"an unbound answer token", authnv1.TokenRequestSpec{Audiences: []string{answer}, ExpirationSeconds: ptr.To[int64](600)}, false},
+		{"a day-long answer token", authnv1.TokenRequestSpec{Audiences: []string{answer}, ExpirationSeconds: ptr.To[int64](86400), BoundObjectRef: pod}, false},
+		{"an answer token", authnv1.TokenRequestSpec{Audiences: []string{answer}, ExpirationSeconds: ptr.To[int64](600), BoundObjectRef: pod}, true},
+	} {
+		var err error
+		for i := 0; i < 10; i++ { // the policy reaches admission within a few seconds of its install
+			_, err = as.CoreV1().ServiceAccounts("cgwarden-system").CreateToken(ctx, "cgwarden", &authnv1.TokenRequest{Spec: c.spec}, metav1.CreateOptions{})
+			if (err == nil) == c.ok {
+				break
+			}
+			time.Sleep(time.Second)
+		}
+		if (err == nil) != c.ok {
+			t.Errorf("the agent mints %s: %v, want allowed=%v", c.name, err, c.ok)
+		}
+	}
+	if _, err := as.CoreV1().ServiceAccounts("cgwarden-system").CreateToken(ctx, "cgwarden-reader", &authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{Audiences: []string{"cgwarden.io/agent-reader"}}}, metav1.CreateOptions{}); err == nil {
+		t.Error("the agent minted a reader token")
 	}
 }
 
@@ -489,22 +623,26 @@ func (e *env) grantIn(t *testing.T, ns, saNS, sa string, rules []rbacv1.PolicyRu
 	}
 }
 
-// checkPluginRBAC runs the plugin with ServiceAccount tokens.
+// checkPluginRBAC runs the plugin with ServiceAccount tokens: each of
+// the shipped roles' rules is needed, and the plugin names what is
+// missing.
 func checkPluginRBAC(t *testing.T, e *env, dir, ns string) {
 	t.Helper()
-	nobody, lister, operator, reader := e.saKubeconfig(t, ns, "nobody"), e.saKubeconfig(t, ns, "lister"), e.saKubeconfig(t, ns, "operator"), e.saKubeconfig(t, ns, "reader")
-	e.grant(t, ns, "lister", []rbacv1.PolicyRule{pluginRead})
+	nobody, lister, operator, minter, reader := e.saKubeconfig(t, ns, "nobody"), e.saKubeconfig(t, ns, "lister"), e.saKubeconfig(t, ns, "operator"), e.saKubeconfig(t, ns, "minter"), e.saKubeconfig(t, ns, "reader")
+	mint := rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, ResourceNames: []string{"cgwarden-reader"}, Verbs: []string{"create"}}
+	e.grant(t, ns, "lister", []rbacv1.PolicyRule{pluginRead, mint})
 	e.grant(t, ns, "operator", []rbacv1.PolicyRule{pluginRead, pluginForward})
-	e.grant(t, ns, "reader", []rbacv1.PolicyRule{pluginRead, pluginForward})
-	e.grantNodes(t, ns, "reader", "nodes/stats")
+	e.grant(t, ns, "minter", []rbacv1.PolicyRule{pluginRead, pluginForward, mint})
+	e.bindPluginUser(t, ns, "reader")
 	for _, c := range []struct {
 		who, kubeconfig string
 		want            []string // in stderr; nil: success
 	}{
 		{"a ServiceAccount with no RBAC", nobody, []string{`cannot list resource "pods"`, "get and create on pods/portforward"}},
 		{"a ServiceAccount without pods/portforward", lister, []string{`resource "pods/portforward"`, "forbidden", "get and create on pods/portforward"}},
-		{"a ServiceAccount with both but not nodes/stats", operator, []string{"403", "get on nodes/stats"}},
-		{"a ServiceAccount with all three", reader, nil},
+		{"a ServiceAccount that may not mint the reader's token", operator, []string{`resource "serviceaccounts/token"`, "create on serviceaccounts/token of ServiceAccount cgwarden-reader"}},
+		{"a ServiceAccount that may not review tokens", minter, []string{"is not the agent's", "create on tokenreviews"}},
+		{"a ServiceAccount bound to the shipped roles", reader, nil},
 	} {
 		var out, stderr string
 		var err error
@@ -551,8 +689,7 @@ func TestKubectlPluginPrometheus(t *testing.T) {
 	prom := e.startPrometheus(t, bin, ns, map[string]standIn{"cgwarden-system": {namespace: "cgwarden-system"}})
 	dir := buildPlugin(t)
 	kc := e.saKubeconfig(t, ns, "plugin-user")
-	e.grant(t, ns, "plugin-user", []rbacv1.PolicyRule{pluginRead, pluginForward})
-	e.grantNodes(t, ns, "plugin-user", "nodes/stats")
+	e.bindPluginUser(t, ns, "plugin-user")
 
 	var last string
 	poll(t, 120*time.Second, "the same findings from Prometheus as through the port-forward", func() (bool, string, error) {

@@ -435,6 +435,21 @@ func TestRBACIsLeast(t *testing.T) {
 		{"cgwarden", "get", "secrets", "", other, false},
 		{"cgwarden", "get", "nodes", "", "", false},
 		{"cgwarden", "delete", "events", "", other, false},
+		// Its Role (base/plugin.yaml, renamed into ns here): tokens of
+		// its own ServiceAccount only, to sign the loopback listener's
+		// answers (the policy cgwarden-answer-tokens limits them).
+		{"cgwarden", "create", "serviceaccounts/cgwarden", "token", ns, true},
+		{"cgwarden", "create", "serviceaccounts/cgwarden-reader", "token", ns, false},
+		{"cgwarden", "create", "serviceaccounts/cgwarden", "token", other, false},
+		// kubectl cgwarden's users (bound by the administrator): the
+		// reader's tokens, never the agent's; port-forwards; reviews.
+		{"cgwarden-plugin-user", "create", "serviceaccounts/cgwarden-reader", "token", ns, true},
+		{"cgwarden-plugin-user", "create", "serviceaccounts/cgwarden", "token", ns, false},
+		{"cgwarden-plugin-user", "create", "pods", "portforward", ns, true},
+		{"cgwarden-plugin-user", "create", "pods", "exec", ns, false},
+		{"cgwarden-plugin-user", "create", "tokenreviews.authentication.k8s.io", "", "", true},
+		{"cgwarden-plugin-user", "get", "secrets", "", ns, false},
+		{"cgwarden-plugin-user", "get", "nodes", "", "", false},
 		// The size policy's role for the agent (its own ServiceAccount
 		// here): list and watch of the policy and its binding by name
 		// only, and of Nodes (its own, by field selector).

@@ -6,18 +6,22 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/cgwarden/cgwarden/internal/answerproof"
 	"github.com/cgwarden/cgwarden/internal/examples"
 	"github.com/cgwarden/cgwarden/internal/kubectlplugin"
 	"github.com/cgwarden/cgwarden/internal/metadata"
@@ -39,6 +43,19 @@ type pluginAgent struct {
 	dead       bool
 	// findings are "rule namespace/pod" of what the agent serves.
 	findings []string
+	// minter signs its answers as the agent's code does
+	// (answerproof.Sign): with tokens the API server mints for its pod,
+	// once the pod exists.
+	minter atomic.Pointer[answerproof.APIMinter]
+}
+
+// Mint implements answerproof.Minter with the pod's minter.
+func (a *pluginAgent) Mint(ctx context.Context, audience string) (string, error) {
+	m := a.minter.Load()
+	if m == nil {
+		return "", fmt.Errorf("%s: no pod yet", a.node)
+	}
+	return m.Mint(ctx, audience)
 }
 
 // auditFindings reads "rule namespace/pod" of an /audit document.
@@ -114,7 +131,7 @@ func startPluginAgent(t *testing.T, node, example string, dead bool) (*pluginAge
 	if a.findings, err = auditFindings(w.Body.Bytes()); err != nil || !slices.ContainsFunc(a.findings, func(f string) bool { return strings.HasSuffix(f, "-"+node) }) {
 		return nil, fmt.Errorf("%s (%s): findings %v (%v); want some about its pods", node, example, a.findings, err)
 	}
-	srv := &http.Server{Handler: s.LocalHandler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: answerproof.Sign(s.LocalHandler(), a, slog.Default()), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(func() { srv.Close() })
 	return a, nil
@@ -126,7 +143,7 @@ func agentPod(node string) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "cgwarden-" + node, Namespace: agentNamespace,
 			Labels: map[string]string{"app.kubernetes.io/name": "cgwarden"}},
-		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "cgwarden", Image: "cgwarden:scale"}}},
+		Spec: corev1.PodSpec{NodeName: node, ServiceAccountName: agentSA, Containers: []corev1.Container{{Name: "cgwarden", Image: "cgwarden:scale"}}},
 	}
 }
 
@@ -191,11 +208,23 @@ func TestPluginBounded(t *testing.T) {
 		}
 	}
 	t.Logf("%d agents serving in %v", n, time.Since(t0).Round(time.Millisecond))
+	// The reader whose tokens the plugin asks for (deploy/kustomize/base
+	// plugin.yaml); the agents' answers are signed with tokens of their
+	// pods' ServiceAccount, minted by the API server as an agent mints
+	// them (the lane's admin stands in for the agent's identity).
+	if _, err := e.cs.CoreV1().ServiceAccounts(agentNamespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: answerproof.DefaultReader}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
 	err := bulk(n, 32, func(i int) error {
 		p, err := e.cs.CoreV1().Pods(agentNamespace).Create(ctx, agentPod(nodeName(i)), metav1.CreateOptions{})
 		if err != nil {
 			return err
 		}
+		m, err := answerproof.NewAPIMinter(e.admin, answerproof.Pod{Namespace: p.Namespace, Name: p.Name, UID: string(p.UID), ServiceAccount: p.Spec.ServiceAccountName})
+		if err != nil {
+			return err
+		}
+		agents[i].minter.Store(m)
 		if !e.kwok {
 			return e.podRunning(ctx, p)
 		}
