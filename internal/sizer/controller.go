@@ -459,7 +459,7 @@ func (c *Controller) syncPod(ctx context.Context, p *corev1.Pod, size, alloc int
 		reason, _, _ := strings.Cut(d.Reason, ":")
 		if c.once(p.UID, fmt.Sprintf("pending %d %s", d.To, reason)) {
 			c.Metrics.resize("pending")
-			c.event(p, corev1.EventTypeWarning, ReasonPending, "CPU request %s on %s not applied by the kubelet: %s", FormatMilli(d.To), d.Container, d.Reason)
+			c.event(p, corev1.EventTypeWarning, ReasonPending, "CPU request %s on %s not applied by the kubelet: %s", FormatMilli(d.To), d.On(), d.Reason)
 			log.Warn("resize pending", "cpu", FormatMilli(d.To), "reason", d.Reason)
 		}
 		return nil
@@ -468,10 +468,10 @@ func (c *Controller) syncPod(ctx context.Context, p *corev1.Pod, size, alloc int
 	// succeeds or the VM's size changes; its Event goes through the
 	// eventLimit like any other.
 	_, err := c.Client.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType,
-		resizePatch(d.Container, d.To), metav1.PatchOptions{FieldManager: "cgwarden-sizer"}, "resize")
+		resizePatch(d), metav1.PatchOptions{FieldManager: "cgwarden-sizer"}, "resize")
 	if err != nil {
 		c.Metrics.resize("failed")
-		c.event(p, corev1.EventTypeWarning, ReasonResizeError, "CPU request %s → %s on %s refused: %v", FormatMilli(d.From), FormatMilli(d.To), d.Container, err)
+		c.event(p, corev1.EventTypeWarning, ReasonResizeError, "CPU request %s → %s on %s refused: %v", FormatMilli(d.From), FormatMilli(d.To), d.On(), err)
 		return &refusedError{pod: p.Namespace + "/" + p.Name, to: d.To, err: err}
 	}
 	c.forget(p.UID) // done: a later pending status is reported afresh
@@ -479,12 +479,12 @@ func (c *Controller) syncPod(ctx context.Context, p *corev1.Pod, size, alloc int
 	if !changed.IsZero() {
 		c.Metrics.latency(c.now().Sub(changed))
 	}
-	msg := fmt.Sprintf("CPU request %s → %s on %s (VM size %s)", FormatMilli(d.From), FormatMilli(d.To), d.Container, FormatMilli(size))
+	msg := fmt.Sprintf("CPU request %s → %s on %s (VM size %s)", FormatMilli(d.From), FormatMilli(d.To), d.On(), FormatMilli(size))
 	if d.Reason != "" {
 		msg += ": " + d.Reason
 	}
 	c.event(p, corev1.EventTypeNormal, ReasonResized, "%s", msg)
-	log.Info("resized", "container", d.Container, "from", FormatMilli(d.From), "to", FormatMilli(d.To), "vmSize", FormatMilli(size))
+	log.Info("resized", "on", d.On(), "from", FormatMilli(d.From), "to", FormatMilli(d.To), "vmSize", FormatMilli(size))
 	return nil
 }
 

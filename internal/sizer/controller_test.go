@@ -122,7 +122,7 @@ func TestControllerResizesThroughSubresource(t *testing.T) {
 	if p.GetSubresource() != "resize" || p.GetName() != "vm1-abcde" {
 		t.Errorf("patched %s/%s", p.GetName(), p.GetSubresource())
 	}
-	if want := string(resizePatch("neonvm-runner", 4000)); string(p.GetPatch()) != want {
+	if want := string(resizePatch(ResizeDecision{Container: "neonvm-runner", To: 4000})); string(p.GetPatch()) != want {
 		t.Errorf("patch %s, want %s", p.GetPatch(), want)
 	}
 	var got []string
@@ -418,7 +418,7 @@ func TestControllerVMChangeEndsBackoff(t *testing.T) {
 		return n == 0, fmt.Sprintf("cgwarden_sizer_retrying_vms %v", n)
 	})
 	mu.Lock()
-	if want := []string{string(resizePatch("neonvm-runner", 2000)), string(resizePatch("neonvm-runner", 3000))}; !slices.Equal(patches, want) {
+	if want := []string{string(resizePatch(ResizeDecision{Container: "neonvm-runner", To: 2000})), string(resizePatch(ResizeDecision{Container: "neonvm-runner", To: 3000}))}; !slices.Equal(patches, want) {
 		t.Errorf("patches %q, want %q", patches, want)
 	}
 	mu.Unlock()

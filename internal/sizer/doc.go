@@ -20,6 +20,11 @@
 //   - Pods annotated cgwarden.io/cpu: their size is the annotation's
 //     quantity.
 //
+// A NeonVM runner pod's request goes on the pod itself (spec.resources,
+// pod-level resources) where the API server and every node can resize it
+// there, else on its VM container (Level, ChooseLevel, ProbeLevel: decided
+// once at start); the controller resizes a pod where its request is.
+//
 // KubeVirt virt-launcher pods are left alone: KubeVirt sets their requests
 // itself. A pod that already carries a CPU request is never changed at
 // admission. A pod that cannot be sized is admitted unchanged, with a

@@ -33,6 +33,10 @@ type Target struct {
 	VMName string
 	// Annotation is the cgwarden.io/cpu value, for SourceAnnotation.
 	Annotation string
+	// PodLevel: the request goes on the pod (spec.resources), not on the
+	// container. The webhook sets it for NeonVM runner pods when its
+	// Level is LevelPod; Find never does.
+	PodLevel bool
 }
 
 // Find decides whether the sizer should size pod. It returns the target,

@@ -72,7 +72,7 @@ func TestDecideResize(t *testing.T) {
 }
 
 func TestResizePatch(t *testing.T) {
-	got := string(resizePatch("neonvm-runner", 1500))
+	got := string(resizePatch(ResizeDecision{Container: "neonvm-runner", To: 1500}))
 	if want := `{"spec":{"containers":[{"name":"neonvm-runner","resources":{"requests":{"cpu":"1500m"}}}]}}`; got != want {
 		t.Fatalf("%s, want %s", got, want)
 	}

@@ -66,7 +66,10 @@ type Options struct {
 	// client and rate limiter of their own (newClients).
 	WebhookQPS   float32
 	WebhookBurst int
-	Log          *slog.Logger
+	// PodLevel is --pod-level: where the webhook puts a NeonVM runner
+	// pod's CPU request, decided once at start (ProbeLevel; "": auto).
+	PodLevel PodLevelMode
+	Log      *slog.Logger
 }
 
 // dynamicVMs reads VirtualMachines through the dynamic client.
@@ -92,6 +95,7 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	cs, dyn := cl.cs, cl.dyn
+	level := o.level(ctx, cs, log)
 
 	tlsConfig, ca, err := o.serving(ctx, cs, log)
 	if err != nil {
@@ -102,7 +106,7 @@ func Run(ctx context.Context, o Options) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := NewMetrics(reg)
 	mux := http.NewServeMux()
-	mux.Handle("POST /mutate", &Webhook{VMs: cl.webhookVMs, Log: base.With("component", "sizer-webhook"), Timeout: 3 * time.Second, Count: metrics.Admission})
+	mux.Handle("POST /mutate", &Webhook{VMs: cl.webhookVMs, Log: base.With("component", "sizer-webhook"), Timeout: 3 * time.Second, Count: metrics.Admission, Level: level})
 	// Live: the server answers at all. Ready: it can answer admissions.
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.Handle("GET /readyz", Ready{Serving: tlsConfig, CA: ca, Now: time.Now})
@@ -143,6 +147,33 @@ func Run(ctx context.Context, o Options) error {
 		err = nil
 	}
 	return err
+}
+
+// probeTimeout bounds ProbeLevel's node list at start (ten pages of 500
+// nodes take a few seconds).
+const probeTimeout = 30 * time.Second
+
+// level decides, once, where the webhook puts a runner pod's CPU
+// request, and says so. A probe that fails keeps the container request:
+// every Kubernetes version the sizer supports resizes it in place.
+func (o Options) level(ctx context.Context, cs kubernetes.Interface, log *slog.Logger) Level {
+	mode := o.PodLevel
+	if mode == "" {
+		mode = PodLevelAuto
+	}
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	l, why, err := ProbeLevel(ctx, cs, mode)
+	if err != nil {
+		log.Warn("cannot tell whether the cluster resizes pod-level resources: CPU requests on the VM container", "podLevel", mode, "err", err)
+		return LevelContainer
+	}
+	msg := "CPU requests on the VM container (spec.containers[].resources)"
+	if l == LevelPod {
+		msg = "CPU requests at pod level (spec.resources), resized in place at pod level"
+	}
+	log.Info(msg, "requests", l, "podLevel", mode, "because", why)
+	return l
 }
 
 // clients are the sizer's API clients: the resize controller's (cs,

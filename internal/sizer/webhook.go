@@ -66,6 +66,11 @@ type Webhook struct {
 	// client of its own, with its own rate limiter): callers of /mutate
 	// never spend the resize controller's.
 	InFlight int
+	// Level is where a NeonVM runner pod's request goes (ProbeLevel;
+	// "": LevelContainer). A pod annotated cgwarden.io/cpu keeps its
+	// container request: its annotations may name the container, and no
+	// controller resizes it.
+	Level Level
 
 	once  sync.Once
 	slots chan struct{}
@@ -175,6 +180,7 @@ func (h *Webhook) Review(ctx context.Context, req *admissionv1.AdmissionRequest)
 		}
 		return resp
 	}
+	t.PodLevel = h.Level == LevelPod && t.Source == SourceNeonVM
 	milli, err := h.size(ctx, pod.Namespace, t)
 	if err != nil {
 		h.count("unsized")
@@ -195,7 +201,11 @@ func (h *Webhook) Review(ctx context.Context, req *admissionv1.AdmissionRequest)
 	pt := admissionv1.PatchTypeJSONPatch
 	resp.Patch, resp.PatchType = patch, &pt
 	h.count("sized")
-	log.Info("pod sized", "container", t.ContainerName, "cpu", FormatMilli(milli), "source", t.Source, "vm", t.VMName)
+	where := "container " + t.ContainerName
+	if t.PodLevel {
+		where = "pod"
+	}
+	log.Info("pod sized", "on", where, "cpu", FormatMilli(milli), "source", t.Source, "vm", t.VMName)
 	return resp
 }
 

@@ -60,6 +60,7 @@ func newSizer() *cobra.Command {
 		Workers: 8, QPS: 100, Burst: 200, WebhookQPS: 20, WebhookBurst: 40,
 	}
 	coalesce, recheck := Duration(time.Second), Duration(time.Minute)
+	o.PodLevel = sizer.PodLevelAuto
 	cmd := &cobra.Command{
 		Use:   "cgwarden-sizer",
 		Short: "Give VM pods CPU requests equal to their VM's size at admission, and keep them equal to its live size by in-place resize",
@@ -71,6 +72,14 @@ container equal to the VM's spec.guest.cpus.use; a pod annotated cgwarden.io/cpu
 (on its only container, or the one cgwarden.io/cpu-container names). Limits are never set. The pod is
 then Burstable and the kubelet weighs it by its size. KubeVirt's virt-launcher pods are left alone. A
 pod that cannot be sized is admitted unchanged with a warning. See docs/sizing.md.
+
+--pod-level (auto, on or off) says where a NeonVM runner pod's request goes: on the pod itself
+(spec.resources.requests.cpu, pod-level resources) or on its neonvm-runner container. It is decided once
+at start and logged. auto puts it on the pod when the API server is 1.36 or later (where the feature gates
+PodLevelResources and InPlacePodLevelResourcesVerticalScaling are on by default) and every node's kubelet
+declares InPlacePodLevelResourcesVerticalScaling in its status.declaredFeatures; else on the container.
+Use on or off where a cluster's feature gates differ from their defaults. Whatever it says, the resize
+controller resizes a pod where its request is: at pod level if the pod has a pod-level CPU request.
 
 The resize controller (one replica, by leader election) watches vm.neon.tech/v1 virtualmachines and
 patches each running runner pod's resize subresource when the VM's use changes, bounded by its node's
@@ -119,6 +128,27 @@ func runSizer(cmd *cobra.Command, o *sizer.Options, coalesce, recheck Duration) 
 	return sizer.Run(ctx, *o)
 }
 
+// podLevelFlag is --pod-level: auto, on or off (sizer.ParsePodLevelMode).
+type podLevelFlag struct{ m *sizer.PodLevelMode }
+
+func (f podLevelFlag) String() string {
+	if f.m == nil {
+		return ""
+	}
+	return string(*f.m)
+}
+
+func (f podLevelFlag) Set(s string) error {
+	m, err := sizer.ParsePodLevelMode(s)
+	if err != nil {
+		return err
+	}
+	*f.m = m
+	return nil
+}
+
+func (podLevelFlag) Type() string { return "auto|on|off" }
+
 // sizerFlags binds the sizer's flags to o.
 func sizerFlags(cmd *cobra.Command, o *sizer.Options, coalesce, recheck *Duration) {
 	f := cmd.Flags()
@@ -142,4 +172,5 @@ func sizerFlags(cmd *cobra.Command, o *sizer.Options, coalesce, recheck *Duratio
 	f.IntVar(&o.WebhookBurst, "webhook-burst", o.WebhookBurst, "VM lookups the webhook may make in a burst")
 	f.DurationVar(&o.EventWindow, "event-window", 0, "at most one Event per pod and reason in this window (0: 10 minutes)")
 	f.Var(recheck, "crd-recheck", "how often to look for the VirtualMachine CRD while it is absent")
+	f.Var(podLevelFlag{&o.PodLevel}, "pod-level", "where a NeonVM runner pod's CPU request goes: on the pod (spec.resources: on), on its container (off), or on the pod where the API server (1.36 or later) and every node's kubelet can resize it there (auto); decided at start and logged")
 }

@@ -22,6 +22,7 @@ func TestFlagsAndRefusals(t *testing.T) {
 		{[]string{"--namespace", "n", "--cert-hosts", "h", "--workers", "0"}, "--workers"},
 		{[]string{"--log-level", "loud"}, `--log-level "loud"`},
 		{[]string{"sizer"}, "unknown command"},
+		{[]string{"--pod-level", "maybe"}, `--pod-level "maybe": want auto, on or off`},
 	} {
 		t.Setenv("POD_NAMESPACE", "")
 		var out bytes.Buffer
@@ -35,7 +36,7 @@ func TestFlagsAndRefusals(t *testing.T) {
 	cmd := NewCommand(&bytes.Buffer{}, &bytes.Buffer{})
 	for _, f := range []string{"listen", "kubeconfig", "tls-cert-file", "tls-private-key-file", "namespace", "ca-secret", "cert-hosts",
 		"webhook-qps", "webhook-burst", "resize", "leader-elect", "leader-election-id", "coalesce", "max-delay", "min-step", "workers",
-		"kube-api-qps", "kube-api-burst", "event-window", "crd-recheck", "log-level"} {
+		"kube-api-qps", "kube-api-burst", "event-window", "crd-recheck", "log-level", "pod-level"} {
 		if cmd.Flags().Lookup(f) == nil {
 			t.Errorf("no --%s", f)
 		}

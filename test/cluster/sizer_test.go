@@ -137,17 +137,27 @@ type sizerLane struct {
 	port     int
 	// ca is the CA made at install: the Secret's and the caBundle.
 	ca []byte
+	// args are the sizer's flags besides the lane's (--pod-level).
+	args []string
+	// logPath is the running sizer's log.
+	logPath string
+}
+
+// log is what the sizer has logged so far.
+func (l *sizerLane) log(t *testing.T) string {
+	t.Helper()
+	return readFile(t, l.logPath)
 }
 
 // startSizer installs a MutatingWebhookConfiguration for namespace ns only
 // (other engineers' pods never reach it) pointing at a url: on 127.0.0.1,
 // starts cgwarden-sizer on the host serving it, and waits until the API
-// server admits through it. It returns a function that stops the sizer
-// (also called at cleanup).
-func startSizer(t *testing.T, e *env, ns string) (stop func(), l *sizerLane) {
+// server admits through it, with args besides the lane's flags. It returns
+// a function that stops the sizer (also called at cleanup).
+func startSizer(t *testing.T, e *env, ns string, args ...string) (stop func(), l *sizerLane) {
 	t.Helper()
 	ctx := context.Background()
-	l = &sizerLane{e: e, ns: ns, name: "cgwarden-sizer-" + ns, bin: buildSizer(t), port: freePort(t)}
+	l = &sizerLane{e: e, ns: ns, name: "cgwarden-sizer-" + ns, bin: buildSizer(t), port: freePort(t), args: args}
 	// The CA made at install by `cgwarden-sizer ca`: its Secret, and the
 	// webhook's caBundle set to it here, by the installer; the sizer
 	// only reads the Secret.
@@ -207,13 +217,15 @@ func (l *sizerLane) run(t *testing.T) (stop func()) {
 	ctx := context.Background()
 	e, ns, port := l.e, l.ns, l.port
 	logPath := filepath.Join(t.TempDir(), "sizer.log")
+	l.logPath = logPath
 	logf, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(l.bin, "--kubeconfig", e.kubeconfig, "--listen", fmt.Sprintf("127.0.0.1:%d", port),
+	args := append([]string{"--kubeconfig", e.kubeconfig, "--listen", fmt.Sprintf("127.0.0.1:%d", port),
 		"--namespace", ns, "--ca-secret", "sizer-ca", "--cert-hosts", "127.0.0.1",
-		"--leader-elect=false", "--coalesce", "1s", "--crd-recheck", "2s", "--log-level", "debug")
+		"--leader-elect=false", "--coalesce", "1s", "--crd-recheck", "2s", "--log-level", "debug"}, l.args...)
+	cmd := exec.Command(l.bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -361,6 +373,8 @@ func waitRunning(t *testing.T, e *env, ns, name string) *corev1.Pod {
 // with its VM's size, its pod cgroup weighs that size, and it follows the
 // VM's use by in-place resize within 15 s of each change; a KubeVirt-shaped
 // pod and bad inputs are admitted unchanged, the bad ones with a warning.
+// The request is the container's (--pod-level=off), as on a cluster
+// before 1.36; TestSizerPodLevelResize is the pod-level path.
 func TestSizerAdmitsAndResizesVMPods(t *testing.T) {
 	e := cluster(t)
 	ctx := context.Background()
@@ -377,7 +391,7 @@ func TestSizerAdmitsAndResizesVMPods(t *testing.T) {
 	}
 	ensureCRD(t, dyn)
 	ns := e.namespace(t)
-	startSizer(t, e, ns)
+	startSizer(t, e, ns, "--pod-level=off")
 	vms := dyn.Resource(vmGVR).Namespace(ns)
 
 	node, err := e.cs.CoreV1().Nodes().Get(ctx, e.node, metav1.GetOptions{})
@@ -552,8 +566,8 @@ func TestSizerDownPodsStillCreated(t *testing.T) {
 		t.Fatalf("pod refused with the sizer down: %v", err)
 	}
 	attest(t, vms, "vm1", pod.Name)
-	if _, ok := pod.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]; ok {
-		t.Fatal("sized with the sizer down?")
+	if q, on := cpuRequest(pod); on != "" {
+		t.Fatalf("sized with the sizer down? requests.cpu %s on %s", q.String(), on)
 	}
 	t.Logf("created unsized in %.2fs with the sizer down", time.Since(start).Seconds())
 	pod = waitRunning(t, e, ns, pod.Name)
@@ -591,8 +605,8 @@ func TestSizerDownPodsStillCreated(t *testing.T) {
 		t.Errorf("CPUNotSized recorded %d times (count %d), want once", len(list.Items), list.Items[0].Count)
 	}
 	p, _ := e.cs.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
-	if _, ok := p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]; ok {
-		t.Error("a BestEffort pod was given a request")
+	if q, on := cpuRequest(p); on != "" {
+		t.Errorf("a BestEffort pod was given a request: %s on %s", q.String(), on)
 	}
 }
 
@@ -670,7 +684,8 @@ func TestSizerVMPodsSplitBySize(t *testing.T) {
 	for name, p := range pods {
 		used[name] = float64(cpuUsage(t, p.UID)-before[name]) / float64(window)
 		file, _ := podShares(p.UID, 0)
-		t.Logf("%s: requests.cpu %s, %s %d, %.3f CPU", name, p.Spec.Containers[0].Resources.Requests.Cpu(), filepath.Base(file), readInt(t, file), used[name])
+		q, on := cpuRequest(p)
+		t.Logf("%s: requests.cpu %s on %s, %s %d, %.3f CPU", name, q.String(), on, filepath.Base(file), readInt(t, file), used[name])
 	}
 	ratio := used["large"] / used["small"]
 	t.Logf("large : small = %.2f : 1 (want 4 ± 10%%)", ratio)
@@ -917,8 +932,9 @@ func TestSizerDeployedWithItsManifests(t *testing.T) {
 
 // sizeAndResizeVM creates VirtualMachine vm1 of 1 CPU in ns and its runner
 // pod, which the installed sizer admits with requests.cpu=1 (once the
-// API server has its caBundle); the VM then grows to 1500m and the sizer
-// resizes the pod in place: its pod cgroup's weight follows, and a
+// API server has its caBundle; on the pod or on its container, as its
+// --pod-level=auto finds the cluster); the VM then grows to 1500m and the
+// sizer resizes the pod in place: its pod cgroup's weight follows, and a
 // CPUResized Event says so.
 func (e *env) sizeAndResizeVM(t *testing.T, ns string) {
 	t.Helper()
@@ -935,8 +951,8 @@ func (e *env) sizeAndResizeVM(t *testing.T, ns string) {
 		if err != nil {
 			return false, "", err
 		}
-		q := p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]
-		return q.String() == "1", "requests.cpu " + q.String(), nil
+		q, on := cpuRequest(p)
+		return q.String() == "1", "requests.cpu " + q.String() + " on " + on, nil
 	})
 	pod, err = e.cs.CoreV1().Pods(ns).Create(ctx, neonRunnerPod("vm1-runner", vm), metav1.CreateOptions{})
 	if err != nil {
