@@ -120,9 +120,6 @@ func (c *Config) Complete(ctx context.Context) (a *Agent, err error) {
 		scfg.Collectors = append(scfg.Collectors, a.auth) // cgwarden_auth_*
 	}
 	if c.Snapshot != "" {
-		if lister != nil {
-			scfg.Lister = lister
-		}
 		a.Server = serve.New(scfg)
 		return a, c.Feed(ctx, a.Server, lister)
 	}
@@ -180,7 +177,6 @@ func (a *Agent) completeLive(ctx context.Context, lister podsource.Lister, scfg 
 	// informer, the VM objects' watches.
 	changes := metadata.NewChanges()
 	trust := a.sizeTrust(ctx, changes)
-	scfg.Trust = trust
 	src := &hold.MetaSource{Lister: noPods{}, VMsFile: c.VMsFile, Trust: trust, Log: a.log.With("component", "sizes")}
 	// notifying: every source of the sizes says when it changes, so the
 	// holder need not look on a timer.

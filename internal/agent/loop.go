@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/cgwarden/cgwarden/internal/audit"
 	"github.com/cgwarden/cgwarden/internal/cgroupfs"
 	"github.com/cgwarden/cgwarden/internal/failpoint"
@@ -42,9 +44,12 @@ type Loop struct {
 	policy   audit.Policy
 	srv      *serve.Server
 	interval time.Duration
-	log      *slog.Logger
-	sinks    []Sink
-	kick     chan struct{}
+	// clock schedules the scans and times them (the wall clock; tests
+	// give it and the Server one fake clock).
+	clock clock.Clock
+	log   *slog.Logger
+	sinks []Sink
+	kick  chan struct{}
 
 	// Owned by Run's goroutine.
 	sampling inventory.Sampling
@@ -61,9 +66,10 @@ type Loop struct {
 // NewLoop makes the loop of scanner sc (its Steady, if any, already set
 // up on the loop's Hub), named with meta, serving to srv (may be nil).
 func NewLoop(sc *inventory.Scanner, meta hold.Sizes, policy audit.Policy, srv *serve.Server, interval time.Duration, demand bool, log *slog.Logger) *Loop {
-	l := &Loop{sc: sc, meta: meta, policy: policy, srv: srv, interval: interval, log: log.With("component", "loop"),
+	l := &Loop{sc: sc, meta: meta, policy: policy, srv: srv, interval: interval, clock: clock.RealClock{}, log: log.With("component", "loop"),
 		kick: make(chan struct{}, 1), changed: make(chan struct{})}
-	l.sampling.Demand, l.sampling.Clock = demand, time.Now
+	l.sampling.Demand = demand
+	l.sampling.Clock = func() time.Time { return l.clock.Now() }
 	return l
 }
 
@@ -85,7 +91,7 @@ func (l *Loop) Latest() *Picture {
 // at once. The server's /healthz and /readyz follow the loop
 // (serve.Server.Looping).
 func (l *Loop) Run(ctx context.Context) {
-	next := time.Now()
+	next := l.clock.Now()
 	if l.srv != nil {
 		l.srv.Looping()
 	}
@@ -95,16 +101,25 @@ func (l *Loop) Run(ctx context.Context) {
 			l.srv.Looping()
 		}
 		next = next.Add(l.interval)
-		wait := time.Until(next)
-		if wait <= 0 {
-			next, wait = time.Now(), 0
+		now := l.clock.Now()
+		if !next.After(now) {
+			// The scan overran: the next starts at once, not the missed
+			// ones one after the other (it serves a kick waiting too).
+			next = now
+			select {
+			case <-ctx.Done():
+				return
+			case <-l.kick:
+			default:
+			}
+			continue
 		}
-		t := time.NewTimer(wait)
+		t := l.clock.NewTimer(next.Sub(now))
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return
-		case <-t.C:
+		case <-t.C():
 		case <-l.kick:
 			t.Stop()
 			// A kicked scan starts the schedule again: the next tick is
@@ -114,7 +129,7 @@ func (l *Loop) Run(ctx context.Context) {
 			// predecessor's weights (its Fresh kicks) pushed the next
 			// tick minutes away: /readyz went stale ("the last good scan
 			// is N s old") with the loop idle.
-			next = time.Now()
+			next = l.clock.Now()
 		}
 	}
 }
@@ -137,9 +152,9 @@ func (l *Loop) scanOnce(ctx context.Context) {
 	}
 	meta = l.lastMeta
 	l.sampling.Meta = meta
-	start := time.Now()
+	start := l.clock.Now()
 	n, err := l.sampling.Take(l.sc, start)
-	took := time.Since(start)
+	took := l.clock.Since(start)
 	var pic *Picture
 	if err == nil {
 		pic = &Picture{Seq: seq, Node: n, Meta: meta, Report: audit.Run(&audit.Input{Node: n, Meta: meta, Policy: l.policy})}

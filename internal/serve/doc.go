@@ -1,9 +1,11 @@
-// Package serve is cgwarden's long-running agent: it scans the node once
-// per interval in the background and serves the latest result over HTTP in
-// the kubelet's own formats, so that metrics-server, Prometheus and the
-// Prometheus Adapter can read pod and container CPU and memory from where
-// the processes really are (package aggregate), whatever the runtime did
-// with the cgroups.
+// Package serve is the HTTP side of cgwarden's agent: it serves the
+// latest scan of the node in the kubelet's own formats, so that
+// metrics-server, Prometheus and the Prometheus Adapter can read pod and
+// container CPU and memory from where the processes really are (package
+// aggregate), whatever the runtime did with the cgroups. It scans
+// nothing itself: the agent's node loop (package agent) feeds it each
+// scan (Server.Scanned, Looping, MetaFailed), and a snapshot is fed once
+// (Server.FeedSamples).
 //
 // Endpoints:
 //

@@ -67,8 +67,17 @@ func runLiveWith(t *testing.T, s *realtest.Scratch, rel string, meta *metadata.S
 		t.Fatal(err)
 	}
 	sc.Base = s.Name
-	sampler := &serve.ScannerSampler{Scanner: sc}
-	srv := serve.New(serve.Config{NodeName: "live", Sampler: sampler})
+	// As the node loop (package agent) scans and feeds the Server.
+	sampling := &inventory.Sampling{Meta: meta, Clock: time.Now}
+	srv := serve.New(serve.Config{NodeName: "live"})
+	scan := func(now time.Time) *inventory.Node {
+		n, err := sampling.Take(sc, now)
+		srv.Scanned(serve.Scan{Node: n, Meta: meta}, time.Since(now), err)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
 	ts := httptest.NewServer(srv.Handler())
 	defer ts.Close()
 
@@ -86,22 +95,12 @@ func runLiveWith(t *testing.T, s *realtest.Scratch, rel string, meta *metadata.S
 	}
 	c0 := cpu()
 	t0 := time.Now()
-	smp, err := sampler.Sample(t0, meta)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Feed(smp)
-	r.first = smp.Node
+	r.first = scan(t0)
 	r.res1 = scrape(t, ts.URL)
 	time.Sleep(3 * time.Second)
 	c1 := cpu()
 	t1 := time.Now()
-	smp, err = sampler.Sample(t1, meta)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Feed(smp)
-	r.second = smp.Node
+	r.second = scan(t1)
 	r.res2 = scrape(t, ts.URL)
 	r.procCores = (c1 - c0) / t1.Sub(t0).Seconds()
 

@@ -46,16 +46,6 @@ func NodeName(given string) string {
 	return host
 }
 
-// Start runs the scan loop (Run) in the background until the returned
-// stop is called; stop waits for the loop to end, so what it reads
-// through (the host) can be closed after.
-func (s *Server) Start(ctx context.Context) (stop func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	running := make(chan struct{})
-	go func() { defer close(running); s.Run(ctx) }()
-	return func() { cancel(); <-running }
-}
-
 // ShutdownGrace is how long in-flight requests get once serving stops.
 const ShutdownGrace = 5 * time.Second
 

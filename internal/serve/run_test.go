@@ -40,19 +40,6 @@ func TestNodeName(t *testing.T) {
 	}
 }
 
-// Start's stop returns only once the scan loop has ended.
-func TestStartStop(t *testing.T) {
-	clock := newFakeClock()
-	smp := newSeedSampler(t)
-	s := New(Config{Sampler: smp, Clock: clock})
-	stop := s.Start(context.Background())
-	stop()
-	n := smp.scans.Load()
-	if n > 1 || smp.scans.Load() != n {
-		t.Errorf("%d scans after stop", n)
-	}
-}
-
 // Every listener is opened before any serves: a --local-listen port in
 // use fails the start (and releases the --listen port already taken).
 func TestServeEndpointsPortInUse(t *testing.T) {

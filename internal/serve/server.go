@@ -3,7 +3,6 @@ package serve
 import (
 	"bytes"
 	"compress/gzip"
-	"context"
 	"fmt"
 	"log/slog"
 	"net"
@@ -17,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/utils/clock"
 
 	"github.com/cgwarden/cgwarden/internal/aggregate"
 	"github.com/cgwarden/cgwarden/internal/audit"
@@ -33,7 +33,7 @@ const DefaultListen = "127.0.0.1:9530"
 // DefaultInterval is the time between two scans.
 const DefaultInterval = 10 * time.Second
 
-// Scan is one scan of the node, as a Sampler takes it.
+// Scan is one scan of the node, as the node loop (package agent) takes it.
 type Scan struct {
 	// Node is the scan, with its /proc/meminfo, CPU rates and fair share
 	// as inventory.Sampling fills them.
@@ -45,43 +45,6 @@ type Scan struct {
 	// already (the node loop audits each scan once, for every consumer);
 	// nil: the Server audits the scan itself, at most once.
 	Report *audit.Report
-}
-
-// Sampler takes one scan of the node, naming pods with meta (may be nil).
-type Sampler interface {
-	Sample(now time.Time, meta *metadata.Set) (Scan, error)
-}
-
-// Lister lists the pods of this node from a metadata source.
-type Lister interface {
-	Pods(ctx context.Context) ([]metadata.Pod, error)
-}
-
-// ScannerSampler scans a live host with an inventory.Scanner, one
-// inventory.Sampling across its scans: each scan has CPU rates and, with
-// Demand, the demand-aware fair share over the time since the scan before.
-type ScannerSampler struct {
-	Scanner *inventory.Scanner
-	// Demand reads every thread's run and wait times at each scan (one
-	// schedstat file per thread: on a node with thousands of threads that
-	// is the largest part of a scan), for the fair-share series.
-	Demand   bool
-	sampling inventory.Sampling
-}
-
-var _ Sampler = (*ScannerSampler)(nil)
-
-// Sample implements Sampler.
-func (s *ScannerSampler) Sample(now time.Time, meta *metadata.Set) (Scan, error) {
-	s.sampling.Meta, s.sampling.Demand = meta, s.Demand
-	if s.sampling.Clock == nil {
-		s.sampling.Clock = time.Now
-	}
-	n, err := s.sampling.Take(s.Scanner, now)
-	if err != nil {
-		return Scan{}, err
-	}
-	return Scan{Node: n, Meta: meta}, nil
 }
 
 // FeedSamples serves samples that each carry their own tree (a
@@ -107,16 +70,13 @@ func (s *Server) FeedSamples(samples []cgroupfs.Sample, meta *metadata.Set) erro
 type Config struct {
 	// NodeName is the node's name in the Summary API.
 	NodeName string
-	// Interval is the time between two scans (DefaultInterval if 0).
+	// Interval is the time between two scans of the loop that feeds the
+	// Server (DefaultInterval if 0): the probes' thresholds are counted
+	// in it (health.go).
 	Interval time.Duration
-	Sampler  Sampler
-	// Lister names pods and containers; nil serves them by UID and ID.
-	Lister Lister
-	// Trust says which of the Lister's declared pod sizes the audit
-	// believes (sizetrust.Checker's Trust); nil keeps metadata.NewSet's
-	// default, for pods the operator handed in.
-	Trust  func() metadata.Trust
-	Clock  Clock
+	// Clock stamps the loop's scans and dates the probes; nil is the
+	// wall clock. Tests give the loop's and the Server's one fake clock.
+	Clock  clock.PassiveClock
 	Logger *slog.Logger
 	// Findings counts audit findings per rule and severity for a scan
 	// (AuditFindings); nil leaves cgwarden_audit_findings out.
@@ -125,7 +85,7 @@ type Config struct {
 	// holder's, the steady-state scan's).
 	Collectors []prometheus.Collector
 	// Demand computes the demand-aware fair share of snapshots fed
-	// (FeedSamples), as ScannerSampler.Demand does for live scans: serve's
+	// (FeedSamples), as the node loop does for live scans: serve's
 	// --demand sets both. Without it the cgwarden_*_cpu_fair_cores series
 	// are not served.
 	Demand bool
@@ -140,14 +100,15 @@ type FindingCount struct {
 	Count          int
 }
 
-// Server scans in the background and serves the latest scan.
+// Server serves the latest scan it was fed: by the node loop (package
+// agent: Scanned, Looping, MetaFailed) or from a snapshot (FeedSamples).
+// It scans nothing itself.
 type Server struct {
 	cfg Config
 	log *slog.Logger
 	cur atomic.Pointer[state]
 
-	// Owned by the scan loop (one goroutine at a time).
-	meta    *metadata.Set
+	// Owned by the feeding loop (one goroutine at a time).
 	metaBad bool
 
 	own    *prometheus.Registry
@@ -155,13 +116,14 @@ type Server struct {
 	probes health
 }
 
-// New builds a Server; call Run (live) or Feed (snapshot) to give it data.
+// New builds a Server; the node loop (live) or FeedSamples (a snapshot)
+// gives it data.
 func New(cfg Config) *Server {
 	if cfg.Interval <= 0 {
 		cfg.Interval = DefaultInterval
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = RealClock{}
+		cfg.Clock = clock.RealClock{}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -212,9 +174,10 @@ func (l *lazy) get(render func() ([]byte, error)) ([]byte, error) {
 	return l.b, l.err
 }
 
-// Feed makes smp the served scan (its rates are the Sampler's). Feed,
-// FeedSamples, ScanOnce and Run are the scan side: call them from one
-// goroutine at a time. Handler is safe for any number of requests.
+// Feed makes smp the served scan (its rates are the scanner's). Feed,
+// FeedSamples, Scanned, Looping and MetaFailed are the feeding side: call
+// them from one goroutine at a time. Handler is safe for any number of
+// requests.
 func (s *Server) Feed(smp Scan) {
 	st := &state{
 		time: smp.Node.Time, node: smp.Node, nodeName: s.cfg.NodeName, meta: smp.Meta, log: s.log,
@@ -245,15 +208,6 @@ func (st *state) auditReport() *audit.Report {
 // Ready reports whether a scan has been served.
 func (s *Server) Ready() bool { return s.cur.Load() != nil }
 
-// ScanOnce refreshes the metadata, scans, and serves the result.
-func (s *Server) ScanOnce(ctx context.Context) error {
-	s.refreshMeta(ctx)
-	start := s.cfg.Clock.Now()
-	smp, err := s.cfg.Sampler.Sample(start, s.meta)
-	s.Scanned(smp, s.cfg.Clock.Now().Sub(start), err)
-	return err
-}
-
 // Scanned records one scan of a loop outside the Server (the node
 // agent's): its duration, and either serves it or, when err is set, keeps
 // serving the scan before, marked failed.
@@ -272,11 +226,11 @@ func (s *Server) Scanned(smp Scan, took time.Duration, err error) {
 	s.probes.good.Store(stamp(s.cfg.Clock.Now()))
 }
 
-// Looping records that a scan loop outside the Server (the node agent's)
-// started or completed a scan, good or failed: /healthz then fails when it
-// stops doing so, and /readyz when the last good scan grows stale, as
-// under Run (health.go). A Server fed without a loop (a snapshot) never
-// goes stale.
+// Looping records that the scan loop feeding the Server (the node
+// agent's) started or completed a scan, good or failed: /healthz then
+// fails when it stops doing so, and /readyz when the last good scan grows
+// stale (health.go). A Server fed without a loop (a snapshot) never goes
+// stale.
 func (s *Server) Looping() { s.probes.loop.Store(stamp(s.cfg.Clock.Now())) }
 
 // MetaFailed records that the pod metadata source failed (err) or, with
@@ -294,50 +248,6 @@ func (s *Server) MetaFailed(err error, n int) {
 		s.log.Info("pod metadata available again", "pods", n)
 	}
 	s.metaBad = false
-}
-
-func (s *Server) refreshMeta(ctx context.Context) {
-	if s.cfg.Lister == nil {
-		return
-	}
-	pods, err := s.cfg.Lister.Pods(ctx)
-	s.MetaFailed(err, len(pods))
-	if err == nil {
-		s.meta = metadata.NewSet(pods)
-		if s.cfg.Trust != nil {
-			s.meta.SetTrust(s.cfg.Trust())
-		}
-	}
-}
-
-// Run scans every interval until ctx is done. While it runs, /healthz
-// fails when it has completed no scan for 3 intervals and /readyz when
-// the last good scan is over 2 intervals old (health.go). Scans start on a fixed
-// schedule (not interval after the previous one ended); a scan that
-// overruns makes the next one start at once rather than pile up.
-func (s *Server) Run(ctx context.Context) {
-	next := s.cfg.Clock.Now()
-	s.probes.loop.Store(stamp(next))
-	for {
-		if err := s.ScanOnce(ctx); err != nil {
-			s.log.Error("scan failed; serving the previous scan", "err", err)
-		}
-		next = next.Add(s.cfg.Interval)
-		now := s.cfg.Clock.Now()
-		s.probes.loop.Store(stamp(now))
-		if wait := next.Sub(now); wait > 0 {
-			select {
-			case <-ctx.Done():
-				return
-			case <-s.cfg.Clock.After(wait):
-			}
-		} else {
-			next = now
-			if ctx.Err() != nil {
-				return
-			}
-		}
-	}
 }
 
 // Handler serves every endpoint.
