@@ -57,6 +57,10 @@ func TestComputedQoSCountsInitContainers(t *testing.T) {
 			"containers":[{"name":"a","resources":` + guaranteed + `}]`, "burstable"},
 		"all guaranteed":  {`"initContainers":[{"name":"i","resources":` + guaranteed + `}],"containers":[{"name":"a","resources":` + guaranteed + `}]`, "guaranteed"},
 		"zero is nothing": {`"containers":[{"name":"a","resources":{"requests":{"cpu":"0"}}}]`, "besteffort"},
+		// Pod-level resources decide alone (the kubelet's ComputePodQOS).
+		"pod-level request only":   {`"resources":{"requests":{"cpu":"2"}},"containers":[{"name":"a"}]`, "burstable"},
+		"pod-level guaranteed":     {`"resources":` + guaranteed + `,"containers":[{"name":"a"},{"name":"b","resources":{"requests":{"cpu":"100m"}}}]`, "guaranteed"},
+		"pod-level cpu limit only": {`"resources":{"requests":{"cpu":"1"},"limits":{"cpu":"1"}},"containers":[{"name":"a","resources":` + guaranteed + `}]`, "burstable"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			in := `{"kind":"List","items":[{"kind":"Pod","metadata":{"name":"p","namespace":"n","uid":"u1"},"spec":{` + tc.spec + `}}]}`

@@ -209,9 +209,25 @@ func tierName(q corev1.PodQOSClass) string {
 // counting as none: no cpu or memory request or limit at all is
 // BestEffort; every container limiting both cpu and memory, with the
 // summed requests equal to the summed limits, is Guaranteed; anything
-// else Burstable.
+// else Burstable. A pod with pod-level cpu or memory requests or limits
+// (spec.resources) is classed by those alone, as the kubelet does since
+// pod-level resources (ComputePodQOS): Guaranteed when both are limited
+// and each request equals its limit, BestEffort when none is set.
 func computeQoS(k *corev1.Pod) corev1.PodQOSClass {
 	qos := []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory}
+	if r := k.Spec.Resources; r != nil && (hasAny(r.Requests, qos) || hasAny(r.Limits, qos)) {
+		guaranteed := true
+		for _, n := range qos {
+			req, lim := r.Requests[n], r.Limits[n]
+			if lim.Sign() <= 0 || req.Cmp(lim) != 0 {
+				guaranteed = false
+			}
+		}
+		if guaranteed {
+			return corev1.PodQOSGuaranteed
+		}
+		return corev1.PodQOSBurstable
+	}
 	requests, limits := corev1.ResourceList{}, corev1.ResourceList{}
 	add := func(l corev1.ResourceList, r corev1.ResourceName, q resource.Quantity) {
 		sum := l[r]
@@ -248,6 +264,16 @@ func computeQoS(k *corev1.Pod) corev1.PodQOSClass {
 		}
 	}
 	return corev1.PodQOSBurstable
+}
+
+// hasAny says whether l holds a quantity of one of names.
+func hasAny(l corev1.ResourceList, names []corev1.ResourceName) bool {
+	for _, n := range names {
+		if _, ok := l[n]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // hugeExponentJSON finds, in a whole file, a quantity with an exponent of
