@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -47,9 +48,23 @@ type auditSizes struct {
 	} `json:"pods"`
 }
 
+// agentReaderToken is what kubectl cgwarden sends the agent's loopback
+// listener: a token of cgwarden-reader for the agent's audience, bound to
+// the lane's node (internal/answerproof).
+func (e *env) agentReaderToken(t *testing.T) string {
+	t.Helper()
+	tr, err := e.cs.CoreV1().ServiceAccounts("cgwarden-system").CreateToken(context.Background(), "cgwarden-reader", &authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{
+		Audiences:      []string{"cgwarden.io/agent-reader"},
+		BoundObjectRef: &authnv1.BoundObjectReference{Kind: "Node", APIVersion: "v1", Name: e.node},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr.Status.Token
+}
+
 // agentSizes reads the sizes of the agent's served audit (its loopback
-// listener on the host network, behind the same authentication as the
-// agent's port: tok must be allowed nodes/stats).
+// listener on the host network: tok is agentReaderToken's).
 func agentSizes(tok string) (*auditSizes, string, error) {
 	c := &http.Client{Timeout: 10 * time.Second}
 	req, err := http.NewRequest("GET", "http://127.0.0.1:9531/audit", nil)
@@ -264,7 +279,7 @@ func TestSizePolicy(t *testing.T) {
 	alloc := node.Status.Allocatable.Cpu().MilliValue()
 	importAgentImage(t)
 	e.installAgent(t, "testdata/agent-fix-noflag")
-	tok := e.nodeReaderToken(t, ns, "audit-reader", "nodes/stats")
+	tok := e.agentReaderToken(t)
 	poll(t, 90*time.Second, "the agent's audit: the sizer's 64 CPUs capped at allocatable", func() (bool, string, error) {
 		s, state, err := agentSizes(tok)
 		if err != nil || s == nil {
@@ -347,7 +362,7 @@ func TestAgentIgnoresUntrustedSizes(t *testing.T) {
 	}
 	importAgentImage(t)
 	e.installAgent(t, "testdata/agent-fix-noflag")
-	tok := e.nodeReaderToken(t, ns, "audit-reader", "nodes/stats")
+	tok := e.agentReaderToken(t)
 	poll(t, 90*time.Second, "the agent's audit: the six sizes ignored, with their reasons", func() (bool, string, error) {
 		s, state, err := agentSizes(tok)
 		if err != nil || s == nil {
