@@ -149,13 +149,15 @@ func (b *Bus) wrap(verb, unit, name string, err error) error {
 var notFound = []string{"org.freedesktop.systemd1.NoSuchUnit", "org.freedesktop.systemd1.LoadFailed",
 	"org.freedesktop.DBus.Error.UnknownObject", "org.freedesktop.DBus.Error.UnknownInterface"}
 
-// Grant is a writer of unit properties bound to the units one checked plan
-// names; End makes it refuse everything.
+// Grant is a writer bound to what one checked plan names: the units whose
+// weight properties it may set (Bus.Grant), or the scopes it may start
+// (Bus.GrantScopes); End makes it refuse everything.
 type Grant struct {
-	b     *Bus
-	units []string
-	mu    sync.Mutex
-	ended bool
+	b      *Bus
+	units  []string
+	scopes []Scope
+	mu     sync.Mutex
+	ended  bool
 }
 
 // Grant returns a writer that may set the weight properties of units and

@@ -14,7 +14,12 @@
 // Like cgroupfs.Host, a Bus reads freely but writes only through a Grant:
 // a writer bound to the units one checked plan names, ended when the plan
 // is applied. The properties it may set are the two weights and nothing
-// else.
+// else. A grant of scopes (Bus.GrantScopes) may instead start the named
+// transient scopes, each in its named, active pod slice, with the
+// processes of a misplaced container: the move adoption makes, made by
+// systemd, for an agent in a container's cgroup namespace, whose own
+// cgroup.procs writes the kernel refuses under nsdelegate
+// (docs/systemd.md, "On a v2 node the agent runs in a cgroup namespace").
 //
 // Whether a node is such a node is decided in two steps: Detect (systemd
 // is PID 1 beneath the host root, sd_booted(3), and its system bus socket

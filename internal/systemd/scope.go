@@ -1,0 +1,116 @@
+package systemd
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path"
+	"slices"
+	"strings"
+
+	sd "github.com/coreos/go-systemd/v22/dbus"
+	godbus "github.com/godbus/dbus/v5"
+)
+
+// Scope is a move a plan names: the processes of one container, found
+// outside their pod, put by systemd into a new transient scope Unit
+// (cri-containerd-<id>.scope, the name runc's systemd driver would have
+// given it) in the pod's slice Slice.
+type Scope struct {
+	Unit, Slice string
+}
+
+// GrantScopes returns a writer that may start exactly these scopes, each
+// in its own slice, and set no property, until End.
+func (b *Bus) GrantScopes(scopes []Scope) *Grant {
+	return &Grant{b: b, scopes: slices.Clone(scopes)}
+}
+
+// StartScope asks systemd to start unit as a transient scope in slice and
+// to move pids into it: StartTransientUnit with Slice=, PIDs= and the
+// properties runc's systemd driver gives a container's scope (Delegate=yes,
+// no default dependencies, accounting on). It returns when systemd's job
+// has finished.
+//
+// The move is made by systemd (PID 1, in the root cgroup namespace), not
+// by the caller: a write to cgroup.procs from a container's cgroup
+// namespace is refused with ENOENT when the source or destination lies
+// outside that namespace and cgroup2 is mounted nsdelegate, as systemd
+// mounts it (internal/systemd TestSystemdAgentInCgroupNamespace,
+// docs/systemd.md). The scope is then systemd's unit, as a container's
+// scope is on such a node: it goes when its last process exits.
+//
+// A unit that is not a scope, a slice that is not active (systemd would
+// create a slice named in Slice= that does not exist, and it reports such
+// a slice "loaded" too), a PID below 2, or a pair the grant does not name
+// is refused.
+func (g *Grant) StartScope(unit, slice string, pids []int) error {
+	g.mu.Lock()
+	ended := g.ended
+	g.mu.Unlock()
+	switch {
+	case ended:
+		return fmt.Errorf("systemd %s in %s: the grant has ended: %w", unit, slice, ErrRefused)
+	case !slices.Contains(g.scopes, Scope{Unit: unit, Slice: slice}):
+		return fmt.Errorf("systemd %s in %s: not a scope the plan names: %w", unit, slice, ErrRefused)
+	case !unitName(unit, ".scope") || !unitName(slice, ".slice"):
+		return fmt.Errorf("systemd %s in %s: want a scope in a slice: %w", unit, slice, ErrRefused)
+	case len(pids) == 0:
+		return fmt.Errorf("systemd %s in %s: no process to move: %w", unit, slice, ErrRefused)
+	}
+	ids := make([]uint32, 0, len(pids))
+	for _, p := range pids {
+		if p < 2 || int64(p) > int64(^uint32(0)) {
+			return fmt.Errorf("systemd %s in %s: process %d cannot be moved: %w", unit, slice, p, ErrRefused)
+		}
+		ids = append(ids, uint32(p))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	defer cancel()
+	if err := g.b.active(ctx, slice); err != nil {
+		return err
+	}
+	props := []sd.Property{
+		sd.PropDescription("cgwarden: container processes adopted into their pod"),
+		sd.PropSlice(slice),
+		{Name: "Delegate", Value: godbus.MakeVariant(true)},
+		{Name: "DefaultDependencies", Value: godbus.MakeVariant(false)},
+		{Name: "CPUAccounting", Value: godbus.MakeVariant(true)},
+		{Name: "MemoryAccounting", Value: godbus.MakeVariant(true)},
+		{Name: "TasksAccounting", Value: godbus.MakeVariant(true)},
+		sd.PropPids(ids...),
+	}
+	g.b.writes.Add(1)
+	done := make(chan string, 1)
+	if _, err := g.b.conn.StartTransientUnitContext(ctx, unit, "fail", props, done); err != nil {
+		return g.b.wrap("starting", unit, "scope", err)
+	}
+	select {
+	case r := <-done:
+		if r != "done" {
+			return fmt.Errorf("systemd: starting scope %s in %s: job %s", unit, slice, r)
+		}
+	case <-ctx.Done():
+		return fmt.Errorf("systemd: starting scope %s in %s: %w", unit, slice, ctx.Err())
+	}
+	return nil
+}
+
+// active reports whether unit is active now (ActiveState "active"): a pod
+// slice the kubelet made is; one nobody made is not.
+func (b *Bus) active(ctx context.Context, unit string) error {
+	p, err := b.conn.GetUnitPropertyContext(ctx, unit, "ActiveState")
+	if err != nil {
+		return b.wrap("looking up", unit, "ActiveState", err)
+	}
+	if s, _ := p.Value.Value().(string); s != "active" {
+		return fmt.Errorf("systemd unit %s is %q, not active: %w", unit, s, os.ErrNotExist)
+	}
+	return nil
+}
+
+// unitName reports whether name is a plain unit name of type ext: no path,
+// no escape, no template, not empty before the suffix.
+func unitName(name, ext string) bool {
+	return path.Ext(name) == ext && len(name) > len(ext) && !strings.ContainsAny(name, "/\\:@")
+}
