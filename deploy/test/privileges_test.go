@@ -383,7 +383,7 @@ func TestRBACRulesArePinned(t *testing.T) {
 		// agents' pods, port-forwards to them, the reader's tokens, and
 		// TokenReviews of the agents' answer tokens.
 		"Role/cgwarden-system/cgwarden-plugin-user": {
-			{"", "pods", "", "get,list"},
+			{"", "pods", "", "list"},
 			{"", "pods/portforward", "", "get,create"},
 			{"", "serviceaccounts/token", "cgwarden-reader", "create"},
 		},

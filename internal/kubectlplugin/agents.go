@@ -24,7 +24,7 @@ type Agent struct {
 
 // rbacHint says what a user of the plugin needs, for forbidden errors.
 func rbacHint(ns string) string {
-	return fmt.Sprintf("kubectl cgwarden needs, in namespace %s: get and list on pods, get and create on pods/portforward (WebSockets ask for get, SPDY for create), and create on serviceaccounts/token of the reader ServiceAccount; and create on tokenreviews (Role and ClusterRole cgwarden-plugin-user; see docs/kubectl-plugin.md)", ns)
+	return fmt.Sprintf("kubectl cgwarden needs, in namespace %s: list on pods, get and create on pods/portforward (WebSockets ask for get, SPDY for create), and create on serviceaccounts/token of the reader ServiceAccount; and create on tokenreviews (Role and ClusterRole cgwarden-plugin-user; see docs/kubectl-plugin.md)", ns)
 }
 
 // findAgents lists the running agent pods (one per node), of node only
