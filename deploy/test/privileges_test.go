@@ -189,14 +189,21 @@ func hostPaths(spec map[string]any) map[string]string {
 // capability, no privilege escalation, a read-only root.
 func checkLocked(t *testing.T, what string, spec, c map[string]any) {
 	t.Helper()
+	checkLockedAdding(t, what, spec, c, nil)
+}
+
+// checkLockedAdding is checkLocked for a container that adds exactly the
+// capabilities add (none: nil).
+func checkLockedAdding(t *testing.T, what string, spec, c map[string]any, add []string) {
+	t.Helper()
 	psc, _ := spec["securityContext"].(map[string]any)
 	csc, _ := c["securityContext"].(map[string]any)
 	if sp, _ := psc["seccompProfile"].(map[string]any); sp["type"] != "RuntimeDefault" {
 		t.Errorf("%s: pod seccompProfile %v, want RuntimeDefault", what, psc["seccompProfile"])
 	}
 	caps, _ := csc["capabilities"].(map[string]any)
-	if !reflect.DeepEqual(strs(caps["drop"]), []string{"ALL"}) || caps["add"] != nil {
-		t.Errorf("%s: capabilities %v, want drop [ALL] and none added", what, caps)
+	if !reflect.DeepEqual(strs(caps["drop"]), []string{"ALL"}) || !reflect.DeepEqual(strs(caps["add"]), add) {
+		t.Errorf("%s: capabilities %v, want drop [ALL] and added %v", what, caps, add)
 	}
 	if csc["allowPrivilegeEscalation"] != false || csc["readOnlyRootFilesystem"] != true || csc["privileged"] == true {
 		t.Errorf("%s: securityContext %v", what, csc)
@@ -299,8 +306,9 @@ func TestFixAddsOnlyWhatFixingNeeds(t *testing.T) {
 	}
 }
 
-// The nri container: root for the root-owned socket, no capability, the
-// socket's directory and the learned handlers (read-only), nothing else.
+// The nri container: root for the root-owned socket, WAKE_ALARM alone
+// (TestAgentCannotReachTheNRIContainer), the socket's directory and the
+// learned handlers (read-only), nothing else.
 func TestNRIContainerHoldsOnlyItsSocket(t *testing.T) {
 	for _, cfg := range configurations(t) {
 		spec, ok := podSpecs(cfg.objs)["DaemonSet/cgwarden-system/cgwarden"]
@@ -309,7 +317,7 @@ func TestNRIContainerHoldsOnlyItsSocket(t *testing.T) {
 		}
 		c := containers(spec)[1]
 		what := cfg.name + ", nri"
-		checkLocked(t, what, spec, c)
+		checkLockedAdding(t, what, spec, c, []string{"WAKE_ALARM"})
 		ms := mounts(c)
 		want := map[string]bool{"/var/run/nri": false, "/var/lib/cgwarden": true}
 		if len(ms) != len(want) {
@@ -321,6 +329,47 @@ func TestNRIContainerHoldsOnlyItsSocket(t *testing.T) {
 				t.Errorf("%s: mount %s: %v, want readOnly %v", what, path, m, ro)
 			}
 		}
+	}
+}
+
+// The fixing agent (uid 0, host PID namespace, no capability) must not
+// open /proc/<pid>/root of the nri container beside it (also uid 0),
+// whose NRI socket is root on the node. The kernel lets a process of the
+// same uid do so unless the target's permitted capabilities are not a
+// subset of the caller's (security/commoncap.c, cap_ptrace_access_check;
+// measured on this machine's kernel with setpriv: a uid-0 process with no
+// capability opens /proc/<pid>/root and environ of a uid-0 process with
+// none, and is refused them of one holding CAP_WAKE_ALARM). So wherever
+// both run as the same user, the nri container holds a capability the
+// agent does not. The lane's TestAgentCannotReachTheNRIContainer checks
+// it on the running pod.
+func TestAgentCannotReachTheNRIContainer(t *testing.T) {
+	seen := 0
+	for _, cfg := range configurations(t) {
+		spec, ok := podSpecs(cfg.objs)["DaemonSet/cgwarden-system/cgwarden"]
+		if !ok || len(containers(spec)) < 2 {
+			continue
+		}
+		seen++
+		agent, nri := containers(spec)[0], containers(spec)[1]
+		asc, _ := agent["securityContext"].(map[string]any)
+		nsc, _ := nri["securityContext"].(map[string]any)
+		if asc["runAsUser"] != nsc["runAsUser"] {
+			continue // another user: the kernel refuses the agent anyway
+		}
+		acaps, _ := asc["capabilities"].(map[string]any)
+		ncaps, _ := nsc["capabilities"].(map[string]any)
+		lacks := false
+		for _, c := range strs(ncaps["add"]) {
+			lacks = lacks || !slices.Contains(strs(acaps["add"]), c)
+		}
+		if !lacks {
+			t.Errorf("%s: the agent (uid %v, adds %v) and the nri container (uid %v, adds %v): the nri container holds no capability the agent lacks, so the agent can open its /proc/<pid>/root",
+				cfg.name, asc["runAsUser"], acaps["add"], nsc["runAsUser"], ncaps["add"])
+		}
+	}
+	if seen == 0 {
+		t.Fatal("no configuration with an nri container")
 	}
 }
 

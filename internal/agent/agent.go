@@ -66,6 +66,9 @@ type Agent struct {
 	journal *journal.Journal
 	// adoptMetrics count the adopter's runs (with adopt).
 	adoptMetrics *hold.AdoptionMetrics
+	// refused says which misplaced cgroups the adopter refused (with
+	// adopt).
+	refused *refusals
 	// adoptions hands the adopter the latest picture.
 	adoptions chan *Picture
 	app       *applier
@@ -199,7 +202,7 @@ func (a *Agent) completeLive(ctx context.Context, lister podsource.Lister, scfg 
 	if len(c.Weights) > 0 {
 		a.holder, err = hold.New(hold.Config{Host: host, Rules: c.Weights, MaxTierMilliCPU: c.MaxTierMilliCPU, Sizes: src.Sizes,
 			Check: sizeCheck(c.SizeCheck, a.source, c.VMsFile, notifying), Changed: changes.C(), Resync: max(c.Interval, time.Second) * 6, Log: a.log, OnApply: a.applied, Engine: a.engine(),
-			Loop: a.Loop, Offered: true, Watch: a.hub.Subscribe(), Apply: a.app.Do})
+			Loop: a.Loop, Watch: a.hub.Subscribe(), Apply: a.app.Do})
 		if err != nil {
 			return err
 		}
@@ -209,7 +212,8 @@ func (a *Agent) completeLive(ctx context.Context, lister podsource.Lister, scfg 
 	}
 	if c.Adopt {
 		a.adoptMetrics = hold.NewAdoptionMetrics() // every result at 0 from the first scrape
-		scfg.Collectors = append(scfg.Collectors, a.adoptMetrics)
+		a.refused = &refusals{log: a.log.With("component", "adopt")}
+		scfg.Collectors = append(scfg.Collectors, a.adoptMetrics, a.refused)
 	}
 	if c.fixing() {
 		scfg.Collectors = append(scfg.Collectors, lockCollector{&a.fixing})
@@ -222,6 +226,7 @@ func (a *Agent) completeLive(ctx context.Context, lister podsource.Lister, scfg 
 	}
 	if c.Adopt {
 		a.adopt = a.engine()
+		a.adopt.Evidence = evidence(host, lister)
 		a.adoptions = make(chan *Picture, 1)
 		a.Loop.Subscribe(a.offerAdoption)
 	}
@@ -318,6 +323,7 @@ func (a *Agent) runAdoption(ctx context.Context) {
 		}
 		if a.idle(p) {
 			a.adoptMetrics.Count(hold.AdoptClean, 0)
+			a.refused.note(nil)
 			continue
 		}
 		var res *fix.Result
@@ -326,6 +332,9 @@ func (a *Agent) runAdoption(ctx context.Context) {
 			a.adopt.Meta = p.Meta
 			res, err = a.adopt.ApplyScan(p.Node, a.Loop.Places(), fix.Options{Only: []string{plan.RuleMisplaced}})
 		})
+		if res != nil && err == nil {
+			a.refused.note(res.Plan)
+		}
 		switch {
 		case err != nil:
 			a.adoptMetrics.Count(hold.AdoptFailed, 0)
@@ -722,7 +731,7 @@ func (u usageCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // sizeCheck is how often the holder reads the pods' sizes on its own,
-// between the scans the loop offers it (hold.Config.Offered; each carries
+// between the scans the loop offers it (hold.Holder.Offer; each carries
 // the sizes the loop read) and the changes its sources notify: given
 // when the user gave it (--size-check); never when every source notifies
 // (notifying: the Kubernetes source, whose informers for the pods, the VM

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -50,11 +49,11 @@ func TestAdoptionLearnsHandlers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	got, err := nriplugin.ParseHandlers(f)
+	got, err := nriplugin.ParseLearned(f)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(got, []string{"wasmtime-spin-v2"}) {
-		t.Fatalf("learned %q, want only the misplacing pod's handler", got)
+	if len(got) != 1 || got[0].Handler != "wasmtime-spin-v2" {
+		t.Fatalf("learned %+v, want only the misplacing pod's handler", got)
 	}
 }

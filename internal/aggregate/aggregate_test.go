@@ -25,7 +25,7 @@ func scanExample(t *testing.T, name string) *inventory.Node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := inventory.ScanSamples(s.Samples, nil)
+	n, err := (&inventory.Sampling{}).TakeAll(s.Samples)
 	if err != nil {
 		t.Fatal(err)
 	}

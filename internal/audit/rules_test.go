@@ -46,7 +46,7 @@ func v2Node(t *testing.T, meta *metadata.Set, cgs ...cg) *inventory.Node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prev, err := inventory.ScanSamples(s.Samples, meta)
+	prev, err := (&inventory.Sampling{Meta: meta}).TakeAll(s.Samples)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,7 +53,7 @@ func loadExample(t *testing.T, name, podsFile, vmsFile string) *Input {
 			t.Fatalf("VMs without a pod: %v", un)
 		}
 	}
-	prev, err := inventory.ScanSamples(s.Samples, meta)
+	prev, err := (&inventory.Sampling{Meta: meta}).TakeAll(s.Samples)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cgwarden/cgwarden/internal/cgroupfs"
 	"github.com/cgwarden/cgwarden/internal/fix"
+	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/journal"
 	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/plan"
@@ -104,6 +105,10 @@ func (o *Options) fixEngine(f *fixFlags) (*fix.Engine, func(), error) {
 		return nil, nil, err
 	}
 	e.FS = host
+	// A misplaced container is adopted only where the host's /proc shows
+	// its runtime put it (inventory.Evidence: the processes' parent is
+	// the one that started the pod's own).
+	e.Evidence = &inventory.Evidence{FS: host}
 	closeUnits := openUnits(e, o.HostRoot)
 	return e, func() { closeUnits(); host.Close() }, nil
 }

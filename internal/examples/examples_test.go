@@ -51,7 +51,7 @@ func TestEmbedded(t *testing.T) {
 				}
 				meta = metadata.NewSet(pods)
 			}
-			n, err := inventory.ScanSamples(s.Samples, meta)
+			n, err := (&inventory.Sampling{Meta: meta}).TakeAll(s.Samples)
 			if err != nil {
 				t.Fatal(err)
 			}

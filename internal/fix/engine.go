@@ -105,30 +105,23 @@ type Engine struct {
 	Meta *metadata.Set
 	Log  *slog.Logger
 	Hook Hook
-	// Steady makes a long-running engine (serve's adoption loop) plan
-	// from steady-state scans of its live host (inventory.Steady), kept
-	// between plans: each plan then reads only what changed. Close
-	// releases them. Only for an FS that is a *cgroupfs.Host.
-	Steady bool
-	steady *inventory.Scanner
 	// By names the command in the journal's runs (journal.ByFix,
 	// journal.ByServe): a holder that lowers a weight `fix --apply` set
 	// says so.
 	By string
+	// Evidence confirms each misplaced container by what its runtime
+	// did before it is adopted (plan.Input.Evidence); nil only for a
+	// snapshot's dry run or a test's fake tree.
+	Evidence plan.Evidence
 }
 
-// Close releases what Steady keeps open, and the engine's own journal.
+// Close releases the engine's own journal.
 func (e *Engine) Close() error {
-	var err error
-	if e.own != nil {
-		err = e.own.Close()
-		e.own = nil
+	if e.own == nil {
+		return nil
 	}
-	if e.steady != nil && e.steady.Steady != nil {
-		if serr := e.steady.Steady.Close(); err == nil {
-			err = serr
-		}
-	}
+	err := e.own.Close()
+	e.own = nil
 	return err
 }
 
@@ -198,25 +191,6 @@ func (e *Engine) gone(s *journal.Step) bool {
 	return false
 }
 
-// scanner is the scanner a plan scans with: a new one, or with Steady the
-// engine's own, made on the first plan.
-func (e *Engine) scanner() (*inventory.Scanner, error) {
-	if e.steady != nil {
-		return e.steady, nil
-	}
-	sc, err := inventory.Open(e.FS)
-	if err != nil {
-		return nil, err
-	}
-	if h, ok := e.FS.(*cgroupfs.Host); ok && e.Steady {
-		if _, err := inventory.NewSteady(sc, h, inventory.SteadyOptions{}); err != nil {
-			return nil, err
-		}
-		e.steady = sc
-	}
-	return sc, nil
-}
-
 // Options narrow a fix.
 type Options struct {
 	// Pod is a pod UID, name or namespace/name.
@@ -284,7 +258,7 @@ func (e *Engine) Plan(o Options) (*plan.Plan, plan.Policy, error) {
 }
 
 func (e *Engine) plan(o Options, owned []string) (*plan.Plan, plan.Policy, error) {
-	sc, err := e.scanner()
+	sc, err := inventory.Open(e.FS)
 	if err != nil {
 		return nil, plan.Policy{}, err
 	}
@@ -302,7 +276,7 @@ func (e *Engine) plan(o Options, owned []string) (*plan.Plan, plan.Policy, error
 // planNode plans from a scan made elsewhere.
 func (e *Engine) planNode(n *inventory.Node, places mounts.Places, o Options, owned []string) (*plan.Plan, plan.Policy, error) {
 	return Plan(plan.Input{
-		Node: n, Places: places, FS: e.FS, Pod: o.Pod, Only: o.Only, RemoveEmptySource: o.RemoveEmptySource, Units: e.units(),
+		Node: n, Places: places, FS: e.FS, Pod: o.Pod, Only: o.Only, RemoveEmptySource: o.RemoveEmptySource, Units: e.units(), Evidence: e.Evidence,
 		Owned: func(p string) bool { return slices.Contains(owned, path.Clean(p)) },
 	}, e.Meta, o.MaxTierMilliCPU)
 }

@@ -1,72 +1,62 @@
-package hold
+package hold_test
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
-
-	"github.com/cgwarden/cgwarden/internal/fix"
+	"github.com/cgwarden/cgwarden/internal/hold"
+	"github.com/cgwarden/cgwarden/internal/journal"
 	"github.com/cgwarden/cgwarden/internal/metadata"
+	"github.com/cgwarden/cgwarden/internal/plan"
 	"github.com/cgwarden/cgwarden/internal/realtest"
 )
 
-// TestAdoptionFollowsAMisplacingRuntime: serve's adoption loop (a steady
-// engine, as `serve --fix misplaced-container` runs it) against a runtime
-// that puts every new container in a literal
+// TestAdoptionFollowsAMisplacingRuntime: the agent's adopter (`serve
+// --fix misplaced-container`: it plans from every scan the node loop
+// makes) against a runtime that puts every new container in a literal
 // "<slice>:cri-containerd:<id>" directory at the top, as the runwasi shim
 // does: each new container's process is moved under its pod within a few
-// intervals of appearing, container after container, and the journal
-// records each run.
+// intervals of appearing, container after container; /metrics counts the
+// runs and the processes moved, and the journal records each run.
 func TestAdoptionFollowsAMisplacingRuntime(t *testing.T) {
 	s := realtest.NewScratch(t)
-	t.Cleanup(func() { sweepScratch(s) }) // before the scratch's own cleanup
-	s.Mkdir("kubepods.slice")
+	t.Cleanup(func() { sweepScratch(s) }) // after the agent stops, before the scratch's own cleanup
 	uids := []string{"11111111-2222-4333-8444-555555555555", "66666666-7777-4888-9999-aaaaaaaaaaaa"}
-	for _, uid := range uids {
-		s.Mkdir("kubepods.slice/kubepods-pod" + strings.ReplaceAll(uid, "-", "_") + ".slice")
-	}
-	journal := t.TempDir()
-	e := &fix.Engine{FS: s.Host, Base: s.Name, JournalDir: journal, Steady: true}
+	sandboxes := podSlices(s, uids...)
 	// The runtime's list of the pods' containers (the CRI's ListContainers
-	// as the loop reads it each round): adoption moves only those.
-	var mu sync.Mutex
+	// as the loop reads it each scan): adoption moves only those.
 	listed := map[string][]metadata.Container{}
-	meta := func(context.Context) (*metadata.Set, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		var pods []metadata.Pod
+	lister := &pods{}
+	list := func() {
+		var ps []metadata.Pod
 		for _, uid := range uids {
-			pods = append(pods, metadata.Pod{UID: uid, Name: "p" + uid[:4], Namespace: "default", Containers: slices.Clone(listed[uid])})
+			ps = append(ps, metadata.Pod{UID: uid, Name: "p" + uid[:4], Namespace: "default", SandboxID: sandboxes[uid], Containers: slices.Clone(listed[uid])})
 		}
-		return metadata.NewSet(pods), nil
+		lister.set(ps)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	runs := 0
-	m := NewAdoptionMetrics()
-	go func() {
-		defer close(done)
-		RunAdoption(ctx, e, meta, 100*time.Millisecond, nil, m, func(*fix.Result) { runs++ })
-	}()
-	defer func() { cancel(); <-done }()
+	list()
+	jdir := t.TempDir()
+	o := fixOptions(s.Name, lister, jdir, plan.RuleMisplaced)
+	o.Interval = 100 * time.Millisecond
+	a, halt := startAgent(t, o)
+	runs := func(result string) float64 {
+		v, _ := metric(t, a, "cgwarden_adoption_runs_total", map[string]string{"result": result})
+		return v
+	}
 
 	for i := range 4 {
 		uid := uids[i%len(uids)]
 		id := fmt.Sprintf("%064x", 0xc0ffee+i)
-		literal := "kubepods-pod" + strings.ReplaceAll(uid, "-", "_") + ".slice:cri-containerd:" + id
-		mu.Lock()
 		listed[uid] = append(listed[uid], metadata.Container{Name: fmt.Sprint("c", i), ID: id})
-		mu.Unlock()
+		list()
+		literal := "kubepods-pod" + strings.ReplaceAll(uid, "-", "_") + ".slice:cri-containerd:" + id
 		s.Mkdir(literal)
 		start := time.Now()
 		p := s.Start(literal, "sleep", "3600")
@@ -86,34 +76,102 @@ func TestAdoptionFollowsAMisplacingRuntime(t *testing.T) {
 		// wait for it before the runtime misplaces the next container
 		// (without the wait, on a loaded machine, the next container can
 		// come before any run saw the node clean).
-		clean := testutil.ToFloat64(m.runs.WithLabelValues(AdoptClean))
-		for testutil.ToFloat64(m.runs.WithLabelValues(AdoptClean)) == clean {
+		clean := runs(hold.AdoptClean)
+		for runs(hold.AdoptClean) == clean {
 			if time.Since(start) > 10*time.Second {
 				t.Fatalf("container %d: no clean adoption run within 10 s after it was adopted", i)
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	cancel()
-	<-done
-	if runs < 4 {
-		t.Fatalf("%d adoption runs reported, want one per container (4)", runs)
+	halt()
+	// /metrics counts the runs that moved the containers and the
+	// processes moved (one sleep per container); the runs between
+	// containers were clean. (A run can fail here: a child the test forks
+	// holds a copy of the journal's lock until it execs, which on a loaded
+	// machine outlasts the next run. TestAdoptionCountsFailedRuns counts
+	// failures.)
+	if got := runs(hold.AdoptAdopted); got < 4 {
+		t.Errorf("cgwarden_adoption_runs_total{result=adopted} = %v, want one per container (4)", got)
 	}
-	// /metrics counts the same runs and the processes moved (one sleep per
-	// container); the runs between containers were clean. (A run can fail
-	// here: a child the test forks holds a copy of the journal's lock
-	// until it execs, which on a loaded machine outlasts the next run.
-	// TestAdoptionCountsFailedRuns counts failures.)
-	if got := testutil.ToFloat64(m.runs.WithLabelValues(AdoptAdopted)); got != float64(runs) {
-		t.Errorf("cgwarden_adoption_runs_total{result=adopted} = %v, want %d (the runs reported)", got, runs)
-	}
-	if got := testutil.ToFloat64(m.moved); got < 4 {
+	if got, _ := metric(t, a, "cgwarden_adoption_processes_moved_total", nil); got < 4 {
 		t.Errorf("cgwarden_adoption_processes_moved_total = %v, want at least 4", got)
 	}
-	entries, err := os.ReadDir(journal)
-	if err != nil || len(entries) == 0 {
-		t.Fatalf("journal %s: %v, %d entries", journal, err, len(entries))
+	if runs := journal.Applies(journalEntries(t, jdir)); len(runs) < 4 {
+		t.Errorf("the journal in %s records %d runs, want one per container (4)", jdir, len(runs))
 	}
+}
+
+// TestAdoptionCountsFailedRuns: while another cgwarden holds the journal
+// (a `cgwarden fix` run by hand), every adoption run of a node with a
+// misplaced container fails, and /metrics counts them as failed, none
+// adopted or clean: what CgwardenAdoptionFailing alerts on. Once the
+// journal is free, the next run adopts the container.
+func TestAdoptionCountsFailedRuns(t *testing.T) {
+	s := realtest.NewScratch(t)
+	t.Cleanup(func() { sweepScratch(s) })
+	uid := "11111111-2222-4333-8444-555555555555"
+	sandboxes := podSlices(s, uid)
+	id := fmt.Sprintf("%064x", 0xbad)
+	literal := "kubepods-pod" + strings.ReplaceAll(uid, "-", "_") + ".slice:cri-containerd:" + id
+	s.Mkdir(literal)
+	p := s.Start(literal, "sleep", "3600")
+	lister := &pods{}
+	lister.set([]metadata.Pod{{UID: uid, Name: "p", Namespace: "default", SandboxID: sandboxes[uid], Containers: []metadata.Container{{Name: "c", ID: id}}}})
+	jdir := t.TempDir()
+	j := journal.New(jdir)
+	if err := j.Lock(); err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	a, _ := startAgent(t, fixOptions(s.Name, lister, jdir, plan.RuleMisplaced))
+	runs := func(result string) float64 {
+		v, _ := metric(t, a, "cgwarden_adoption_runs_total", map[string]string{"result": result})
+		return v
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for runs(hold.AdoptFailed) < 3 {
+		if time.Now().After(deadline) {
+			t.Fatal("fewer than 3 failed runs counted in 20 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if a, c := runs(hold.AdoptAdopted), runs(hold.AdoptClean); a != 0 || c != 0 {
+		t.Errorf("adopted %v, clean %v runs counted while the journal was locked; want 0 and 0", a, c)
+	}
+	if got := len(scrape(t, a)["cgwarden_adoption_runs_total"].GetMetric()); got != 3 {
+		t.Errorf("%d cgwarden_adoption_runs_total series, want one per result (3)", got)
+	}
+	if cg := cpuCgroup(t, p.Process.Pid); cg != path.Join(s.Name, literal) {
+		t.Fatalf("the container's process is in %s while the journal was locked, want still in %s", cg, path.Join(s.Name, literal))
+	}
+	if err := j.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	for runs(hold.AdoptAdopted) < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("no adoption run within 20 s once the journal was free")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// podSlices makes the scratch's kubelet root and the pods' slices of uids
+// (systemd driver names), each with its sandbox: a pause-like process,
+// started as the containers' processes are (the runtime's children, here
+// the test's), in the sandbox's scope. It returns the sandbox IDs by pod.
+func podSlices(s *realtest.Scratch, uids ...string) map[string]string {
+	s.Mkdir("kubepods.slice")
+	sandboxes := map[string]string{}
+	for i, uid := range uids {
+		slice := "kubepods.slice/kubepods-pod" + strings.ReplaceAll(uid, "-", "_") + ".slice"
+		id := fmt.Sprintf("%064x", 0x5a0d+i)
+		s.Mkdir(slice)
+		s.Mkdir(slice + "/cri-containerd-" + id + ".scope")
+		s.Start(slice+"/cri-containerd-"+id+".scope", "sleep", "3600")
+		sandboxes[uid] = id
+	}
+	return sandboxes
 }
 
 // cpuCgroup is pid's cgroup in the v1 cpu hierarchy, or the v2 one.

@@ -24,4 +24,11 @@
 // It counts what it corrected for /metrics: resets per cgroup, the time
 // between noticing an overwrite and restoring the target, and the
 // time-weighted weight each file actually held.
+//
+// A Holder does not scan, watch or write on its own: it runs in the
+// agent's node loop (internal/agent), which offers it every scan it makes
+// (Holder.Offer; a fresh one, Loop.Fresh, only when cgroups came or went
+// or a size changed), lends it a subscription to the loop's one inotify
+// Hub, and makes its writes on the agent's one applier. Its tests run it
+// there too, in the agent, as `serve --fix` does.
 package hold

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,10 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cgwarden/cgwarden/internal/cgroupfs"
+	"github.com/cgwarden/cgwarden/internal/agent"
 	"github.com/cgwarden/cgwarden/internal/fairness"
 	"github.com/cgwarden/cgwarden/internal/fix"
-	"github.com/cgwarden/cgwarden/internal/hold"
 	"github.com/cgwarden/cgwarden/internal/journal"
 	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/realtest"
@@ -28,7 +28,6 @@ import (
 // (failpoints armed by CGWARDEN_FAILPOINTS in its environment).
 const (
 	envHolder  = "CGWARDEN_HOLD_TEST_HOLDER" // the scratch's name
-	envPoints  = "CGWARDEN_HOLD_TEST_POINTS"
 	envJournal = "CGWARDEN_HOLD_TEST_JOURNAL"
 	envMeta    = "CGWARDEN_HOLD_TEST_META"
 )
@@ -40,36 +39,36 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// holderChild holds the weights of the scratch tree until it is killed.
+// holderChild runs `serve --fix` (the agent) holding the weights of the
+// scratch tree until it is killed.
 func holderChild() int {
-	host, err := cgroupfs.OpenHost("/")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 4
-	}
-	host.AllowWrites(strings.Split(os.Getenv(envPoints), ":")...)
 	raw, err := os.ReadFile(os.Getenv(envMeta))
-	var pods []metadata.Pod
+	var list []metadata.Pod
 	if err == nil {
-		err = json.Unmarshal(raw, &pods)
+		err = json.Unmarshal(raw, &list)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 4
 	}
-	meta := metadata.NewSet(pods)
-	e := &fix.Engine{FS: host, Base: os.Getenv(envHolder), JournalDir: os.Getenv(envJournal)}
-	h, err := hold.New(hold.Config{Host: host, Engine: e, MaxTierMilliCPU: capMilli, Check: 100 * time.Millisecond,
-		Sizes: func(context.Context) (*metadata.Set, error) { return meta, nil }})
+	lister := &pods{}
+	lister.set(list)
+	o := fixOptions(os.Getenv(envHolder), lister, os.Getenv(envJournal), weightRules...)
+	o.MaxTierCPU, o.SizeCheck = strconv.Itoa(capMilli)+"m", 100*time.Millisecond
+	o.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	cfg, err := o.Config()
 	if err == nil {
-		err = h.Run(context.Background())
+		var a *agent.Agent
+		if a, err = cfg.Complete(context.Background()); err == nil {
+			err = a.Run(context.Background())
+		}
 	}
 	fmt.Fprintln(os.Stderr, err)
 	return 1
 }
 
-// TestHolderKilledAfterARestore: a holder restores the tier's weight after
-// the kubelet reset it and is SIGKILLed right after the write
+// TestHolderKilledAfterARestore: the agent's holder restores the tier's
+// weight after the kubelet reset it and is SIGKILLed right after the write
 // (hold/after-restore). The weight stays at its target, the journal reads
 // back with nothing in doubt and did not grow for the restore, and a
 // revert still brings every value back to the kubelet's.
@@ -94,7 +93,7 @@ func TestHolderKilledAfterARestore(t *testing.T) {
 	}
 
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envHolder+"="+s.Name, envPoints+"="+strings.Join(s.Points, ":"), envJournal+"="+jdir,
+	cmd.Env = append(os.Environ(), envHolder+"="+s.Name, envJournal+"="+jdir,
 		envMeta+"="+metaFile, "CGWARDEN_FAILPOINTS=hold/after-restore=kill")
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -109,7 +108,7 @@ func TestHolderKilledAfterARestore(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	// The first plan applied and its run closed in the journal.
 	settled := func() bool {
-		e := readJournal(t, jdir)
+		e := journalEntries(t, jdir)
 		return tree.Weight(tier) == target && len(e) > 0 && e[len(e)-1].Type == journal.End
 	}
 	for !settled() {
@@ -118,7 +117,7 @@ func TestHolderKilledAfterARestore(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	lines := len(readJournal(t, jdir))
+	lines := len(journalEntries(t, jdir))
 	s.Write(tier, tree.WeightFile(), strconv.FormatUint(minimum, 10)) // the kubelet's reset
 	select {
 	case <-exited:
@@ -132,7 +131,7 @@ func TestHolderKilledAfterARestore(t *testing.T) {
 	if got := tree.Weight(tier); got != target {
 		t.Errorf("after the holder died the tier weighs %d, want the target %d it wrote", got, target)
 	}
-	entries := readJournal(t, jdir)
+	entries := journalEntries(t, jdir)
 	if len(entries) != lines {
 		t.Errorf("the journal went from %d to %d entries for a restore", lines, len(entries))
 	}
@@ -154,13 +153,4 @@ func TestHolderKilledAfterARestore(t *testing.T) {
 			t.Errorf("after revert %s weighs %d, the kubelet had %d", rel, got, want)
 		}
 	}
-}
-
-func readJournal(t *testing.T, dir string) []journal.Entry {
-	t.Helper()
-	e, err := journal.Read(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return e
 }

@@ -75,25 +75,22 @@ type Config struct {
 	// OnApply is told of every journaled apply (for Events); may be nil.
 	OnApply func(*fix.Result)
 
-	// Loop is the node loop the Holder plans from: it asks it for a fresh
-	// scan (Loop.Fresh) instead of scanning itself. nil: the Holder scans
-	// with a steady scanner of its own (a holder on its own, as tests and
-	// benchmarks run it).
+	// Loop is the node loop the Holder plans from (the agent's): it
+	// offers the Holder every scan it makes (Holder.Offer), and the
+	// Holder asks it for a fresh one (Loop.Fresh) only when cgroups came
+	// or went or a size changed. Each offered scan's sizes are compared
+	// with the last plan's, and a Resync plans from the next offered
+	// scan: neither asks the loop for a scan of its own (with the CRI as
+	// pod source an extra scan is an extra listing of the runtime; the
+	// loop's own scans already read the sizes).
 	Loop Loop
 	// Watch is the Holder's subscription to the node loop's inotify Hub,
-	// for its sub-second path (target files, tiers and sized pods). nil:
-	// a Hub of its own. Run closes it.
+	// for its sub-second path (target files, tiers and sized pods). Run
+	// closes it.
 	Watch *cgroupfs.Sub
 	// Apply runs f on the one goroutine that makes every write of the
-	// agent, and waits for it. nil: f runs at once.
+	// agent, and waits for it.
 	Apply func(f func())
-	// Offered says the Loop hands the Holder every scan it makes
-	// (Holder.Offer). Each offered scan's sizes are compared with the
-	// last plan's, and a Resync plans from the next offered scan: neither
-	// asks the loop for a scan of its own (with the CRI as pod source an
-	// extra scan is an extra listing of the runtime; the loop's own scans
-	// already read the sizes).
-	Offered bool
 }
 
 // NoCheck as Config.Check: the Holder never reads the sizes on its own
@@ -108,26 +105,6 @@ type Loop interface {
 	// Places are the hierarchies the scans read.
 	Places() mounts.Places
 }
-
-// ownLoop is the Loop of a Holder without one: its own scanner.
-type ownLoop struct {
-	sc    *inventory.Scanner
-	sizes Sizes
-}
-
-func (l *ownLoop) Fresh(ctx context.Context) (*inventory.Node, *metadata.Set, error) {
-	meta, err := l.sizes(ctx)
-	if err != nil {
-		return nil, nil, fmt.Errorf("pod sizes: %w", err)
-	}
-	// The scan names pods and containers from the metadata: which
-	// container is the VM's, and which is the pod's sandbox, depend on it.
-	l.sc.Meta = meta
-	n, err := l.sc.Scan(time.Now())
-	return n, meta, err
-}
-
-func (l *ownLoop) Places() mounts.Places { return l.sc.Places }
 
 // held is one target file and what happened to it.
 type held struct {
@@ -165,9 +142,7 @@ type Holder struct {
 	cfg  Config
 	log  *slog.Logger
 	loop Loop
-	// own is the scanner of a Holder without a Loop.
-	own *inventory.Scanner
-	w   *cgroupfs.Sub
+	w    *cgroupfs.Sub
 
 	// Owned by Run's goroutine.
 	dirs map[string]bool
@@ -189,22 +164,20 @@ type Holder struct {
 	// to, with a warning (sayLowered).
 	lowered map[string]string
 	replans uint64
-	errs    uint64
-	ready   bool
+	// fresh counts the scans asked of the loop (Loop.Fresh).
+	fresh uint64
+	errs  uint64
 }
 
 // New checks the configuration and returns a Holder; Run starts it.
 func New(cfg Config) (*Holder, error) {
-	if cfg.Host == nil || cfg.Engine == nil || cfg.Sizes == nil {
-		return nil, errors.New("hold: Host, Engine and Sizes are required")
+	if cfg.Host == nil || cfg.Engine == nil || cfg.Sizes == nil || cfg.Loop == nil || cfg.Watch == nil || cfg.Apply == nil {
+		return nil, errors.New("hold: Host, Engine, Sizes, Loop, Watch and Apply are required")
 	}
 	for _, r := range cfg.Rules {
 		if r != plan.RuleSizeBlind && r != plan.RuleStarvation {
 			return nil, fmt.Errorf("hold: %s is not a weight rule (%s, %s)", r, plan.RuleSizeBlind, plan.RuleStarvation)
 		}
-	}
-	if cfg.Offered && cfg.Loop == nil {
-		return nil, errors.New("hold: Offered needs the Loop that offers the scans")
 	}
 	if len(cfg.Rules) == 0 {
 		cfg.Rules = []string{plan.RuleSizeBlind, plan.RuleStarvation}
@@ -224,24 +197,9 @@ func New(cfg Config) (*Holder, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	if cfg.Apply == nil {
-		cfg.Apply = func(f func()) { f() }
-	}
-	h := &Holder{cfg: cfg, log: cfg.Log.With("component", "hold"), loop: cfg.Loop,
+	return &Holder{cfg: cfg, log: cfg.Log.With("component", "hold"), loop: cfg.Loop, w: cfg.Watch,
 		dirs: map[string]bool{}, overwritten: map[string]overwrite{}, files: map[string]*held{}, gone: map[string]*held{}, lowered: map[string]string{},
-		offers: make(chan offer, 1)}
-	if h.loop == nil {
-		sc, err := inventory.Open(cfg.Host)
-		if err != nil {
-			return nil, err
-		}
-		if cfg.Engine.Base != "" {
-			sc.Base = cfg.Engine.Base
-		}
-		h.own = sc
-		h.loop = &ownLoop{sc: sc, sizes: cfg.Sizes}
-	}
-	return h, nil
+		offers: make(chan offer, 1)}, nil
 }
 
 // offer is a scan the loop made, with the metadata it named pods with.
@@ -250,8 +208,8 @@ type offer struct {
 	meta *metadata.Set
 }
 
-// Offer hands the Holder a scan the node loop has just made (with
-// Config.Offered). It never blocks: a scan not yet looked at is replaced
+// Offer hands the Holder a scan the node loop has just made. It never
+// blocks: a scan not yet looked at is replaced
 // by the newer one.
 func (h *Holder) Offer(n *inventory.Node, meta *metadata.Set) {
 	o := offer{node: n, meta: meta}
@@ -268,38 +226,10 @@ func (h *Holder) Offer(n *inventory.Node, meta *metadata.Set) {
 	}
 }
 
-// Ready reports whether the first plan was applied.
-func (h *Holder) Ready() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.ready
-}
-
 // Run holds the targets until ctx ends. It returns an error only when it
 // cannot watch at all; failures of single plans are logged and retried.
 func (h *Holder) Run(ctx context.Context) error {
-	w := h.cfg.Watch
-	if w == nil {
-		hub, err := h.cfg.Host.NewHub()
-		if err != nil {
-			return err
-		}
-		defer hub.Close()
-		w = hub.Subscribe()
-	}
-	if h.own != nil {
-		// Replans (on events, size changes and every Resync) scan the
-		// node again and again: steady-state scans read only what
-		// changed.
-		if st, err := inventory.NewSteady(h.own, h.cfg.Host, inventory.SteadyOptions{}); err == nil {
-			defer st.Close()
-		} else {
-			h.log.Warn("replans use full scans", "err", err)
-		}
-	}
-	h.mu.Lock()
-	h.w = w
-	h.mu.Unlock()
+	w := h.w
 	defer w.Close()
 	h.replan(ctx, nil)
 	var checks <-chan time.Time
@@ -356,11 +286,7 @@ func (h *Holder) Run(ctx context.Context) error {
 				dirty = h.restoreDue(time.Now()) || dirty
 			}
 		case <-resync.C:
-			if h.cfg.Offered {
-				resyncDue = true
-			} else {
-				dirty = true
-			}
+			resyncDue = true
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -620,8 +546,13 @@ func (h *Holder) replanOnce(ctx context.Context, from *offer) (again bool, err e
 	var meta *metadata.Set
 	if from != nil {
 		n, meta = from.node, from.meta
-	} else if n, meta, err = h.loop.Fresh(ctx); err != nil {
-		return false, err
+	} else {
+		h.mu.Lock()
+		h.fresh++
+		h.mu.Unlock()
+		if n, meta, err = h.loop.Fresh(ctx); err != nil {
+			return false, err
+		}
 	}
 	places := h.loop.Places()
 	var units plan.Units
@@ -697,7 +628,6 @@ func (h *Holder) replanOnce(ctx context.Context, from *offer) (again bool, err e
 		h.files[p] = &held{t: t, want: v, since: now, cur: float64(t.Value), curAt: now}
 	}
 	h.replans++
-	h.ready = true
 	h.trees = pol.Trees
 	h.mu.Unlock()
 	for d := range h.dirs {

@@ -1,75 +1,68 @@
 package hold_test
 
 import (
-	"context"
 	"fmt"
 	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
-
+	"github.com/cgwarden/cgwarden/internal/agent"
 	"github.com/cgwarden/cgwarden/internal/fairness"
 	"github.com/cgwarden/cgwarden/internal/fix"
 	"github.com/cgwarden/cgwarden/internal/hold"
-	"github.com/cgwarden/cgwarden/internal/journal"
 	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/realtest"
 	"github.com/cgwarden/cgwarden/internal/vmsize"
 )
 
-// rig is a VM tree on the live kernel with a Holder running on it.
+// rig is a VM tree on the live kernel with the agent holding its weights
+// (`serve --fix size-blind-weights,besteffort-starvation`).
 type rig struct {
 	t       *testing.T
 	tree    *realtest.VMTree
-	engine  *fix.Engine
-	holder  *hold.Holder
-	meta    atomic.Pointer[metadata.Set]
-	stop    func()
-	stopped chan struct{}
+	pods    *pods
+	journal string
+	// before are the tree's weights before the agent started.
+	before map[string]uint64
+	agent  *agent.Agent
+	stop   func()
 }
 
 // The sizes seed 000's VMs declare together: the tier's cap is set to
-// them, as on a node with enough CPUs (this one has 2).
+// them (--max-tier-cpu), as on a node with enough CPUs (this one has 2).
 const capMilli = 7000
 
 func newRig(t *testing.T) *rig { return newRigWith(t, nil) }
 
-// newRigWith is newRig with its holder's Config changed by opt.
-func newRigWith(t *testing.T, opt func(*hold.Config)) *rig {
+// newRigWith is newRig with the agent's options changed by opt. The
+// holder reads the sizes every 100 ms (--size-check).
+func newRigWith(t *testing.T, opt func(*agent.Options, *pods)) *rig {
 	s := realtest.NewScratch(t)
-	r := &rig{t: t, tree: realtest.NewVMTree(s, 500, 1000, 2000, 4000)}
-	r.meta.Store(metadata.NewSet(r.tree.Pods()))
-	r.engine = &fix.Engine{FS: s.Host, Base: s.Name, JournalDir: t.TempDir()}
-	cfg := hold.Config{Host: s.Host, Engine: r.engine, MaxTierMilliCPU: capMilli, Check: 100 * time.Millisecond,
-		Sizes: func(context.Context) (*metadata.Set, error) { return r.meta.Load(), nil }}
+	r := &rig{t: t, tree: realtest.NewVMTree(s, 500, 1000, 2000, 4000), pods: &pods{}, journal: t.TempDir()}
+	r.pods.set(r.tree.Pods())
+	r.before = r.weights()
+	o := fixOptions(s.Name, r.pods, r.journal, weightRules...)
+	o.MaxTierCPU, o.SizeCheck = strconv.Itoa(capMilli)+"m", 100*time.Millisecond
 	if opt != nil {
-		opt(&cfg)
+		opt(o, r.pods)
 	}
-	h, err := hold.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.holder = h
+	r.agent, r.stop = startAgent(t, o)
+	r.waitFor("the first plan", time.Now(), 10*time.Second, func() bool {
+		return planned(t, r.agent) && r.tree.Weight(realtest.Kube+"/besteffort") == r.tierTarget(1000, 2000, 4000)
+	})
 	return r
 }
 
-func (r *rig) start() {
-	ctx, cancel := context.WithCancel(context.Background())
-	r.stopped = make(chan struct{})
-	go func() {
-		defer close(r.stopped)
-		if err := r.holder.Run(ctx); err != nil {
-			r.t.Errorf("holder: %v", err)
-		}
-	}()
-	r.stop = func() { cancel(); <-r.stopped }
-	r.t.Cleanup(r.stop)
-	r.waitFor("the first plan", time.Now(), 10*time.Second, func() bool {
-		return r.holder.Ready() && r.tree.Weight(realtest.Kube+"/besteffort") == r.tierTarget(1000, 2000, 4000)
-	})
+// revert reverts what the agent's journal holds, as `cgwarden revert`
+// does (stop the agent first).
+func (r *rig) revert() {
+	r.t.Helper()
+	e := &fix.Engine{FS: r.tree.S.Host, Base: r.tree.S.Name, JournalDir: r.journal}
+	defer e.Close()
+	rep, err := e.Revert(true)
+	if err != nil || len(rep.Failed()) > 0 {
+		r.t.Fatalf("revert: %v %+v", err, rep)
+	}
 }
 
 func (r *rig) tierTarget(sizes ...int64) uint64 {
@@ -93,43 +86,14 @@ func (r *rig) waitFor(what string, from time.Time, limit time.Duration, cond fun
 	return time.Since(from)
 }
 
-// metric reads one series of the holder's metrics by its labels.
+// metric reads one series of the agent's /metrics by its labels.
 func (r *rig) metric(name string, labels map[string]string) float64 {
 	r.t.Helper()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(r.holder)
-	mfs, err := reg.Gather()
-	if err != nil {
-		r.t.Fatal(err)
+	v, ok := metric(r.t, r.agent, name, labels)
+	if !ok {
+		r.t.Fatalf("no %s%v", name, labels)
 	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			for k, v := range labels {
-				if !hasLabel(m, k, v) {
-					continue next
-				}
-			}
-			if c := m.GetCounter(); c != nil {
-				return c.GetValue()
-			}
-			return m.GetGauge().GetValue()
-		}
-	}
-	r.t.Fatalf("no %s%v", name, labels)
-	return 0
-}
-
-func hasLabel(m *dto.Metric, k, v string) bool {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == k && l.GetValue() == v {
-			return true
-		}
-	}
-	return false
+	return v
 }
 
 // TestHoldAgainstTierResets: a kubelet-like resetter writes the minimum
@@ -144,9 +108,8 @@ func TestHoldAgainstTierResets(t *testing.T) {
 	r := newRig(t)
 	r.tree.BurnAll(0)
 	held := time.Now()
-	r.start()
 	time.Sleep(time.Second) // let the scheduler settle the new weights
-	lines := len(journalEntries(t, r.engine.JournalDir))
+	lines := len(journalEntries(t, r.journal))
 	resets, every := 6, 10*time.Second // the kubelet's minute, compressed
 	if testing.Short() {
 		resets, every = 3, 2*time.Second
@@ -193,7 +156,7 @@ func TestHoldAgainstTierResets(t *testing.T) {
 	if eff := r.metric("cgwarden_weight_effective", labels); eff < (1-off-0.01)*float64(target) || eff > float64(target) {
 		t.Errorf("cgwarden_weight_effective{role=tier} = %v, want just under the target %d (at least %.0f)", eff, target, (1-off-0.01)*float64(target))
 	}
-	if got := len(journalEntries(t, r.engine.JournalDir)); got != lines {
+	if got := len(journalEntries(t, r.journal)); got != lines {
 		t.Errorf("the journal grew from %d to %d entries while the holder undid resets", lines, got)
 	}
 }
@@ -203,14 +166,13 @@ func TestHoldAgainstTierResets(t *testing.T) {
 // tier's follow within 1 s. Afterwards revert puts every value back.
 func TestHoldFollowsSizesAndNewPods(t *testing.T) {
 	r := newRig(t)
-	before := r.weights()
-	r.start()
+	before := r.before
 
 	big := r.tree.VMs[2]
 	pods := r.tree.Pods()
 	pods[2].Annotation[vmsize.AnnotationCPU] = "2"
 	from := time.Now()
-	r.meta.Store(metadata.NewSet(pods))
+	r.pods.set(pods)
 	took := r.waitFor("following the size change", from, time.Second, func() bool {
 		return r.tree.Weight(big.Rel) == r.tree.PodWeight(fairness.MilliCPUToShares(2000)) &&
 			r.tree.Weight(big.CtrRel) == r.tree.PodWeight(fairness.MilliCPUToShares(2000)) &&
@@ -222,7 +184,7 @@ func TestHoldFollowsSizesAndNewPods(t *testing.T) {
 	vm := r.tree.AddVM(1500)
 	pods = r.tree.Pods()
 	pods[2].Annotation[vmsize.AnnotationCPU] = "2"
-	r.meta.Store(metadata.NewSet(pods))
+	r.pods.set(pods)
 	took = r.waitFor("weighing a new sized pod", from, time.Second, func() bool {
 		return r.tree.Weight(vm.Rel) == r.tree.PodWeight(fairness.MilliCPUToShares(1500)) &&
 			r.tree.Weight(vm.CtrRel) == r.tree.PodWeight(fairness.MilliCPUToShares(1500)) &&
@@ -231,10 +193,7 @@ func TestHoldFollowsSizesAndNewPods(t *testing.T) {
 	t.Logf("a new 1.5-CPU pod: weighed %v after its cgroup appeared", took)
 
 	r.stop()
-	rep, err := r.engine.Revert(true)
-	if err != nil || len(rep.Failed()) > 0 {
-		t.Fatalf("revert: %v %+v", err, rep)
-	}
+	r.revert()
 	after := r.weights()
 	delete(after, vm.Rel)
 	delete(after, vm.CtrRel)
@@ -251,21 +210,30 @@ func TestHoldFollowsSizesAndNewPods(t *testing.T) {
 	}
 }
 
-// TestHoldReadsSizesWhenNotified: with no timer (NoCheck, as the agent
-// runs it on the Kubernetes source), a size change is not seen until the
-// sources notify Changed; then the weights follow within a second.
+// TestHoldReadsSizesWhenNotified: when every source of the sizes
+// notifies (the Kubernetes source's informers) and no --size-check is
+// given, the agent's holder has no timer of its own (hold.NoCheck): a
+// size change is not read until the source notifies (the loop's next
+// scan, which would carry it, is a minute away here); then the weights
+// follow within a second.
 func TestHoldReadsSizesWhenNotified(t *testing.T) {
 	changes := metadata.NewChanges()
-	r := newRigWith(t, func(c *hold.Config) { c.Check, c.Changed = hold.NoCheck, changes.C() })
-	r.start()
+	r := newRigWith(t, func(o *agent.Options, p *pods) {
+		o.Lister, o.SizeCheck, o.Interval = notifyingPods{p, changes}, 0, time.Minute
+	})
 	big := r.tree.VMs[2]
 	pods := r.tree.Pods()
 	pods[2].Annotation[vmsize.AnnotationCPU] = "2"
-	r.meta.Store(metadata.NewSet(pods))
-	// Nothing says the sizes changed: no timer reads them.
+	listed := r.pods.listings()
+	r.pods.set(pods)
+	// Nothing says the sizes changed: no timer reads them. (A window in
+	// which nothing may happen.)
 	time.Sleep(500 * time.Millisecond)
 	if w, old := r.tree.Weight(big.Rel), r.tree.PodWeight(fairness.MilliCPUToShares(4000)); w != old {
 		t.Fatalf("the pod's weight moved to %d without a notification (NoCheck), want still %d", w, old)
+	}
+	if n := r.pods.listings() - listed; n != 0 {
+		t.Fatalf("the pods were listed %d times without a notification (NoCheck), want none", n)
 	}
 	from := time.Now()
 	changes.Notify()
@@ -305,15 +273,6 @@ func vmShare(a, b cpuReading) float64 {
 	return vm / (vm + burst)
 }
 
-func journalEntries(t *testing.T, dir string) []journal.Entry {
-	t.Helper()
-	e, err := journal.Read(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return e
-}
-
 // TestHoldGivesTheTierBackWithTheLastSizedPod: the VMs' sizes are
 // withdrawn one by one (their annotations gone, as when the sized pods
 // are deleted and only unsized ones stay). The tier follows them down,
@@ -323,8 +282,7 @@ func journalEntries(t *testing.T, dir string) []journal.Entry {
 // recorded already), and a revert still finds the kubelet's value.
 func TestHoldGivesTheTierBackWithTheLastSizedPod(t *testing.T) {
 	r := newRig(t)
-	r.start()
-	lines := len(journalEntries(t, r.engine.JournalDir))
+	lines := len(journalEntries(t, r.journal))
 	tier := realtest.Kube + "/besteffort"
 	minimum := r.tree.PodWeight(fairness.MinShares)
 	left := []int64{1000, 2000, 4000}
@@ -337,7 +295,7 @@ func TestHoldGivesTheTierBackWithTheLastSizedPod(t *testing.T) {
 		}
 		left = left[1:]
 		from := time.Now()
-		r.meta.Store(metadata.NewSet(pods))
+		r.pods.set(pods)
 		want := r.tierTarget(left...)
 		took := r.waitFor(fmt.Sprintf("the tier at %d with %d sized pods left", want, len(left)), from, time.Second, func() bool {
 			return r.tree.Weight(tier) == want
@@ -347,14 +305,11 @@ func TestHoldGivesTheTierBackWithTheLastSizedPod(t *testing.T) {
 	if got := r.tree.Weight(tier); got != minimum {
 		t.Fatalf("no sized pod left: the tier weighs %d, want the kubelet's minimum %d", got, minimum)
 	}
-	if got := len(journalEntries(t, r.engine.JournalDir)); got != lines {
+	if got := len(journalEntries(t, r.journal)); got != lines {
 		t.Errorf("the journal grew from %d to %d entries for the tier's return", lines, got)
 	}
 	r.stop()
-	rep, err := r.engine.Revert(true)
-	if err != nil || len(rep.Failed()) > 0 {
-		t.Fatalf("revert: %v %+v", err, rep)
-	}
+	r.revert()
 	if got := r.tree.Weight(tier); got != minimum {
 		t.Errorf("after revert the tier weighs %d, want the kubelet's %d", got, minimum)
 	}
@@ -376,7 +331,6 @@ func TestHoldGivesTheTierBackWithTheLastSizedPod(t *testing.T) {
 // inside the 20 ms read-back when the write fell just before that time).
 func TestHoldLeavesTheKubeletsReadBack(t *testing.T) {
 	r := newRig(t)
-	r.start()
 	tier := realtest.Kube + "/besteffort"
 	target := r.tree.Weight(tier)
 	minimum := r.tree.PodWeight(fairness.MinShares)
@@ -404,7 +358,6 @@ func TestHoldLeavesTheKubeletsReadBack(t *testing.T) {
 // (cgwarden_weight_resets_total 0, no off-target time).
 func TestReplanLeavesAResetToTheRestorePath(t *testing.T) {
 	r := newRig(t)
-	r.start()
 	tier := realtest.Kube + "/besteffort"
 	target := r.tree.Weight(tier)
 	labels := map[string]string{"role": "tier"}
@@ -418,7 +371,7 @@ func TestReplanLeavesAResetToTheRestorePath(t *testing.T) {
 		r.tree.S.Write(tier, r.tree.WeightFile(), strconv.FormatUint(r.tree.PodWeight(fairness.MinShares), 10))
 		pods := r.tree.Pods()
 		pods[2].Annotation[vmsize.AnnotationCPU] = size
-		r.meta.Store(metadata.NewSet(pods))
+		r.pods.set(pods)
 		milli, _ := strconv.ParseInt(size, 10, 64)
 		want := r.tree.PodWeight(fairness.MilliCPUToShares(1000 * milli))
 		took := r.waitFor("the new size and the tier's target", from, 2*time.Second, func() bool {

@@ -17,12 +17,13 @@ var (
 	descEff      = prometheus.NewDesc("cgwarden_weight_effective", "Time-weighted average of the weight the cgroup held since cgwarden started holding it.", heldLabels, nil)
 	descWatches  = prometheus.NewDesc("cgwarden_weight_watches", "inotify watches the weight holder keeps (target files, tiers and sized pods).", nil, nil)
 	descReplans  = prometheus.NewDesc("cgwarden_weight_replans_total", "Times the weight holder planned the node's weights (at start, on cgroups made or removed, on size changes, and every resync).", nil, nil)
+	descFresh    = prometheus.NewDesc("cgwarden_weight_fresh_scans_total", "Scans the weight holder asked the node loop for at once, beyond the scans the loop makes every interval (each plans from: at start, and when cgroups came or went or a size changed); with the CRI each is one more listing of the runtime.", nil, nil)
 	descHoldErrs = prometheus.NewDesc("cgwarden_weight_errors_total", "Plans or writes of the weight holder that failed (see the log).", nil, nil)
 )
 
 // Describe implements prometheus.Collector.
 func (h *Holder) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descTarget, descResets, descOff, descEff, descWatches, descReplans, descHoldErrs} {
+	for _, d := range []*prometheus.Desc{descTarget, descResets, descOff, descEff, descWatches, descReplans, descFresh, descHoldErrs} {
 		ch <- d
 	}
 }
@@ -52,12 +53,9 @@ func (h *Holder) Collect(ch chan<- prometheus.Metric) {
 		}
 		delete(h.gone, p)
 	}
-	watches := 0
-	if h.w != nil {
-		watches = h.w.Len()
-	}
-	ch <- prometheus.MustNewConstMetric(descWatches, prometheus.GaugeValue, float64(watches))
+	ch <- prometheus.MustNewConstMetric(descWatches, prometheus.GaugeValue, float64(h.w.Len()))
 	ch <- prometheus.MustNewConstMetric(descReplans, prometheus.CounterValue, float64(h.replans))
+	ch <- prometheus.MustNewConstMetric(descFresh, prometheus.CounterValue, float64(h.fresh))
 	ch <- prometheus.MustNewConstMetric(descHoldErrs, prometheus.CounterValue, float64(h.errs))
 }
 

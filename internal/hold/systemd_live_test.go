@@ -1,7 +1,6 @@
 package hold_test
 
 import (
-	"context"
 	"os"
 	"path"
 	"strconv"
@@ -15,16 +14,15 @@ import (
 	"github.com/cgwarden/cgwarden/internal/cgroupfs"
 	"github.com/cgwarden/cgwarden/internal/fairness"
 	"github.com/cgwarden/cgwarden/internal/fix"
-	"github.com/cgwarden/cgwarden/internal/hold"
 	"github.com/cgwarden/cgwarden/internal/kubelettree"
 	"github.com/cgwarden/cgwarden/internal/layout"
-	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/realtest"
 	"github.com/cgwarden/cgwarden/internal/systemd"
 )
 
-// TestSystemdHolderHoldsThroughUnits is `serve --fix` on a node whose
-// kubelet uses the systemd driver, under a real systemd: the holder sets
+// TestSystemdHolderHoldsThroughUnits is `serve --fix` (the agent) on a
+// node whose kubelet uses the systemd driver, under a real systemd: the
+// holder sets
 // the BestEffort tier's and the sized pods' weights as unit properties,
 // puts the tier back through systemd when the kubelet resets it (as the
 // kubelet's QoS manager does: SetUnitProperties CPUWeight=1 on the tier),
@@ -33,12 +31,12 @@ import (
 // property would stay at the kubelet's 1).
 func TestSystemdHolderHoldsThroughUnits(t *testing.T) {
 	tree := realtest.NewSystemdTree(t)
-	var pods []kubelettree.Pod
+	var kpods []kubelettree.Pod
 	for i, milli := range []int64{1000, 4000} {
 		p := kubelettree.Pod{Name: "vm-" + strconv.Itoa(i+1), UID: kubelettree.RandUID(), QoS: layout.BestEffort, MilliCPU: milli,
 			ContainerID: strings.Repeat(strconv.Itoa(i+7), 64)}
 		tree.Scope(tree.PodSlice(p.UID), p.ContainerID)
-		pods = append(pods, p)
+		kpods = append(kpods, p)
 	}
 	host, err := cgroupfs.OpenHost("/")
 	if err != nil {
@@ -50,23 +48,13 @@ func TestSystemdHolderHoldsThroughUnits(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer bus.Close()
-	engine := &fix.Engine{FS: host, Base: tree.Root(), JournalDir: t.TempDir(), Units: bus}
-	meta := metadata.NewSet(kubelettree.Metadata("default", pods))
-	h, err := hold.New(hold.Config{Host: host, Engine: engine, MaxTierMilliCPU: 5000, Check: 100 * time.Millisecond,
-		Sizes: func(context.Context) (*metadata.Set, error) { return meta, nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		if err := h.Run(ctx); err != nil {
-			t.Errorf("holder: %v", err)
-		}
-	}()
-	stop := func() { cancel(); <-stopped }
-	defer stop()
+	lister := &pods{}
+	lister.set(kubelettree.Metadata("default", kpods))
+	jdir := t.TempDir()
+	// The agent finds the node's systemd (systemd.OpenNode) on its own.
+	o := fixOptions(tree.Root(), lister, jdir, weightRules...)
+	o.MaxTierCPU, o.SizeCheck = "5", 100*time.Millisecond
+	_, stop := startAgent(t, o)
 
 	tierFile := path.Join("/sys/fs/cgroup", tree.CgroupOf(tree.Tier()), "cpu.weight")
 	want := fairness.SharesToWeightLinear(2 + fairness.MilliCPUToShares(1000) + fairness.MilliCPUToShares(4000))
@@ -113,6 +101,8 @@ func TestSystemdHolderHoldsThroughUnits(t *testing.T) {
 		}
 	}
 	stop()
+	engine := &fix.Engine{FS: host, Base: tree.Root(), JournalDir: jdir, Units: bus} // `cgwarden revert`
+	defer engine.Close()
 	rep, err := engine.Revert(true)
 	if err != nil {
 		t.Fatal(err)

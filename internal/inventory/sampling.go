@@ -90,13 +90,6 @@ func (s *Sampling) TakeAll(samples []cgroupfs.Sample) (*Node, error) {
 	return n, nil
 }
 
-// ScanSamples scans samples of one node in order (a snapshot's, say) and
-// returns the last scan, with CPU rates when there were two or more. meta
-// may be nil.
-func ScanSamples(samples []cgroupfs.Sample, meta *metadata.Set) (*Node, error) {
-	return (&Sampling{Meta: meta}).TakeAll(samples)
-}
-
 // Live takes two samples of a live host with sc, interval apart (one when
 // interval is 0), and returns the second's picture. wait sleeps the i-th
 // of n equal parts of the interval; with Demand the threads' states are

@@ -54,7 +54,7 @@ func TestSamplingOnePicture(t *testing.T) {
 		}
 	})
 	// Seed 003 records /proc/meminfo: a CLI replay reads it as serve does.
-	plain, err := ScanSamples(loadExample(t, "seed-003-k3s-spin").Samples, nil)
+	plain, err := (&Sampling{}).TakeAll(loadExample(t, "seed-003-k3s-spin").Samples)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -97,20 +97,6 @@ func ParseLearned(r io.Reader) ([]Learned, error) {
 	return out, nil
 }
 
-// ParseHandlers reads a handlers file and returns its handlers, whatever
-// their times.
-func ParseHandlers(r io.Reader) ([]string, error) {
-	ls, err := ParseLearned(r)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, l := range ls {
-		out = append(out, l.Handler)
-	}
-	return out, nil
-}
-
 // listed reports whether l is still in force at now.
 func (l Learned) listed(now time.Time) bool {
 	return !l.Seen.IsZero() && now.Sub(l.Seen) < LearnedTTL

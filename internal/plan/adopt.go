@@ -37,7 +37,23 @@ type Input struct {
 	// inventory.Container.Unconfirmed). Only for a plan that is never
 	// applied: a snapshot records the files such a plan reads.
 	PlanUnconfirmed bool
+	// Evidence, when set, must confirm each misplaced container by what
+	// its runtime did (inventory.Evidence) before it is adopted: a name
+	// that the metadata confirms is not enough, anyone with a delegated
+	// cgroup subtree can copy it. Every engine that applies to a live
+	// node sets it; nil only for plans that are not applied to one (a
+	// snapshot's, a test's fake tree).
+	Evidence Evidence
 }
+
+// Evidence confirms that a misplaced cgroup holds the container its name
+// claims (inventory.Evidence): dirs are the cgroup's directory in each
+// managed hierarchy.
+type Evidence interface {
+	Confirm(n *inventory.Node, p *inventory.Pod, c *inventory.Container, dirs []string) (ok bool, why string)
+}
+
+var _ Evidence = (*inventory.Evidence)(nil)
 
 // Hierarchy is one mounted hierarchy cgwarden manages, with the
 // controllers (v1 names) it carries.
@@ -188,6 +204,16 @@ func Adopt(in Input) (*Plan, Policy, error) {
 			if len(c.Cgroup.Children) > 0 {
 				skip(fmt.Sprintf("%s has child cgroups; cgwarden moves only flat container cgroups", c.Cgroup.Path))
 				continue
+			}
+			if in.Evidence != nil {
+				dirs := make([]string, 0, len(hs))
+				for _, h := range hs {
+					dirs = append(dirs, path.Join(h.Point, c.Cgroup.Path))
+				}
+				if ok, why := in.Evidence.Confirm(n, pod, c, dirs); !ok {
+					p.Skipped = append(p.Skipped, Skip{Pod: pod.UID, Container: c.ID, Cgroup: c.Cgroup.Path, Reason: why, Refused: true})
+					continue
+				}
 			}
 			ops, sources, owned, notes, err := adoptOne(in, hs, pod, c)
 			if err != nil {

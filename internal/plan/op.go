@@ -110,7 +110,13 @@ type Prev struct {
 type Skip struct {
 	Pod       string `json:"pod,omitempty"`
 	Container string `json:"container,omitempty"`
-	Reason    string `json:"reason"`
+	// Cgroup is the cgroup left alone, when it is a refused one.
+	Cgroup string `json:"cgroup,omitempty"`
+	Reason string `json:"reason"`
+	// Refused marks a misplaced cgroup the runtime did not confirm as
+	// the container it names (Input.Evidence): possibly a decoy, said
+	// out loud by the agent (a warning, cgwarden_adoption_refused).
+	Refused bool `json:"refused,omitempty"`
 }
 
 // Plan is an ordered list of operations.

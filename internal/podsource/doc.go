@@ -15,8 +15,7 @@
 // VMWatches reads, for the agent's live VM sizes, the NeonVM
 // VirtualMachines and KubeVirt VMIs this node's pods reference, one watch
 // per VM (the kubelet's way with its pods' Secrets), counted by the pods
-// and stopped with the last. OpenNode puts the pod informer and the VM
-// watches together without the cgroup side (for simulated agents).
+// and stopped with the last.
 //
 // Every source is a Lister (one method). A source that fails keeps
 // failing softly: the agent logs it and serves pods by UID. Open never

@@ -16,6 +16,11 @@ type Stat struct {
 	Comm string
 	// State is the state letter (R, S, D, Z, X, ...).
 	State byte
+	// PPID is field 4, the parent's PID as the reading /proc's PID
+	// namespace numbers it (0 for PID 1 and kernel threads' kthreadd).
+	// A process whose parent exits is handed to the nearest subreaper
+	// ancestor (a container runtime's shim is one) or PID 1.
+	PPID int
 	// StartTime is field 22, starttime: when the process started, in
 	// clock ticks (USER_HZ) after boot. It never changes while the
 	// process lives, so it tells the process from a later one given the
@@ -79,11 +84,15 @@ func ParseStat(text string) (Stat, error) {
 	if len(f) <= startField {
 		return bad(fmt.Sprintf("%d fields after the command, starttime is field %d", len(f), startField+3), nil)
 	}
+	ppid, err := strconv.Atoi(f[1])
+	if err != nil || ppid < 0 {
+		return bad(fmt.Sprintf("ppid (field 4) %q is not a PID", f[1]), err)
+	}
 	start, err := strconv.ParseUint(f[startField], 10, 64)
 	if err != nil {
 		return bad(fmt.Sprintf("starttime (field 22) %q", f[startField]), err)
 	}
-	return Stat{PID: pid, Comm: text[open+1 : end], State: f[0][0], StartTime: start}, nil
+	return Stat{PID: pid, Comm: text[open+1 : end], State: f[0][0], PPID: ppid, StartTime: start}, nil
 }
 
 func isLetter(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }
@@ -99,19 +108,29 @@ func clip(s string) string {
 // through fsys. A process that does not exist gives an error wrapping
 // fs.ErrNotExist.
 func Start(fsys cgroupfs.FS, pid int) (uint64, error) {
-	p := fmt.Sprintf("/proc/%d/stat", pid)
-	b, err := fsys.ReadFile(p)
+	st, err := Read(fsys, pid)
 	if err != nil {
 		return 0, err
 	}
+	return st.StartTime, nil
+}
+
+// Read reads and parses /proc/<pid>/stat through fsys. A process that
+// does not exist gives an error wrapping fs.ErrNotExist.
+func Read(fsys cgroupfs.FS, pid int) (Stat, error) {
+	p := fmt.Sprintf("/proc/%d/stat", pid)
+	b, err := fsys.ReadFile(p)
+	if err != nil {
+		return Stat{}, err
+	}
 	st, err := ParseStat(string(b))
 	if err != nil {
-		return 0, fmt.Errorf("%s: %w", p, err)
+		return Stat{}, fmt.Errorf("%s: %w", p, err)
 	}
 	if st.PID != pid {
-		return 0, fmt.Errorf("%s names process %d", p, st.PID)
+		return Stat{}, fmt.Errorf("%s names process %d", p, st.PID)
 	}
-	return st.StartTime, nil
+	return st, nil
 }
 
 // BootIDPath is the file holding the node's boot ID, a random UUID the

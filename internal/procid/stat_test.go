@@ -21,11 +21,13 @@ func TestParseStat(t *testing.T) {
 		want       Stat
 		err        string
 	}{
-		{"real", catStat, Stat{PID: 24840, Comm: "cat", State: 'R', StartTime: 4937096}, ""},
-		{"comm with spaces and parentheses", "7 (a) b (c) d)" + tail, Stat{PID: 7, Comm: "a) b (c) d", State: 'R', StartTime: 4937096}, ""},
-		{"systemd's (sd-pam)", "812 ((sd-pam))" + tail, Stat{PID: 812, Comm: "(sd-pam)", State: 'R', StartTime: 4937096}, ""},
-		{"empty comm", "9 ()" + tail, Stat{PID: 9, Comm: "", State: 'R', StartTime: 4937096}, ""},
-		{"zombie", "9 (x) Z 1 0 0 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 77", Stat{PID: 9, Comm: "x", State: 'Z', StartTime: 77}, ""},
+		{"real", catStat, Stat{PID: 24840, Comm: "cat", State: 'R', PPID: 24835, StartTime: 4937096}, ""},
+		{"comm with spaces and parentheses", "7 (a) b (c) d)" + tail, Stat{PID: 7, Comm: "a) b (c) d", State: 'R', PPID: 24835, StartTime: 4937096}, ""},
+		{"systemd's (sd-pam)", "812 ((sd-pam))" + tail, Stat{PID: 812, Comm: "(sd-pam)", State: 'R', PPID: 24835, StartTime: 4937096}, ""},
+		{"empty comm", "9 ()" + tail, Stat{PID: 9, Comm: "", State: 'R', PPID: 24835, StartTime: 4937096}, ""},
+		{"zombie", "9 (x) Z 1 0 0 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 77", Stat{PID: 9, Comm: "x", State: 'Z', PPID: 1, StartTime: 77}, ""},
+		{"ppid not a number", "9 (x) S y 0 0 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 77", Stat{}, "ppid (field 4)"},
+		{"ppid negative", "9 (x) S -1 0 0 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 77", Stat{}, "ppid (field 4)"},
 		{"empty", "", Stat{}, "no parenthesised command"},
 		{"no comm", "12 R 1 2 3", Stat{}, "no parenthesised command"},
 		{"reversed parentheses", "12 )x( R", Stat{}, "no parenthesised command"},

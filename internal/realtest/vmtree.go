@@ -90,11 +90,6 @@ func (t *VMTree) WeightFile() string { return t.tree.WeightFile() }
 // the shares on v1, the linear conversion on v2.
 func (t *VMTree) PodWeight(shares uint64) uint64 { return t.tree.PodWeight(shares) }
 
-// ContainerWeight is what the runtime writes for a container of these
-// shares: the linear conversion on v2 too, as runtimes before runc 1.3.2
-// do (the weight plan reads the node's conversion off its containers).
-func (t *VMTree) ContainerWeight(shares uint64) uint64 { return t.tree.PodWeight(shares) }
-
 // SetWeight writes rel's weight file.
 func (t *VMTree) SetWeight(rel string, w uint64) {
 	t.S.t.Helper()

@@ -44,7 +44,7 @@ func examplePage(t *testing.T, name string) []byte {
 			meta.ApplyVMs(vms)
 		}
 	}
-	n, err := inventory.ScanSamples(s.Samples, meta)
+	n, err := (&inventory.Sampling{Meta: meta}).TakeAll(s.Samples)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,7 @@ import (
 var capBits = map[string]uint{
 	"CHOWN": 0, "DAC_OVERRIDE": 1, "DAC_READ_SEARCH": 2, "FOWNER": 3, "KILL": 5, "SETGID": 6, "SETUID": 7,
 	"NET_BIND_SERVICE": 10, "NET_ADMIN": 12, "SYS_CHROOT": 18, "SYS_PTRACE": 19, "SYS_ADMIN": 21, "SYS_RESOURCE": 24,
+	"WAKE_ALARM": 35,
 }
 
 // namedCaps is the CapEff a container's securityContext asks for: the
@@ -273,13 +274,6 @@ func TestObserveOnlyAgentPrivileges(t *testing.T) {
 // and mounts of container name; it prints what it could do.
 func probeAs(t *testing.T, e *env, agent *corev1.Pod, spec *corev1.PodSpec, name, scratch, wf string) string {
 	t.Helper()
-	ctx := context.Background()
-	var c corev1.Container
-	for _, x := range spec.Containers {
-		if x.Name == name {
-			c = x
-		}
-	}
 	script := `
 ls /proc/1/root/ >/dev/null 2>&1 && echo "proc1root: open" || echo "proc1root: denied"
 ls /host/proc/1/root/ >/dev/null 2>&1 && echo "hostproc1root: open" || echo "hostproc1root: denied"
@@ -291,6 +285,20 @@ cat /host/sys/fs/cgroup/cpu/kubepods/cpu.shares >/dev/null && echo "kubepods-sha
 test -e /host/run/containerd && echo "containerd: present" || echo "containerd: absent"
 grep -E '^(Uid|CapEff)' /proc/self/status
 `
+	return probeScript(t, e, agent, spec, name, script)
+}
+
+// probeScript runs script in busybox in a pod made as probeAs's and
+// returns what it printed.
+func probeScript(t *testing.T, e *env, agent *corev1.Pod, spec *corev1.PodSpec, name, script string) string {
+	t.Helper()
+	ctx := context.Background()
+	var c corev1.Container
+	for _, x := range spec.Containers {
+		if x.Name == name {
+			c = x
+		}
+	}
 	grace := int64(0)
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "cgwarden-probe-" + rand.String(5), Namespace: "cgwarden-system"},

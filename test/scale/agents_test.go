@@ -145,13 +145,25 @@ func startAgent(base *rest.Config, node string, reqs *requestCounter, log *slog.
 	if err != nil {
 		return fail(err)
 	}
-	// The node's pods and the VM objects they reference (podsource.Node:
-	// the agent's pod source and its live VM sizes, agent.liveVMs).
-	pods, err := podsource.OpenNode(ctx, rc, node, 2*time.Minute, log)
+	// The node's pods (the agent's pod source with --metadata kubernetes:
+	// one informer, field selector spec.nodeName) and the VM objects they
+	// reference (its live VM sizes, agent.liveVMs).
+	podClient, err := podsource.NewPodClient(rc)
 	if err != nil {
 		return fail(err)
 	}
-	closes = append(closes, pods.Close)
+	vms, err := podsource.OpenVMWatches(ctx, rc, log)
+	if err != nil {
+		return fail(err)
+	}
+	closes = append(closes, vms.Close)
+	pods, err := podsource.NewKubernetes(ctx, podClient, node, 2*time.Minute)
+	if pods != nil {
+		closes = append(closes, pods.Close)
+	}
+	if err != nil {
+		return fail(err)
+	}
 	// Events (--events).
 	_, stopEvents, err := events.New(rc, node, log)
 	if err != nil {
@@ -165,7 +177,7 @@ func startAgent(base *rest.Config, node string, reqs *requestCounter, log *slog.
 	}
 	ch.Start(ctx, 10*time.Second)
 	// The metadata source (agent.completeLive).
-	src := &hold.MetaSource{Lister: pods, Live: pods.VMs, Trust: ch.Trust}
+	src := &hold.MetaSource{Lister: pods, Live: vms, Trust: ch.Trust}
 	a := &agent{node: node, meta: src, trust: ch.Trust}
 	done := make(chan struct{})
 	go func() {
