@@ -58,7 +58,7 @@ ls /proc/$N/root/ >/dev/null 2>&1 && echo "nri-root: open" || echo "nri-root: de
 ls /host/proc/$N/root/ >/dev/null 2>&1 && echo "host-nri-root: open" || echo "host-nri-root: denied"
 test -e /proc/$N/root/var/run/nri/nri.sock && echo "nri-socket: reachable" || echo "nri-socket: unreachable"
 cat /proc/$N/environ >/dev/null 2>&1 && echo "nri-environ: open" || echo "nri-environ: denied"
-ls /proc/$N/fd/ >/dev/null 2>&1 && echo "nri-fd: open" || echo "nri-fd: denied"
+readlink /proc/$N/fd/0 >/dev/null 2>&1 && echo "nri-fd: open" || echo "nri-fd: denied"
 sleep 30 & S=$!
 ls /proc/$S/root/ >/dev/null 2>&1 && echo "peer-root: open" || echo "peer-root: denied"
 kill $S
