@@ -35,14 +35,18 @@ func TestAgentRefusesAnAdoptionDecoy(t *testing.T) {
 	pod := "kubepods.slice/kubepods-pod" + under + ".slice"
 	literal := "kubepods-pod" + under + ".slice:cri-containerd:" + id
 	decoy := "tenant/" + literal
-	for _, d := range []string{"kubepods.slice", pod, literal, "tenant", decoy} {
+	// The pod's pause in a scope of its own and the tenant's shell in a
+	// leaf: on cgroup v2 a cgroup with children holds no process (the
+	// adopter makes the container's scope beside the pause's).
+	pause := pod + "/cri-containerd-" + strings.Repeat("9a", 32) + ".scope"
+	for _, d := range []string{"kubepods.slice", pod, pause, literal, "tenant", "tenant/shell", decoy} {
 		s.Mkdir(d)
 	}
 	// Runs before the scratch's own cleanup: every process under the
 	// scratch killed (the tenant's orphan, the adopted container), and the
 	// cgroup the adopter made removed.
 	t.Cleanup(func() {
-		for _, d := range []string{decoy, "tenant", pod + "/cri-containerd-" + id + ".scope", literal, pod} {
+		for _, d := range []string{decoy, "tenant/shell", pod + "/cri-containerd-" + id + ".scope", literal, pause} {
 			for _, pid := range scratchPIDs(s, d) {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 			}
@@ -57,7 +61,7 @@ func TestAgentRefusesAnAdoptionDecoy(t *testing.T) {
 			}
 		}
 	})
-	s.Start(pod, "sleep", "3600") // the pod's pause: the test process is its runtime
+	s.Start(pause, "sleep", "3600") // the pod's pause: the test process is its runtime
 	ctr := s.Start(literal, "sleep", "3600").Process.Pid
 	pods := &lister{}
 	pods.set([]metadata.Pod{{UID: uid, Name: "victim", Namespace: "prod", Containers: []metadata.Container{{Name: "main", ID: id}}}})
@@ -72,11 +76,11 @@ func TestAgentRefusesAnAdoptionDecoy(t *testing.T) {
 
 	// The tenant's decoy: a process of a tenant's shell, in a cgroup named
 	// like the container.
-	shell := s.Start("tenant", "sh", "-c", "sleep 3600 & wait").Process.Pid
+	shell := s.Start("tenant/shell", "sh", "-c", "sleep 3600 & wait").Process.Pid
 	intruder := 0
 	deadline := time.Now().Add(5 * time.Second)
 	for intruder == 0 {
-		for _, pid := range scratchPIDs(s, "tenant") {
+		for _, pid := range scratchPIDs(s, "tenant/shell") {
 			if pid != shell {
 				intruder = pid
 			}

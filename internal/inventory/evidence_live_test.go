@@ -37,13 +37,15 @@ func newDecoyRig(t *testing.T, withPause bool) *decoyRig {
 	r.pod = "kubepods.slice/kubepods-pod" + under + ".slice"
 	r.literal = "kubepods-pod" + under + ".slice:cri-containerd:" + r.id
 	r.decoy = "tenant/kubepods-pod" + under + ".slice:cri-containerd:" + r.id
-	for _, d := range []string{"kubepods.slice", r.pod, r.literal, "tenant", r.decoy} {
+	// The tenant's shell in a leaf of its own: on cgroup v2 a cgroup
+	// with children (the decoy) holds no process.
+	for _, d := range []string{"kubepods.slice", r.pod, r.literal, "tenant", "tenant/shell", r.decoy} {
 		s.Mkdir(d)
 	}
 	// Runs before the scratch's cleanup: the tenant's orphaned sleep is
 	// nobody's child the scratch knows.
 	t.Cleanup(func() {
-		for _, d := range []string{r.decoy, "tenant"} {
+		for _, d := range []string{r.decoy, "tenant/shell"} {
 			for _, pid := range pids(s, d) {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 			}
@@ -53,10 +55,10 @@ func newDecoyRig(t *testing.T, withPause bool) *decoyRig {
 		r.pause = s.Start(r.pod, "sleep", "3600").Process.Pid
 	}
 	r.ctr = s.Start(r.literal, "sleep", "3600").Process.Pid
-	shell := s.Start("tenant", "sh", "-c", "sleep 3600 & wait").Process.Pid
+	shell := s.Start("tenant/shell", "sh", "-c", "sleep 3600 & wait").Process.Pid
 	deadline := time.Now().Add(5 * time.Second)
 	for r.intruder == 0 {
-		for _, pid := range pids(s, "tenant") {
+		for _, pid := range pids(s, "tenant/shell") {
 			if pid != shell {
 				r.intruder = pid
 			}
