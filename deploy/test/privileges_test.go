@@ -210,6 +210,10 @@ func checkLockedAdding(t *testing.T, what string, spec, c map[string]any, add []
 	}
 }
 
+// agentUID is the observe-only agent's user and group in every
+// configuration: one that no common image or daemon uses.
+const agentUID = 64720
+
 // Observe-only: a non-root user without capabilities, every host path
 // mounted read-only and recursively so, no runtime socket, no journal.
 func TestObserveOnlyHoldsNothingToWrite(t *testing.T) {
@@ -223,6 +227,12 @@ func TestObserveOnlyHoldsNothingToWrite(t *testing.T) {
 		csc := c["securityContext"].(map[string]any)
 		if csc["runAsNonRoot"] != true || csc["runAsUser"] == float64(0) {
 			t.Errorf("%s: runs as %v (runAsNonRoot %v), want a non-root user", what, csc["runAsUser"], csc["runAsNonRoot"])
+		}
+		// A user of its own: on the host's network, its SO_REUSEPORT
+		// listeners share the port with any socket of the same user.
+		if csc["runAsUser"] != float64(agentUID) || csc["runAsGroup"] != float64(agentUID) {
+			t.Errorf("%s: runs as user %v group %v, want the agent's own %d (not a shared one such as nobody's 65534 or distroless's 65532)",
+				what, csc["runAsUser"], csc["runAsGroup"], agentUID)
 		}
 		hp := hostPaths(spec)
 		ms := mounts(c)

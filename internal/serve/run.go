@@ -110,7 +110,7 @@ const listenRetry = time.Second
 // every listenRetry for up to ep.Wait (logged once), and gives up with
 // nil, nil when ctx ends first. The case it is for: a DaemonSet update
 // with maxSurge from an agent of another user (observe-only runs as
-// 65534, fix mode as root) — SO_REUSEPORT shares an address only among
+// 64720, fix mode as root) — SO_REUSEPORT shares an address only among
 // sockets of one effective UID, so the new agent cannot listen until the
 // old one has gone; the old one goes once the new pod is Ready, which the
 // kubelet's probes of the node's address (answered by the old agent

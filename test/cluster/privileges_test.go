@@ -211,8 +211,15 @@ func TestObserveOnlyAgentPrivileges(t *testing.T) {
 			t.Errorf("container %s: CapEff %#x, the manifest names %#x", c.Name, got, want)
 		}
 		if c.Name == "cgwarden" {
-			if uid := strings.Fields(st["Uid"]); len(uid) == 0 || uid[1] == "0" {
-				t.Errorf("the observe-only agent runs as uid %v, want a non-root user", uid)
+			// The user the manifest names, and one of its own: not root,
+			// not nobody (its SO_REUSEPORT listeners on the host's network
+			// share their port with any socket of the same user).
+			want := "0"
+			if sc := c.SecurityContext; sc != nil && sc.RunAsUser != nil {
+				want = strconv.FormatInt(*sc.RunAsUser, 10)
+			}
+			if uid := strings.Fields(st["Uid"]); len(uid) < 2 || uid[1] != want || want == "0" || want == "65534" {
+				t.Errorf("the observe-only agent runs as uid %v (the manifest: %s), want a non-root user of its own", uid, want)
 			}
 		}
 	}
