@@ -143,7 +143,8 @@ func ForPod(p *inventory.Pod) Pod {
 			ap.Outside = ap.Outside || !c.Leftover
 		}
 		// A leftover's cgroup counts toward the pod (above) but is not a
-		// container of its own: its twin inside the pod is.
+		// container of its own: its twin inside the pod is, and takes its
+		// figures (below, once every twin is known).
 		if c.Sandbox || c.Leftover {
 			continue
 		}
@@ -160,10 +161,45 @@ func ForPod(p *inventory.Pod) Pod {
 		}
 		ap.Containers = append(ap.Containers, Container{Container: c, Usage: Own(c.Cgroup)})
 	}
+	foldLeftovers(p, ap.Containers)
 	parts := make([]Usage, len(ap.Parts))
 	for i, c := range ap.Parts {
 		parts[i] = Own(c)
 	}
 	ap.Usage = sum(parts)
 	return ap
+}
+
+// foldLeftovers adds each leftover's figures (the runtime's emptied
+// directory of a container moved home) to the container it was: its
+// frozen CPU counter, so that the container's cumulative CPU does not
+// fall back to what the new cgroup counted since the move (a counter that
+// drops reads as a reset to every rate()), and the memory still charged
+// there (charges stay where they were made on cgroup v2 and on v1 from
+// Linux 6.13, which removed charge moving). Without them metrics-server
+// drops a moved container whose new cgroup has no memory charged yet
+// ("Failed getting complete container metric") and the HPA reads its pod
+// as unknown.
+func foldLeftovers(p *inventory.Pod, cs []Container) {
+	for _, c := range p.Containers {
+		if !c.Leftover || c.ID == "" {
+			continue
+		}
+		if i := slices.IndexFunc(cs, func(o Container) bool { return o.ID == c.ID }); i >= 0 {
+			cs[i].Usage = withLeftover(cs[i].Usage, Own(c.Cgroup))
+		}
+	}
+}
+
+// withLeftover is u with a leftover's counters and charges added: its
+// cumulative CPU and its memory; not its rate (it runs nothing) nor a
+// limit.
+func withLeftover(u, left Usage) Usage {
+	u.CPUUsageNs = addU(u.CPUUsageNs, left.CPUUsageNs)
+	u.MemoryUsageBytes = addU(u.MemoryUsageBytes, left.MemoryUsageBytes)
+	u.WorkingSetBytes = addU(u.WorkingSetBytes, left.WorkingSetBytes)
+	u.RSSBytes = addU(u.RSSBytes, left.RSSBytes)
+	u.PageFaults = addU(u.PageFaults, left.PageFaults)
+	u.MajorPageFaults = addU(u.MajorPageFaults, left.MajorPageFaults)
+	return u
 }

@@ -1,0 +1,259 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// hpaMax is the seed's HPA's maxReplicas brought to what a 2-core node
+// holds beside the lane (the seed: 10): three busy pods at their 500m
+// limit are 1.5 cores.
+const hpaMax = 3
+
+// TestSeedHPAScenario is seed 003's own acceptance test ("If Pod metrics
+// were properly reported, the app replicas would increase") on the lane:
+// the seed's Deployment (requests 100m/400Mi, limits 500m/600M; the lane's
+// busybox and its misplace runtime in place of the Spin image and the
+// wasmtime-spin-v2 class; a CPU loop switched on and off by a file on the
+// node in place of bombardier's requests through the Service, which the
+// lane's host-network pods have no proxy for) and the seed's HPA
+// (averageUtilization 50; maxReplicas 3 instead of 10; scale-down
+// stabilisation 0 s instead of the default 300 s, so the fall is seen in
+// CI time). One Deployment and one load run go through the modes:
+//
+//  1. without cgwarden: the HPA scales up. On this stack metrics-server
+//     sums the containers' series, which the kubelet takes from
+//     containerd's CRI stats of each container's own cgroup wherever it
+//     is (docs/findings.md: the seed's static `kubectl top` was its shim
+//     reporting microseconds as nanoseconds, not the placement). What is
+//     blind is the pod level: the Summary's pods[].cpu, the seed's step 2,
+//     reads the empty pod cgroup (0) while its containers burn;
+//  2. repair (the fixing agent with cgwarden nri,
+//     testdata/agent-fix-nri-tls), metrics-server still reading the
+//     kubelet: the pods' own figures are right, but the runtime's figures
+//     for a moved container stay on the cgroup it made (0), so the HPA,
+//     blind to the repaired containers, falls below its maximum under
+//     load. Repair alone breaks the HPA on this stack;
+//  3. metrics-server reading the agent (observe-only serving's figures,
+//     from where each container's processes are): the HPA returns to its
+//     maximum under load, and the pods it adds are placed right by the
+//     NRI plugin from the start;
+//  4. the load off: the HPA scales back to one replica.
+func TestSeedHPAScenario(t *testing.T) {
+	e := cluster(t)
+	importAgentImage(t)
+	ns := e.namespace(t)
+	root, _ := cgroupRoot()
+	loadDir, err := os.MkdirTemp("", "cgwarden-hpa-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(loadDir) })
+	on := filepath.Join(loadDir, "on")
+	if err := os.WriteFile(on, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.seedDeployment(t, ns, loadDir)
+	e.seedHPA(t, ns)
+	kubelet := e.kubeletClient(t)
+
+	// 1. Without cgwarden.
+	start := time.Now()
+	e.waitReplicas(t, ns, 3*time.Minute, "the HPA scales up without cgwarden", func(n int32) bool { return n > 1 })
+	t.Logf("without cgwarden: scaled up %v after the Deployment was made (HPA: %s)", time.Since(start).Round(time.Second), e.hpaState(t, ns))
+	pods := e.runningPods(t, ns, "spin-test", int(e.replicas(t, ns)), 2*time.Minute)
+	for name, p := range pods {
+		if !misplacedAtRoot(root, p) {
+			t.Fatalf("pod %s is not misplaced by the misplace runtime", name)
+		}
+	}
+	var blind map[string]podCPU
+	poll(t, 90*time.Second, "the kubelet's Summary: the pods at 0, their containers busy", func() (bool, string, error) {
+		blind = summaryCPU(t, kubelet, ns)
+		n := 0
+		for name := range pods {
+			if v, ok := blind[name]; ok && v.pod <= 0 && v.containers > 50e6 {
+				n++
+			}
+		}
+		return n == len(pods), fmt.Sprint(blind), nil
+	})
+	t.Logf("without cgwarden, the Summary (nanocores): %v", blind)
+
+	// 2. Repair and prevention, metrics-server still reading the kubelet.
+	ca, cert, key := servingCert(t, e.node)
+	agentCertSecret(t, e, cert, key)
+	installAgent(t, e, "testdata/agent-fix-nri-tls")
+	repaired := time.Now()
+	var moved map[string]podCPU
+	poll(t, 2*time.Minute, "the kubelet's pod figures right after repair", func() (bool, string, error) {
+		moved = summaryCPU(t, kubelet, ns)
+		n, present := 0, 0
+		for name := range pods { // those the HPA has not removed since
+			if v, ok := moved[name]; ok {
+				present++
+				if v.pod > 200e6 {
+					n++
+				}
+			}
+		}
+		return present > 0 && n == present, fmt.Sprint(moved), nil
+	})
+	t.Logf("repair: the pods' own figures right %v after the agent was Ready; the Summary (nanocores): %v",
+		time.Since(repaired).Round(time.Second), moved)
+	// The runtime's own figures for a container stay on the cgroup it
+	// made: containerd's runc shim loaded the container's cgroup by its
+	// PID at start and reads that one for the CRI's stats, so a moved
+	// container reads 0 there, and metrics-server, which sums the
+	// kubelet's container series, gives the HPA 0 for it under load.
+	// Shown, not assumed: the HPA falls below its maximum.
+	e.waitReplicas(t, ns, 2*time.Minute, "the kubelet-backed HPA blind to the repaired containers", func(n int32) bool { return n < hpaMax })
+	t.Logf("repair, metrics-server reading the kubelet: %d replicas under load (HPA: %s)", e.replicas(t, ns), e.hpaState(t, ns))
+
+	// 3. metrics-server reading the agent, which reads each container
+	// where its processes are: the HPA sees the load again.
+	caFile := filepath.Join(t.TempDir(), "agent-ca.crt")
+	if err := os.WriteFile(caFile, ca, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	startMetricsServer(t, metricsServerAccount(t, e, ns), caFile)
+	switchAPIService(t, e, cgwardenMetricsPort)
+	served := time.Now()
+	e.waitReplicas(t, ns, 3*time.Minute, "the HPA at its maximum under load, metrics-server reading the agent", func(n int32) bool { return n == hpaMax })
+	t.Logf("repair, metrics-server reading the agent: %d replicas %v after the switch (HPA: %s)",
+		e.replicas(t, ns), time.Since(served).Round(time.Second), e.hpaState(t, ns))
+	// The pods the HPA added with cgwarden nri installed were placed
+	// right from the start.
+	fresh := 0
+	for name, p := range e.runningPods(t, ns, "spin-test", hpaMax, 2*time.Minute) {
+		if _, old := pods[name]; old {
+			continue
+		}
+		fresh++
+		home := filepath.Join(root, "kubepods", "burstable", "pod"+string(p.UID), containerID(p))
+		if misplacedAtRoot(root, p) || len(procs(home)) == 0 {
+			t.Errorf("pod %s, made with cgwarden nri installed: not in %s (misplaced at the root: %v)", p.Name, home, misplacedAtRoot(root, p))
+		}
+	}
+	if fresh == 0 {
+		t.Errorf("no pod made after cgwarden nri was installed (the HPA did not scale up again)")
+	}
+
+	// 4. The load off.
+	if err := os.Remove(on); err != nil {
+		t.Fatal(err)
+	}
+	off := time.Now()
+	e.waitReplicas(t, ns, 3*time.Minute, "the HPA scales back to one replica", func(n int32) bool { return n == 1 })
+	t.Logf("load off: one replica %v later (HPA: %s)", time.Since(off).Round(time.Second), e.hpaState(t, ns))
+}
+
+// misplacedAtRoot reports whether p's container cgroup is the literal
+// directory at the cpu hierarchy's root that the misplace runtime makes
+// (the runwasi shim's name for a Burstable pod's container).
+func misplacedAtRoot(root string, p *corev1.Pod) bool {
+	lit := "kubepods-burstable-pod" + strings.ReplaceAll(string(p.UID), "-", "_") + ".slice:cri-containerd:" + containerID(p)
+	_, err := os.Stat(filepath.Join(root, lit))
+	return err == nil
+}
+
+// seedDeployment is seed 003's Deployment on the lane: one replica of a
+// container that burns CPU while loadDir/on exists on the node.
+func (e *env) seedDeployment(t *testing.T, ns, loadDir string) {
+	t.Helper()
+	one, replicas := int64(1), int32(1)
+	class := misplaceClass
+	labels := map[string]string{"app": "spin-test"}
+	loop := `while :; do if [ -e /load/on ]; then i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; else sleep 1; fi; done`
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "spin-test", Namespace: ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					HostNetwork: true, RuntimeClassName: &class, TerminationGracePeriodSeconds: &one,
+					Containers: []corev1.Container{{Name: "spin-test", Image: busybox, ImagePullPolicy: corev1.PullNever,
+						Command: []string{"sh", "-c", loop},
+						Resources: corev1.ResourceRequirements{
+							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("400Mi")},
+							Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("600M")},
+						},
+						VolumeMounts: []corev1.VolumeMount{{Name: "load", MountPath: "/load", ReadOnly: true}}}},
+					Volumes: []corev1.Volume{{Name: "load", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: loadDir}}}},
+				},
+			},
+		},
+	}
+	if _, err := e.cs.AppsV1().Deployments(ns).Create(context.Background(), d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// seedHPA is seed 003's HPA (cpu averageUtilization 50, from one
+// replica) with maxReplicas hpaMax and no scale-down stabilisation.
+func (e *env) seedHPA(t *testing.T, ns string) {
+	t.Helper()
+	minR, fifty, zero := int32(1), int32(50), int32(0)
+	h := &autoscalingv2.HorizontalPodAutoscaler{
+		ObjectMeta: metav1.ObjectMeta{Name: "spinapp-autoscaler", Namespace: ns},
+		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
+			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "spin-test"},
+			MinReplicas:    &minR, MaxReplicas: hpaMax,
+			Metrics: []autoscalingv2.MetricSpec{{Type: autoscalingv2.ResourceMetricSourceType, Resource: &autoscalingv2.ResourceMetricSource{
+				Name: corev1.ResourceCPU, Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: &fifty}}}},
+			Behavior: &autoscalingv2.HorizontalPodAutoscalerBehavior{
+				ScaleDown: &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: &zero}},
+		},
+	}
+	if _, err := e.cs.AutoscalingV2().HorizontalPodAutoscalers(ns).Create(context.Background(), h, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// replicas is the Deployment's desired replica count, as the HPA set it.
+func (e *env) replicas(t *testing.T, ns string) int32 {
+	t.Helper()
+	d, err := e.cs.AppsV1().Deployments(ns).Get(context.Background(), "spin-test", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return *d.Spec.Replicas
+}
+
+// waitReplicas waits until the Deployment's desired replicas satisfy ok.
+func (e *env) waitReplicas(t *testing.T, ns string, timeout time.Duration, what string, ok func(int32) bool) {
+	t.Helper()
+	poll(t, timeout, what, func() (bool, string, error) {
+		n := e.replicas(t, ns)
+		return ok(n), fmt.Sprintf("%d replicas; HPA %s", n, e.hpaState(t, ns)), nil
+	})
+}
+
+// hpaState is the HPA's current CPU utilisation and replica counts.
+func (e *env) hpaState(t *testing.T, ns string) string {
+	t.Helper()
+	h, err := e.cs.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(context.Background(), "spinapp-autoscaler", metav1.GetOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	util := "unknown"
+	for _, m := range h.Status.CurrentMetrics {
+		if m.Resource != nil && m.Resource.Current.AverageUtilization != nil {
+			util = fmt.Sprintf("%d%%", *m.Resource.Current.AverageUtilization)
+		}
+	}
+	return fmt.Sprintf("cpu %s/50%%, %d → %d replicas", util, h.Status.CurrentReplicas, h.Status.DesiredReplicas)
+}
