@@ -37,6 +37,34 @@ func (l Lab) containerdSocket() string {
 	return filepath.Join(l.Dir, "containerd", "containerd.sock")
 }
 
+// defaultSocket is containerd's default address, where the kubelet's
+// cAdvisor looks for it: kubelet v1.37 no longer has cAdvisor's
+// --containerd flag, so its containerd factory dials this path or none.
+const defaultSocket = "/run/containerd/containerd.sock"
+
+// linkDefaultSocket makes containerd reachable at its default address, as
+// on a real node, by a symbolic link to the lab's socket (connect(2)
+// follows it). Without it the kubelet's cAdvisor registers no containerd
+// factory ("Registration of the containerd container factory failed"), so
+// it never takes a container's figures from the container's cgroup and
+// always from the runtime's CRI stats: the lane then disagrees with a
+// real node wherever the two differ (a container moved out of the cgroup
+// its runtime made). /run/containerd is the lab's (up checks that no
+// other containerd runs; down removes it when up made it); an existing
+// socket there is left alone.
+func (l Lab) linkDefaultSocket() error {
+	if _, err := os.Lstat(defaultSocket); err == nil {
+		if t, err := os.Readlink(defaultSocket); err == nil && t == l.containerdSocket() {
+			return nil
+		}
+		return fmt.Errorf("%s exists and is not the lab's link: another containerd's?", defaultSocket)
+	}
+	if err := os.MkdirAll(filepath.Dir(defaultSocket), 0o711); err != nil {
+		return err
+	}
+	return os.Symlink(l.containerdSocket(), defaultSocket)
+}
+
 // ctr runs the ctr built beside the recorded containerd against its
 // socket, in the kubelet's namespace; "" and an error when there is no
 // containerd record.

@@ -259,6 +259,9 @@ func (l Lab) Up(ctx context.Context, c Config, logf func(string, ...any)) (err e
 			return err
 		}
 	}
+	if err := l.linkDefaultSocket(); err != nil {
+		return err
+	}
 	for _, img := range []string{"pause.tar", "busybox.tar"} {
 		if _, err := l.ctr(ctx, "images", "import", "--platform", "linux/amd64", filepath.Join(c.Images, img)); err != nil {
 			return fmt.Errorf("import %s: %w", img, err)
