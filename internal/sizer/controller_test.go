@@ -167,7 +167,8 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool
 // A refused resize is retried with backoff until it succeeds: the first
 // refusals PATCHes of each pod's resize are refused (429, 500, a server
 // timeout, a conflict: each a refusal the API server gives under load),
-// and every pod still ends at its VM's size with refusals+1 PATCHes,
+// and every pod still ends at its VM's size with refusals+1 PATCHes, of
+// which only the last is applied (never a second one for the one change),
 // counted failed and retried; a pod whose PATCH is always refused (422
 // Invalid) keeps being retried, no more often than RetryMax, with one
 // CPUResizeFailed Event per EventWindow.
@@ -197,7 +198,8 @@ func TestControllerRetriesRefusedResizes(t *testing.T) {
 		apierrors.NewConflict(corev1.Resource("pods"), "p", errors.New("the object has been modified")),
 	}
 	var mu sync.Mutex
-	patches := map[string]int{}
+	patches := map[string]int{} // resize PATCHes per pod
+	applied := map[string]int{} // of which let through to the tracker
 	cs.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		pa := a.(k8stesting.PatchAction)
 		if pa.GetSubresource() != "resize" {
@@ -213,6 +215,7 @@ func TestControllerRetriesRefusedResizes(t *testing.T) {
 		case n <= refusals:
 			return true, nil, refuse[(len(pa.GetName())+n)%len(refuse)]
 		}
+		applied[pa.GetName()]++
 		return false, nil, nil // the tracker applies the patch
 	})
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
@@ -280,6 +283,17 @@ func TestControllerRetriesRefusedResizes(t *testing.T) {
 		total += n
 	}
 	bad := patches["bad-runner"]
+	// One change of each VM, one PATCH applied: a retry never follows the
+	// one that succeeded.
+	for name := range sizes {
+		want := 1
+		if name == "bad" {
+			want = 0
+		}
+		if n := applied[name+"-runner"]; n != want {
+			t.Errorf("%s: %d resize PATCHes applied, want %d", name, n, want)
+		}
+	}
 	mu.Unlock()
 	failed := testutil.ToFloat64(c.Metrics.resizes.WithLabelValues("failed"))
 	if want := float64(total - 4); failed != want {

@@ -1,8 +1,6 @@
 package sizer
 
 import (
-	"strings"
-
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -26,20 +24,21 @@ var (
 	_ cache.TransformFunc = nodeAllocatableOnly
 )
 
-// annotationPrefix is the prefix of every annotation the sizer reads
-// (AnnotationCPU, AnnotationCPUContainer) or writes (AnnotationSized).
-const annotationPrefix = "cgwarden.io/"
-
 // slimRunnerPod keeps of a runner pod:
 //   - metadata: name, namespace, uid, resourceVersion (the store's and the
 //     reflector's), deletionTimestamp (a pod being deleted is skipped),
 //     the vm.neon.tech/name label (the lister's selector, the key of the
-//     pod's VM), the cgwarden.io/ annotations and the owner references;
+//     pod's VM) and the cgwarden.io/cpu-container annotation (which
+//     container runs the VM: vmContainer);
 //   - spec: nodeName (its node's allocatable CPU), each container's name
 //     and resources, the pod-level resources;
-//   - status: phase, qosClass, the PodResizePending and PodResizeInProgress
-//     conditions, and each container status's name and resources (what
-//     the kubelet applied).
+//   - status: phase, qosClass and the PodResizePending condition.
+//
+// Nothing else: owner references and the other annotations are read only
+// by the webhook, of the pod under review, never of the cache; and
+// DecideResize compares the VM's size with the spec, learning that the
+// kubelet has not applied it from PodResizePending alone, not from the
+// container statuses.
 func slimRunnerPod(obj any) (any, error) {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -47,18 +46,13 @@ func slimRunnerPod(obj any) (any, error) {
 	}
 	s := &corev1.Pod{TypeMeta: p.TypeMeta, ObjectMeta: metav1.ObjectMeta{
 		Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
-		DeletionTimestamp: p.DeletionTimestamp, OwnerReferences: p.OwnerReferences,
+		DeletionTimestamp: p.DeletionTimestamp,
 	}}
 	if v, ok := p.Labels[vmsize.LabelNeonVM]; ok {
 		s.Labels = map[string]string{vmsize.LabelNeonVM: v}
 	}
-	for k, v := range p.Annotations {
-		if strings.HasPrefix(k, annotationPrefix) {
-			if s.Annotations == nil {
-				s.Annotations = map[string]string{}
-			}
-			s.Annotations[k] = v
-		}
+	if v, ok := p.Annotations[vmsize.AnnotationContainer]; ok {
+		s.Annotations = map[string]string{vmsize.AnnotationContainer: v}
 	}
 	s.Spec.NodeName, s.Spec.Resources = p.Spec.NodeName, p.Spec.Resources
 	if p.Spec.Containers != nil {
@@ -69,14 +63,8 @@ func slimRunnerPod(obj any) (any, error) {
 	}
 	s.Status.Phase, s.Status.QOSClass = p.Status.Phase, p.Status.QOSClass
 	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodResizePending || c.Type == corev1.PodResizeInProgress {
+		if c.Type == corev1.PodResizePending {
 			s.Status.Conditions = append(s.Status.Conditions, c)
-		}
-	}
-	if p.Status.ContainerStatuses != nil {
-		s.Status.ContainerStatuses = make([]corev1.ContainerStatus, len(p.Status.ContainerStatuses))
-		for i, c := range p.Status.ContainerStatuses {
-			s.Status.ContainerStatuses[i] = corev1.ContainerStatus{Name: c.Name, Resources: c.Resources}
 		}
 	}
 	return s, nil
