@@ -140,6 +140,20 @@ func (e *env) tenant(t *testing.T, ns string) *kubernetes.Clientset {
 	return e.clientAs(t, "system:serviceaccount:"+ns+":tenant", "system:serviceaccounts", "system:serviceaccounts:"+ns, "system:authenticated")
 }
 
+// installSizePolicy applies the size policy (deploy/kustomize/size-policy)
+// and deletes it when the test ends, waiting until it is no longer
+// enforced.
+func (e *env) installSizePolicy(t *testing.T) {
+	t.Helper()
+	if out, err := runKubectl(e, "apply", "-k", sizePolicyDir); err != nil {
+		t.Fatalf("kubectl apply -k %s: %v\n%s", sizePolicyDir, err, out)
+	}
+	t.Cleanup(func() {
+		runKubectl(e, "delete", "-k", sizePolicyDir, "--ignore-not-found")
+		e.sizePolicyUnenforced(t)
+	})
+}
+
 // sizePolicyUnenforced waits until the API server admits an annotated pod
 // in the default namespace (a dry run, as the administrator): a deleted
 // policy leaves the admission plugin's cache a moment later, and a test
@@ -183,13 +197,7 @@ func vmOwned(name string, uid types.UID) *corev1.Pod {
 func TestSizePolicy(t *testing.T) {
 	e := cluster(t)
 	ctx := context.Background()
-	if out, err := runKubectl(e, "apply", "-k", sizePolicyDir); err != nil {
-		t.Fatalf("kubectl apply -k %s: %v\n%s", sizePolicyDir, err, out)
-	}
-	t.Cleanup(func() {
-		runKubectl(e, "delete", "-k", sizePolicyDir, "--ignore-not-found")
-		e.sizePolicyUnenforced(t)
-	})
+	e.installSizePolicy(t)
 	ns := e.namespace(t)
 	tenant := e.tenant(t, ns)
 	dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}

@@ -26,13 +26,7 @@ import (
 func TestSizePolicyCoversEveryPodWrite(t *testing.T) {
 	e := cluster(t)
 	ctx := context.Background()
-	if out, err := runKubectl(e, "apply", "-k", sizePolicyDir); err != nil {
-		t.Fatalf("kubectl apply -k %s: %v\n%s", sizePolicyDir, err, out)
-	}
-	t.Cleanup(func() {
-		runKubectl(e, "delete", "-k", sizePolicyDir, "--ignore-not-found")
-		e.sizePolicyUnenforced(t)
-	})
+	e.installSizePolicy(t)
 	ns := e.namespace(t)
 	writer := e.clientAs(t, "system:serviceaccount:"+ns+":writer", "system:masters", "system:authenticated")
 	dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
