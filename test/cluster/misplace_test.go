@@ -216,22 +216,34 @@ func (e *env) installAgent(t *testing.T, overlay string) (uid string, ready time
 			t.Logf("the agent's log (last 40 lines):\n%s", logs)
 		}
 	})
-	poll(t, 60*time.Second, "the agent Ready", func() (bool, string, error) {
+	// One agent per node, each Ready: the host's, and the systemd guest's
+	// when it has joined (under TCG its pod takes minutes to start).
+	nodes, err := e.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait := 60 * time.Second
+	if len(nodes.Items) > 1 {
+		wait = 300 * time.Second
+	}
+	poll(t, wait, "the agent Ready on every node", func() (bool, string, error) {
 		pods, err := e.cs.CoreV1().Pods("cgwarden-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=cgwarden"})
 		if err != nil {
 			return false, "", err
 		}
-		if len(pods.Items) != 1 {
-			return false, fmt.Sprintf("%d agent pods", len(pods.Items)), nil
+		if len(pods.Items) != len(nodes.Items) {
+			return false, fmt.Sprintf("%d agent pods, %d nodes", len(pods.Items), len(nodes.Items)), nil
 		}
-		p := pods.Items[0]
-		uid = string(p.UID)
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-				return true, "", nil
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			if !podReady(p) {
+				return false, p.Spec.NodeName + ": " + describe(p), nil
+			}
+			if p.Spec.NodeName == e.node {
+				uid = string(p.UID)
 			}
 		}
-		return false, describe(&p), nil
+		return uid != "", "no agent on " + e.node, nil
 	})
 	return uid, time.Now(), uninstall
 }

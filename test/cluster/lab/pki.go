@@ -3,6 +3,7 @@ package lab
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"time"
@@ -36,6 +37,13 @@ type cert struct {
 	sub      certs.Subject
 }
 
+// GuestNode is the name of the lane's second node, the systemd guest
+// (scripts/vmtest --node with VMTEST_JOIN): an address, so that the API
+// server and metrics-server dial it (its Hostname address, and the kubelet
+// takes a name that is an IP address as its InternalIP too) at the host's
+// loopback address where QEMU forwards its ports.
+const GuestNode = "127.0.0.2"
+
 // apiServerHosts are the names and addresses the API server answers to:
 // the loopback and the kubernetes Service's names and ClusterIP.
 var apiServerHosts = []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
@@ -52,6 +60,10 @@ func certificates(node string) []cert {
 		{"scheduler", "ca", certs.Subject{Name: "system:kube-scheduler", Client: true}},
 		{"kubelet", "ca", certs.Subject{Name: "system:node:" + node, Groups: []string{"system:nodes"}, Client: true}},
 		{"kubelet-serving", "ca", certs.Subject{Name: node, Hosts: []string{node, "127.0.0.1"}, Client: true}},
+		// The guest node's kubelet: its client and serving certificates
+		// (WriteGuestKit puts them in the kit the guest boots with).
+		{"guest-kubelet", "ca", certs.Subject{Name: "system:node:" + GuestNode, Groups: []string{"system:nodes"}, Client: true}},
+		{"guest-kubelet-serving", "ca", certs.Subject{Name: GuestNode, Hosts: []string{GuestNode, "127.0.0.1"}, Client: true}},
 		// metrics-server reads nodes and pods, the aggregation layer's
 		// configuration, and scrapes the kubelet: an admin here.
 		{"metrics-server", "ca", certs.Subject{Name: "cgwarden-metrics-server", Groups: masters, Client: true}},
@@ -109,7 +121,56 @@ func (p PKI) Write(now time.Time) error {
 			return err
 		}
 	}
-	return nil
+	return p.writeGuestKit()
+}
+
+// GuestKit is the directory, under the lane's, of what the guest node
+// boots with (scripts/vmtest --node with VMTEST_JOIN set to it).
+func GuestKit(dir string) string { return filepath.Join(dir, "guest") }
+
+// writeGuestKit writes GuestKit(Dir): node-name; kubelet.kubeconfig (the
+// guest's kubelet as system:node:<GuestNode>, everything inline, the API
+// server at https://127.0.0.1:<port of Server> where the guest forwards
+// its own loopback to the host's); kubelet.crt (its serving certificate
+// and the lane's CA after it, where the kubelet looks for its own) and
+// kubelet.key; ca.crt.
+func (p PKI) writeGuestKit() error {
+	pki, kit := filepath.Join(p.Dir, "pki"), GuestKit(p.Dir)
+	if err := os.Mkdir(kit, 0o755); err != nil {
+		return fmt.Errorf("lab guest kit: %w", err)
+	}
+	var readErr error
+	read := func(name string) []byte {
+		b, err := os.ReadFile(filepath.Join(pki, name))
+		if readErr == nil {
+			readErr = err
+		}
+		return b
+	}
+	ca, cert, key := read("ca.crt"), read("guest-kubelet.crt"), read("guest-kubelet.key")
+	serving, servingKey := read("guest-kubelet-serving.crt"), read("guest-kubelet-serving.key")
+	if readErr != nil {
+		return fmt.Errorf("lab guest kit: %w", readErr)
+	}
+	u, err := url.Parse(p.Server)
+	if err != nil {
+		return fmt.Errorf("lab guest kit: the API server's URL: %w", err)
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["cgwarden"] = &clientcmdapi.Cluster{Server: "https://127.0.0.1:" + u.Port(), CertificateAuthorityData: ca}
+	cfg.AuthInfos["kubelet"] = &clientcmdapi.AuthInfo{ClientCertificateData: cert, ClientKeyData: key}
+	cfg.Contexts["cgwarden"] = &clientcmdapi.Context{Cluster: "cgwarden", AuthInfo: "kubelet"}
+	cfg.CurrentContext = "cgwarden"
+	if err := clientcmd.WriteToFile(*cfg, filepath.Join(kit, "kubelet.kubeconfig")); err != nil {
+		return err
+	}
+	for name, b := range map[string][]byte{"node-name": []byte(GuestNode + "\n"), "ca.crt": ca,
+		"kubelet.crt": append(append([]byte{}, serving...), ca...)} {
+		if err := os.WriteFile(filepath.Join(kit, name), b, 0o644); err != nil {
+			return err
+		}
+	}
+	return os.WriteFile(filepath.Join(kit, "kubelet.key"), servingKey, 0o600)
 }
 
 // writePair writes name.crt and name.key (0600) in dir.

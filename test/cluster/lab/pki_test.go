@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -125,5 +126,63 @@ func TestPKI(t *testing.T) {
 	}
 	if err := p.Write(now); err == nil {
 		t.Error("a second Write over an existing PKI succeeded")
+	}
+}
+
+// TestGuestKit: the guest node's kubeconfig reaches the API server's port
+// on the guest's own loopback, as system:node:<GuestNode> of the cluster
+// CA, with nothing outside the kit named; its serving certificate (the
+// CA after it, as the kubelet's own file is) verifies for GuestNode; the
+// key is 0600.
+func TestGuestKit(t *testing.T) {
+	p := PKI{Dir: t.TempDir(), Node: "node-a", Server: "https://127.0.0.1:16443"}
+	now := time.Now()
+	if err := p.Write(now); err != nil {
+		t.Fatal(err)
+	}
+	kit := GuestKit(p.Dir)
+	read := func(name string) []byte {
+		b, err := os.ReadFile(filepath.Join(kit, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	if got := strings.TrimSpace(string(read("node-name"))); got != GuestNode {
+		t.Errorf("node-name %q, want %q", got, GuestNode)
+	}
+	cfg, err := clientcmd.Load(read("kubelet.kubeconfig"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := clientcmd.NewDefaultClientConfig(*cfg, nil).ClientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rc.Host != "https://127.0.0.1:16443" || rc.CAFile != "" || rc.CertFile != "" || rc.KeyFile != "" {
+		t.Errorf("kubeconfig: server %s, files %q %q %q: want the guest's loopback at the API server's port, everything inline", rc.Host, rc.CAFile, rc.CertFile, rc.KeyFile)
+	}
+	b, _ := pem.Decode(rc.CertData)
+	if b == nil {
+		t.Fatal("kubeconfig: no client certificate")
+	}
+	c, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(read("ca.crt"))
+	if _, err := c.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		t.Errorf("the kubelet's client certificate: %v", err)
+	}
+	if c.Subject.CommonName != "system:node:"+GuestNode || !slices.Equal(c.Subject.Organization, []string{"system:nodes"}) {
+		t.Errorf("the kubelet's user: CN %q O %q", c.Subject.CommonName, c.Subject.Organization)
+	}
+	pair := certs.Pair{Cert: read("kubelet.crt"), Key: read("kubelet.key")}
+	if err := pair.Verify(read("ca.crt"), []string{GuestNode}, now); err != nil {
+		t.Errorf("the kubelet's serving certificate: %v", err)
+	}
+	if fi, err := os.Stat(filepath.Join(kit, "kubelet.key")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("kubelet.key: %v %v, want mode 0600", fi.Mode(), err)
 	}
 }

@@ -1,0 +1,317 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// The lane's second node: the systemd guest (scripts/vmtest --node with
+// VMTEST_JOIN), systemd as PID 1 on pure cgroup v2, containerd 2.4.2 with
+// SystemdCgroup, the kubelet with the systemd driver. It registers as
+// guestNodeName, labelled and tainted guestNodeLabel=v2-systemd; QEMU
+// forwards the host's guestNodeName:10250 (its kubelet), :9530 (the
+// agent's port) and :7000 (an image import socket) to it. The tests named
+// TestV2Node run only while it has joined (scripts/test's v2 node phase
+// of the cluster lane); the rest of the lane runs before it joins.
+const (
+	guestNodeLabel = "cgwarden.io/lane-node"
+	guestNodeValue = "v2-systemd"
+	guestImport    = "127.0.0.2:7000"
+)
+
+// guestNode returns the joined guest's Node name, or skips the test when
+// no guest has joined (fails instead with CGWARDEN_REQUIRE_REAL=1).
+func (e *env) guestNode(t *testing.T) string {
+	t.Helper()
+	nodes, err := e.cs.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{LabelSelector: guestNodeLabel + "=" + guestNodeValue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nodes.Items) != 1 {
+		msg := fmt.Sprintf("%d nodes labelled %s=%s: the systemd guest has not joined the lane (scripts/test's v2 node phase: VMTEST_JOIN=$CGWARDEN_CLUSTER_GUEST_KIT scripts/vmtest --node)", len(nodes.Items), guestNodeLabel, guestNodeValue)
+		if os.Getenv("CGWARDEN_REQUIRE_REAL") == "1" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	n := nodes.Items[0]
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady && c.Status != corev1.ConditionTrue {
+			t.Fatalf("the guest node %s is not Ready: %s", n.Name, c.Message)
+		}
+	}
+	// The guest's root filesystem is a tmpfs, which the kubelet cannot
+	// measure (its kubelet-config.yaml: localStorageCapacityIsolation
+	// false), so it declares no ephemeral-storage and the scheduler keeps
+	// every pod that requests some (the agent does) off it. The lane
+	// declares what a node's disk would: the kubelet keeps a capacity it
+	// does not set itself (pkg/kubelet/nodestatus MachineInfo, v1.37.2).
+	if _, ok := n.Status.Capacity[corev1.ResourceEphemeralStorage]; !ok {
+		patch := fmt.Sprintf(`{"status":{"capacity":{%[1]q:%[2]q},"allocatable":{%[1]q:%[2]q}}}`, corev1.ResourceEphemeralStorage, guestEphemeralStorage)
+		if _, err := e.cs.CoreV1().Nodes().Patch(context.Background(), n.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status"); err != nil {
+			t.Fatalf("declaring the guest's ephemeral storage: %v", err)
+		}
+	}
+	return n.Name
+}
+
+// guestEphemeralStorage is the ephemeral storage the lane declares for
+// the guest node: a part of its tmpfs root (90% of its 3 GiB of memory).
+const guestEphemeralStorage = "1Gi"
+
+// importIntoGuest imports an OCI archive into the guest's containerd
+// through its import socket (one connection, one archive; the guest's
+// ctr answers on the same connection).
+func importIntoGuest(t *testing.T, archive string) {
+	t.Helper()
+	f, err := os.Open(archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	c, err := net.DialTimeout("tcp", guestImport, 10*time.Second)
+	if err != nil {
+		t.Fatalf("the guest's image import socket: %v", err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Minute))
+	if _, err := io.Copy(c, f); err != nil {
+		t.Fatalf("sending %s to the guest: %v", archive, err)
+	}
+	_ = c.(*net.TCPConn).CloseWrite()
+	out, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatalf("the guest's import: %v", err)
+	}
+	if !strings.Contains(string(out), "saved") && !strings.Contains(string(out), "unpacking") {
+		t.Fatalf("the guest's ctr import said: %s", out)
+	}
+	t.Logf("imported %s into the guest: %s", archive, strings.TrimSpace(string(out)))
+}
+
+// importAgentEverywhere imports the agent's image into both nodes'
+// containerd.
+func importAgentEverywhere(t *testing.T) {
+	t.Helper()
+	importAgentImage(t)
+	archive, err := imageArchive(agentImage, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	importIntoGuest(t, archive)
+}
+
+// onGuest puts a pod on the guest node: its name, and a toleration of
+// the guest's taint.
+func onGuest(p *corev1.Pod, node string) *corev1.Pod {
+	p.Spec.NodeName = node
+	p.Spec.Tolerations = append(p.Spec.Tolerations, corev1.Toleration{Key: guestNodeLabel, Operator: corev1.TolerationOpExists})
+	return p
+}
+
+// guestShell is a probe pod on the guest node that sees the guest's
+// processes and cgroups (host PID namespace, the cgroup filesystem at
+// /host/cgroup, read-only): the tests' eyes on a node whose files the
+// host cannot read. run executes a shell script there (kubectl exec,
+// through the API server and the guest's kubelet).
+type guestShell struct {
+	e       *env
+	ns, pod string
+}
+
+func (e *env) guestShell(t *testing.T, ns, node string) *guestShell {
+	t.Helper()
+	one := int64(1)
+	yes := true
+	p := onGuest(&corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "guest-shell", Namespace: ns},
+		Spec: corev1.PodSpec{
+			HostPID: true, HostNetwork: true, TerminationGracePeriodSeconds: &one,
+			Containers: []corev1.Container{{Name: "sh", Image: busybox, ImagePullPolicy: corev1.PullNever,
+				Command:         []string{"sleep", "86400"},
+				SecurityContext: &corev1.SecurityContext{Privileged: &yes},
+				VolumeMounts:    []corev1.VolumeMount{{Name: "cgroup", MountPath: "/host/cgroup", ReadOnly: true}}}},
+			Volumes: []corev1.Volume{{Name: "cgroup", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/sys/fs/cgroup"}}}},
+		},
+	}, node)
+	if _, err := e.cs.CoreV1().Pods(ns).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 240*time.Second, "the guest shell running", func() (bool, string, error) {
+		q, err := e.cs.CoreV1().Pods(ns).Get(context.Background(), p.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		return podReady(q), describe(q), nil
+	})
+	return &guestShell{e: e, ns: ns, pod: p.Name}
+}
+
+func (g *guestShell) run(t *testing.T, script string) string {
+	t.Helper()
+	out, err := runKubectl(g.e, "exec", "-n", g.ns, g.pod, "--", "sh", "-c", script)
+	if err != nil {
+		t.Fatalf("on the guest: %s: %v\n%s", script, err, out)
+	}
+	return out
+}
+
+// processCgroups are the cgroups (v2: the one line of /proc/<pid>/cgroup)
+// of the guest's processes whose command line holds marker + "-loop"
+// (split so that the probe's own command line does not).
+func (g *guestShell) processCgroups(t *testing.T, marker string) []string {
+	t.Helper()
+	out := g.run(t, `for p in /proc/[0-9]*; do c=$(tr '\0' ' ' < $p/cmdline 2>/dev/null); case "$c" in *'`+marker+`''-loop'*) echo "${p#/proc/} $(cat $p/cgroup)";; esac; done`)
+	var cgs []string
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Fields(l)
+		if len(f) == 2 && strings.HasPrefix(f[1], "0::") {
+			cgs = append(cgs, strings.TrimPrefix(f[1], "0::"))
+		}
+	}
+	return cgs
+}
+
+// guestKubelet asks the guest's kubelet directly at its address (QEMU's
+// forward) with the admin's client certificate.
+func (e *env) guestKubelet(t *testing.T, node string) func(path string) (int, string) {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", e.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := rest.TransportFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &http.Client{Transport: rt, Timeout: 30 * time.Second}
+	return func(path string) (int, string) {
+		resp, err := c.Get("https://" + net.JoinHostPort(node, "10250") + path)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+}
+
+// TestV2NodeJoined: the lane is a mixed fleet, the host's cgroup v1
+// cgroupfs node and the guest's systemd cgroup v2 one, both Ready; the
+// guest's kubelet answers through its address.
+func TestV2NodeJoined(t *testing.T) {
+	e := cluster(t)
+	guest := e.guestNode(t)
+	nodes, err := e.cs.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, n := range nodes.Items {
+		names = append(names, n.Name+" "+n.Status.NodeInfo.KernelVersion+" "+n.Status.NodeInfo.ContainerRuntimeVersion)
+	}
+	if len(nodes.Items) != 2 {
+		t.Fatalf("nodes: %q, want the host's and the guest's", names)
+	}
+	t.Logf("nodes: %q", names)
+	ns := e.namespace(t)
+	sh := e.guestShell(t, ns, guest)
+	mounts := sh.run(t, "grep cgroup /proc/1/mountinfo; cat /proc/1/comm")
+	if !strings.Contains(mounts, "cgroup2") || !strings.Contains(mounts, "nsdelegate") || strings.Contains(mounts, " cgroup rw") || !strings.Contains(mounts, "systemd") {
+		t.Errorf("the guest is not a systemd, pure cgroup v2 node:\n%s", mounts)
+	}
+	if code, body := e.guestKubelet(t, guest)("/healthz"); code != 200 {
+		t.Errorf("the guest's kubelet at %s:10250: %d %s", guest, code, body)
+	}
+}
+
+// seedPod is seed 003's pod: BestEffort, a busy loop, on the misplace
+// runtime (its container's cgroup made at the hierarchy's root).
+func seedPod(ns, name, node string) *corev1.Pod {
+	one := int64(1)
+	class := misplaceClass
+	return onGuest(&corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"app": name}},
+		Spec: corev1.PodSpec{
+			HostNetwork: true, RuntimeClassName: &class, TerminationGracePeriodSeconds: &one,
+			Containers: []corev1.Container{{Name: "main", Image: busybox, ImagePullPolicy: corev1.PullNever,
+				Command: []string{"sh", "-c", ": " + name + "-loop; while :; do :; done"}}},
+		},
+	}, node)
+}
+
+var podSlice = regexp.MustCompile(`kubepods[^/]*\.slice/kubepods-[a-z]+-pod([0-9a-f_]+)\.slice`)
+
+// TestV2NodeSeed003Repaired: seed 003 on the systemd cgroup v2 node, then
+// fixed there by the agent installed from the lane's manifests. Before:
+// the container's processes run outside their pod's slice and the
+// kubelet's Summary has the pod's CPU at 0 while it burns. After the
+// agent (fix mode, --fix=misplaced-container) is Ready on both nodes: the
+// processes are in the pod's slice and the kubelet's own pod CPU follows.
+func TestV2NodeSeed003Repaired(t *testing.T) {
+	e := cluster(t)
+	guest := e.guestNode(t)
+	importAgentEverywhere(t)
+	ns := e.namespace(t)
+	sh := e.guestShell(t, ns, guest)
+	p, err := e.cs.CoreV1().Pods(ns).Create(context.Background(), seedPod(ns, "seed", guest), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.runningPods(t, ns, "seed", 1, 240*time.Second)
+	uid := strings.ReplaceAll(string(p.UID), "-", "_")
+	inPod := func(cgs []string) bool {
+		for _, cg := range cgs {
+			if m := podSlice.FindStringSubmatch(cg); m == nil || m[1] != uid {
+				return false
+			}
+		}
+		return len(cgs) > 0
+	}
+	var before []string
+	poll(t, 60*time.Second, "the seed's loop running", func() (bool, string, error) {
+		before = sh.processCgroups(t, "seed")
+		return len(before) > 0, "no process", nil
+	})
+	if inPod(before) {
+		t.Fatalf("before: the seed's processes are in their pod's slice already (%q): the misplace runtime did not misplace them", before)
+	}
+	kubelet := e.guestKubelet(t, guest)
+	var cpu podCPU
+	poll(t, 90*time.Second, "the guest kubelet's figures for the seed", func() (bool, string, error) {
+		cpu = summaryCPU(t, kubelet, ns)["seed"]
+		return cpu.containers > 0, fmt.Sprintf("%+v", cpu), nil
+	})
+	t.Logf("before: cgroups %q; the guest kubelet's Summary: pod %.0f, containers %.0f nanocores", before, cpu.pod, cpu.containers)
+	// The pod's own cgroup holds its sandbox only: the kubelet's pod
+	// figure misses the loop.
+	if cpu.pod > cpu.containers/2 {
+		t.Errorf("before: the kubelet's pod CPU is %.0f nanocores of its containers' %.0f: the seed's symptom is not reproduced", cpu.pod, cpu.containers)
+	}
+
+	e.installAgent(t, "testdata/agent-adopt")
+	var after []string
+	poll(t, 180*time.Second, "the seed's processes moved into their pod's slice", func() (bool, string, error) {
+		after = sh.processCgroups(t, "seed")
+		return inPod(after), fmt.Sprintf("%q", after), nil
+	})
+	poll(t, 120*time.Second, "the guest kubelet's pod CPU for the seed", func() (bool, string, error) {
+		cpu = summaryCPU(t, kubelet, ns)["seed"]
+		return cpu.pod > 0.3e9, fmt.Sprintf("%+v", cpu), nil
+	})
+	t.Logf("after: cgroups %q; the guest kubelet's Summary: pod %.0f nanocores", after, cpu.pod)
+}
