@@ -69,6 +69,7 @@ type granter interface {
 type UnitDoor interface {
 	plan.Units
 	Grant(units []string) *systemd.Grant
+	GrantScopes(scopes []systemd.Scope) *systemd.Grant
 }
 
 // writer is what an apply writes through: a grant of the door bound to
@@ -207,6 +208,36 @@ type Options struct {
 // MaxMoveRounds bounds the passes of a move: a source that still gets new
 // processes after this many passes is being refilled by its runtime.
 const MaxMoveRounds = 100
+
+// mover is how a move puts one process into its target: a write of its
+// PID to the target's cgroup.procs, or, for a move into a systemd scope
+// (plan.Op.Scope), systemd starting the scope with the first process and
+// attaching the rest (the scope exists already when an interrupted move
+// started it). end revokes what it was granted.
+func (e *Engine) mover(w *guard, op plan.Op) (put func(target string, pid int) error, end func(), err error) {
+	if op.Scope == nil {
+		return func(target string, pid int) error {
+			return w.WriteFile(path.Join(target, "cgroup.procs"), []byte(strconv.Itoa(pid)))
+		}, func() {}, nil
+	}
+	sc := *op.Scope
+	if e.Units == nil {
+		return nil, nil, fmt.Errorf("the plan moves processes into systemd scope %s, but cgwarden has no connection to systemd: nothing moved", sc.Unit)
+	}
+	g := e.Units.GrantScopes([]systemd.Scope{sc})
+	_, err = e.FS.ReadDirs(op.Pairs[0].Target)
+	started := err == nil
+	return func(_ string, pid int) error {
+		if started {
+			return g.Attach(sc.Unit, []int{pid})
+		}
+		if err := g.StartScope(sc.Unit, sc.Slice, []int{pid}); err != nil {
+			return err
+		}
+		started = true
+		return nil
+	}, g.End, nil
+}
 
 // units is e.Units as the plan takes it: a nil interface when unset.
 func (e *Engine) units() plan.Units {
@@ -628,6 +659,11 @@ func (e *Engine) move(j *journal.Journal, w *guard, run string, ref, i int, op p
 	var gone []string
 	w.moving = map[int]bool{}
 	defer func() { w.moving = nil }()
+	put, end, err := e.mover(w, op)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer end()
 	for round := 0; ; round++ {
 		if round == MaxMoveRounds {
 			return moved, exited, fmt.Errorf("the source still gets new processes after %d passes (is its runtime starting them there?)", MaxMoveRounds)
@@ -670,7 +706,7 @@ func (e *Engine) move(j *journal.Journal, w *guard, run string, ref, i int, op p
 					break
 				}
 				w.moving[pid] = true
-				err := w.WriteFile(path.Join(pr.Target, "cgroup.procs"), []byte(strconv.Itoa(pid)))
+				err := put(pr.Target, pid)
 				delete(w.moving, pid)
 				switch {
 				case err == nil:

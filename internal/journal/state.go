@@ -171,6 +171,14 @@ func Owned(runs []*Run) []string {
 			if s.Op.Kind == plan.Mkdir && !s.Prev.Existed && !s.Undone && s.Status != StatusFailed {
 				out = append(out, path.Clean(s.Op.Path))
 			}
+			// A scope systemd started for a move (plan.Op.Scope) is
+			// cgwarden's doing as a mkdir is: a later run may attach the
+			// processes an interrupted move left behind.
+			if s.Op.Kind == plan.Move && s.Op.Scope != nil && !s.Undone && s.Status != StatusFailed {
+				for _, pr := range s.Op.Pairs {
+					out = append(out, path.Clean(pr.Target))
+				}
+			}
 		}
 	}
 	slices.Sort(out)

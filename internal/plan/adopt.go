@@ -12,6 +12,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/layout"
 	"github.com/cgwarden/cgwarden/internal/mounts"
+	"github.com/cgwarden/cgwarden/internal/systemd"
 )
 
 // Input is what Adopt plans from.
@@ -254,6 +255,10 @@ func adoptOne(in Input, hs []Hierarchy, pod *inventory.Pod, c *inventory.Contain
 	name := path.Base(target)
 	short := c.ID[:12]
 	op := func(o Op) Op { o.Rule, o.Pod, o.Container = RuleMisplaced, pod.UID, c.ID; return o }
+	scope, err := systemdScope(in, pod, target)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
 	var pairs []Pair
 	var targets []Hierarchy
 	busy := false
@@ -274,6 +279,9 @@ func adoptOne(in Input, hs []Hierarchy, pod *inventory.Pod, c *inventory.Contain
 			if in.Owned == nil || !in.Owned(tdir) {
 				return nil, nil, nil, nil, fmt.Errorf("%s already exists and cgwarden did not create it: not moving processes into a cgroup it was not asked about", tdir)
 			}
+		} else if scope != nil {
+			// systemd makes the scope's cgroup, with the controllers
+			// its slice gives it, when it starts the scope.
 		} else {
 			if in.Places.V2 {
 				if w := enableControllers(in.FS, podDir); w != "" {
@@ -309,6 +317,12 @@ func adoptOne(in Input, hs []Hierarchy, pod *inventory.Pod, c *inventory.Contain
 	if in.Places.V2 {
 		settings = settingsV2
 	}
+	if scope != nil {
+		// The scope does not exist before the move starts it; what the
+		// runtime set on its own cgroup is not copied (see NoteScope).
+		settings = nil
+		notes = append(notes, NoteScope)
+	}
 	for _, s := range settings {
 		i := slices.IndexFunc(targets, func(h Hierarchy) bool { return h.has(s.ctl) })
 		if i < 0 {
@@ -336,8 +350,12 @@ func adoptOne(in Input, hs []Hierarchy, pod *inventory.Pod, c *inventory.Contain
 			}
 		}
 	}
-	ops = append(ops, op(Op{Kind: Move, Pairs: pairs,
-		Description: fmt.Sprintf("move every process and thread of container %s from %s into %s, repeating until the source is empty", short, c.Cgroup.Path, target)}))
+	mv := op(Op{Kind: Move, Pairs: pairs, Scope: scope,
+		Description: fmt.Sprintf("move every process and thread of container %s from %s into %s, repeating until the source is empty", short, c.Cgroup.Path, target)})
+	if scope != nil {
+		mv.Description = fmt.Sprintf("ask systemd to start scope %s in the pod's slice %s with container %s's processes from %s, and to attach any that follow, until the source is empty", scope.Unit, scope.Slice, short, c.Cgroup.Path)
+	}
+	ops = append(ops, mv)
 	if in.RemoveEmptySource {
 		keep := Settings(in.Places.V2)
 		for _, pr := range pairs {
@@ -346,6 +364,27 @@ func adoptOne(in Input, hs []Hierarchy, pod *inventory.Pod, c *inventory.Contain
 		}
 	}
 	return ops, sources, owned, notes, nil
+}
+
+// NoteScope says what a move through systemd leaves out.
+const NoteScope = "on a node whose pods are systemd slices, systemd starts each adopted container's scope and moves its processes (the scope as runc's systemd driver names it); the limits and weight the runtime set on its own cgroup are not copied to the scope, so the container is held by its pod's limits, and weighed at the default against its pod's other containers"
+
+// systemdScope is the scope a move into target goes through: when the
+// node's cgroups are cgroup v2, systemd runs it (in.Units) and the pod's
+// cgroup is a slice of its, the scope named as target's last element in
+// that slice; nil otherwise (the move writes cgroup.procs).
+func systemdScope(in Input, pod *inventory.Pod, target string) (*systemd.Scope, error) {
+	if !in.Places.V2 || in.Units == nil {
+		return nil, nil
+	}
+	slice, ok, err := in.Units.Manages(pod.Cgroup.Path)
+	if err != nil {
+		return nil, fmt.Errorf("asking systemd whether the pod's cgroup %s is its slice: %w", pod.Cgroup.Path, err)
+	}
+	if !ok || path.Ext(slice) != ".slice" || path.Ext(target) != ".scope" || path.Dir(target) != path.Clean(pod.Cgroup.Path) {
+		return nil, nil
+	}
+	return &systemd.Scope{Unit: path.Base(target), Slice: slice}, nil
 }
 
 // enableControllers returns the cgroup.subtree_control write that enables

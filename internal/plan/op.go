@@ -4,6 +4,7 @@ import (
 	"path"
 
 	"github.com/cgwarden/cgwarden/internal/rules"
+	"github.com/cgwarden/cgwarden/internal/systemd"
 )
 
 // Kind is what an operation does.
@@ -69,6 +70,16 @@ type Op struct {
 	Current string `json:"current,omitempty"`
 	// Pairs are a Move's sources and targets, one per hierarchy.
 	Pairs []Pair `json:"pairs,omitempty"`
+	// Scope, on a Move into a pod whose cgroup is a systemd slice (the
+	// kubelet's systemd driver, cgroup v2), names the scope that holds
+	// the target (cri-containerd-<id>.scope, as runc's systemd driver
+	// names it) and the pod's slice: systemd starts the scope with the
+	// first process and attaches the rest (systemd.Grant.StartScope,
+	// Attach), so the moves are systemd's own. A write to cgroup.procs
+	// from a container's cgroup namespace is refused (ENOENT) under
+	// systemd's nsdelegate mount, and a directory made behind systemd's
+	// back is no unit of its.
+	Scope *systemd.Scope `json:"scope,omitempty"`
 	// Optional marks a write whose refusal by the kernel does not stop
 	// the plan; IfRefused says what that refusal means.
 	Optional  bool   `json:"optional,omitempty"`

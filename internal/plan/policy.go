@@ -103,6 +103,16 @@ func (p Policy) Check(op Op) error {
 		if len(op.Pairs) == 0 {
 			return refuse("nothing to move")
 		}
+		if sc := op.Scope; sc != nil {
+			// systemd moves into a scope it starts in the pod's slice:
+			// one target, named as the scope, whose parent is the slice.
+			if len(op.Pairs) != 1 || path.Base(op.Pairs[0].Target) != sc.Unit || path.Ext(sc.Unit) != ".scope" {
+				return fmt.Errorf("move into scope %s: not the one cgroup the scope holds: %w", sc.Unit, ErrPolicy)
+			}
+			if u, ok := systemd.UnitOf(path.Dir(op.Pairs[0].Target)); !ok || u != sc.Slice {
+				return fmt.Errorf("move into scope %s in %s: not the slice whose cgroup holds the target: %w", sc.Unit, sc.Slice, ErrPolicy)
+			}
+		}
 		for _, pr := range op.Pairs {
 			if !slices.Contains(p.Sources, path.Clean(pr.Source)) {
 				return fmt.Errorf("move from %s: not a source the plan names: %w", pr.Source, ErrPolicy)

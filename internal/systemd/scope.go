@@ -55,15 +55,10 @@ func (g *Grant) StartScope(unit, slice string, pids []int) error {
 		return fmt.Errorf("systemd %s in %s: not a scope the plan names: %w", unit, slice, ErrRefused)
 	case !unitName(unit, ".scope") || !unitName(slice, ".slice"):
 		return fmt.Errorf("systemd %s in %s: want a scope in a slice: %w", unit, slice, ErrRefused)
-	case len(pids) == 0:
-		return fmt.Errorf("systemd %s in %s: no process to move: %w", unit, slice, ErrRefused)
 	}
-	ids := make([]uint32, 0, len(pids))
-	for _, p := range pids {
-		if p < 2 || int64(p) > int64(^uint32(0)) {
-			return fmt.Errorf("systemd %s in %s: process %d cannot be moved: %w", unit, slice, p, ErrRefused)
-		}
-		ids = append(ids, uint32(p))
+	ids, err := moveable(unit, slice, pids)
+	if err != nil {
+		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
 	defer cancel()
@@ -94,6 +89,56 @@ func (g *Grant) StartScope(unit, slice string, pids []int) error {
 		return fmt.Errorf("systemd: starting scope %s in %s: %w", unit, slice, ctx.Err())
 	}
 	return nil
+}
+
+// Attach asks systemd to move pids into unit, a scope this grant started
+// (StartScope) that still runs: AttachProcessesToUnit (systemd 238 and
+// later), for the processes a move finds in its source after the scope
+// started. As StartScope, the move is systemd's own.
+func (g *Grant) Attach(unit string, pids []int) error {
+	g.mu.Lock()
+	ended := g.ended
+	g.mu.Unlock()
+	switch {
+	case ended:
+		return fmt.Errorf("systemd %s: the grant has ended: %w", unit, ErrRefused)
+	case !slices.ContainsFunc(g.scopes, func(s Scope) bool { return s.Unit == unit }):
+		return fmt.Errorf("systemd %s: not a scope the plan names: %w", unit, ErrRefused)
+	}
+	ids, err := moveable(unit, "", pids)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	defer cancel()
+	if err := g.b.active(ctx, unit); err != nil {
+		return err
+	}
+	g.b.writes.Add(1)
+	if err := g.b.conn.AttachProcessesToUnit(ctx, unit, "", ids); err != nil {
+		return g.b.wrap("attaching processes to", unit, "scope", err)
+	}
+	return nil
+}
+
+// moveable checks the processes a scope is asked to take: at least one,
+// none below 2 (PID 1 is systemd), each a uint32.
+func moveable(unit, slice string, pids []int) ([]uint32, error) {
+	where := unit
+	if slice != "" {
+		where += " in " + slice
+	}
+	if len(pids) == 0 {
+		return nil, fmt.Errorf("systemd %s: no process to move: %w", where, ErrRefused)
+	}
+	ids := make([]uint32, 0, len(pids))
+	for _, p := range pids {
+		if p < 2 || int64(p) > int64(^uint32(0)) {
+			return nil, fmt.Errorf("systemd %s: process %d cannot be moved: %w", where, p, ErrRefused)
+		}
+		ids = append(ids, uint32(p))
+	}
+	return ids, nil
 }
 
 // active reports whether unit is active now (ActiveState "active"): a pod

@@ -79,20 +79,26 @@ type Node struct {
 // BusSocket is the system bus socket, relative to the host root.
 const BusSocket = "/run/dbus/system_bus_socket"
 
-// Detect decides whether systemd runs the node beneath root: it is PID 1
-// there (sd_booted(3): /run/systemd/system is a directory) and the system
-// bus socket is there. Whether the kubelet's cgroups are its units is
-// asked of systemd itself, cgroup by cgroup (Bus.Manages): a node run by
+// Detect decides whether systemd may run the node beneath root: the
+// system bus socket is there (OpenNode then asks systemd itself whether it
+// answers on it). /run/systemd/system (sd_booted(3)) says systemd runs the
+// node, but a container sees it only if it is mounted: the fix mode's
+// DaemonSet mounts the bus's directory alone, and systemd's answer on the
+// bus is the proof. Whether the kubelet's cgroups are its units is asked
+// of systemd itself, cgroup by cgroup (Bus.Manages): a node run by
 // systemd may still use the cgroupfs driver.
 func Detect(root string) Node {
-	if fi, err := os.Stat(path.Join(root, "/run/systemd/system")); err != nil || !fi.IsDir() {
-		return Node{Why: fmt.Sprintf("systemd is not running beneath %s (no /run/systemd/system): weights are written to the cgroup files", root)}
-	}
 	sock := path.Join(root, BusSocket)
-	if _, err := os.Stat(sock); err != nil {
-		return Node{Why: fmt.Sprintf("systemd runs the node, but its system bus is not reachable (%v): weights are written to the cgroup files, and systemd may reset those of its units on daemon-reload", err)}
+	_, serr := os.Stat(sock)
+	fi, err := os.Stat(path.Join(root, "/run/systemd/system"))
+	booted := err == nil && fi.IsDir()
+	switch {
+	case serr == nil:
+		return Node{Units: true, Socket: sock, Why: fmt.Sprintf("the system bus is at %s: the weights of systemd's units are set as unit properties, and containers adopted into pods that are its slices are moved by systemd", sock)}
+	case booted:
+		return Node{Why: fmt.Sprintf("systemd runs the node, but its system bus is not reachable (%v): weights are written to the cgroup files, and systemd may reset those of its units on daemon-reload", serr)}
 	}
-	return Node{Units: true, Socket: sock, Why: fmt.Sprintf("systemd runs the node (bus %s): the weights of its units are set as unit properties", sock)}
+	return Node{Why: fmt.Sprintf("systemd is not running beneath %s (no /run/systemd/system, no system bus): weights are written to the cgroup files", root)}
 }
 
 // OpenNode connects to systemd when Detect finds it running the node
@@ -109,5 +115,10 @@ func OpenNode(ctx context.Context, root string) (b *Bus, why string, err error) 
 	if err != nil {
 		return nil, "", fmt.Errorf("systemd runs the node, but its bus does not answer: weights are written to the cgroup files, and systemd may reset those of its units on daemon-reload: %w", err)
 	}
-	return b, n.Why, nil
+	v, err := b.conn.GetManagerProperty("Version")
+	if err != nil {
+		b.Close()
+		return nil, fmt.Sprintf("the system bus at %s has no systemd on it (%v): weights are written to the cgroup files", n.Socket, err), nil
+	}
+	return b, n.Why + " (systemd " + strings.Trim(v, `"`) + ")", nil
 }

@@ -45,6 +45,18 @@ func TestDetect(t *testing.T) {
 	if n := Detect(root); n.Units || !strings.Contains(n.Why, "bus is not reachable") {
 		t.Errorf("no bus: %+v", n)
 	}
+	// The bus alone (a container that mounts only the bus's directory):
+	// OpenNode asks systemd on it.
+	bare := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(bare, "run/dbus"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bare, BusSocket), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if n := Detect(bare); !n.Units || n.Socket != filepath.Join(bare, BusSocket) {
+		t.Errorf("the bus alone: %+v", n)
+	}
 	if err := os.MkdirAll(filepath.Join(root, "run/dbus"), 0o755); err != nil {
 		t.Fatal(err)
 	}
