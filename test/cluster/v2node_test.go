@@ -1,12 +1,15 @@
 package cluster
 
 import (
+	"bufio"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
@@ -22,9 +25,11 @@ import (
 // The lane's second node: the systemd guest (scripts/vmtest --node with
 // VMTEST_JOIN), systemd as PID 1 on pure cgroup v2, containerd 2.4.2 with
 // SystemdCgroup, the kubelet with the systemd driver. It registers as
-// guestNodeName, labelled and tainted guestNodeLabel=v2-systemd; QEMU
-// forwards the host's guestNodeName:10250 (its kubelet), :9530 (the
-// agent's port) and :7000 (an image import socket) to it. The tests named
+// lab.GuestNode (127.0.0.2), labelled and tainted guestNodeLabel=
+// v2-systemd; QEMU forwards the host's 127.0.0.2:10250 (its kubelet) and
+// :7000 (an image import socket) to it. Its agent is reached through the
+// API server's port-forward (the host node's agent holds every address's
+// 9530). The tests named
 // TestV2Node run only while it has joined (scripts/test's v2 node phase
 // of the cluster lane); the rest of the lane runs before it joins.
 const (
@@ -256,62 +261,147 @@ func seedPod(ns, name, node string) *corev1.Pod {
 
 var podSlice = regexp.MustCompile(`kubepods[^/]*\.slice/kubepods-[a-z]+-pod([0-9a-f_]+)\.slice`)
 
-// TestV2NodeSeed003Repaired: seed 003 on the systemd cgroup v2 node, then
-// fixed there by the agent installed from the lane's manifests. Before:
-// the container's processes run outside their pod's slice and the
-// kubelet's Summary has the pod's CPU at 0 while it burns. After the
-// agent (fix mode, --fix=misplaced-container) is Ready on both nodes: the
-// processes are in the pod's slice and the kubelet's own pod CPU follows.
-func TestV2NodeSeed003Repaired(t *testing.T) {
-	e := cluster(t)
-	guest := e.guestNode(t)
-	importAgentEverywhere(t)
-	ns := e.namespace(t)
-	sh := e.guestShell(t, ns, guest)
+// seedOnGuest runs seed 003's pod on the guest and checks the seed's
+// symptom there: its loop's processes outside their pod's slice, and the
+// guest kubelet's pod CPU under half its containers'. It returns the
+// kubelet's figures.
+func (e *env) seedOnGuest(t *testing.T, ns, guest string, sh *guestShell) (uid string, before podCPU) {
+	t.Helper()
 	p, err := e.cs.CoreV1().Pods(ns).Create(context.Background(), seedPod(ns, "seed", guest), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.runningPods(t, ns, "seed", 1, 240*time.Second)
-	uid := strings.ReplaceAll(string(p.UID), "-", "_")
-	inPod := func(cgs []string) bool {
-		for _, cg := range cgs {
-			if m := podSlice.FindStringSubmatch(cg); m == nil || m[1] != uid {
-				return false
-			}
-		}
-		return len(cgs) > 0
-	}
-	var before []string
+	uid = strings.ReplaceAll(string(p.UID), "-", "_")
+	var cgs []string
 	poll(t, 60*time.Second, "the seed's loop running", func() (bool, string, error) {
-		before = sh.processCgroups(t, "seed")
-		return len(before) > 0, "no process", nil
+		cgs = sh.processCgroups(t, "seed")
+		return len(cgs) > 0, "no process", nil
 	})
-	if inPod(before) {
-		t.Fatalf("before: the seed's processes are in their pod's slice already (%q): the misplace runtime did not misplace them", before)
+	if inPodSlice(cgs, uid) {
+		t.Fatalf("before: the seed's processes are in their pod's slice already (%q): the misplace runtime did not misplace them", cgs)
 	}
 	kubelet := e.guestKubelet(t, guest)
-	var cpu podCPU
 	poll(t, 90*time.Second, "the guest kubelet's figures for the seed", func() (bool, string, error) {
-		cpu = summaryCPU(t, kubelet, ns)["seed"]
-		return cpu.containers > 0, fmt.Sprintf("%+v", cpu), nil
+		before = summaryCPU(t, kubelet, ns)["seed"]
+		return before.containers > 0.3e9, fmt.Sprintf("%+v", before), nil
 	})
-	t.Logf("before: cgroups %q; the guest kubelet's Summary: pod %.0f, containers %.0f nanocores", before, cpu.pod, cpu.containers)
+	t.Logf("before: cgroups %q; the guest kubelet's Summary: pod %.0f, containers %.0f nanocores", cgs, before.pod, before.containers)
 	// The pod's own cgroup holds its sandbox only: the kubelet's pod
 	// figure misses the loop.
-	if cpu.pod > cpu.containers/2 {
-		t.Errorf("before: the kubelet's pod CPU is %.0f nanocores of its containers' %.0f: the seed's symptom is not reproduced", cpu.pod, cpu.containers)
+	if before.pod > before.containers/2 {
+		t.Fatalf("before: the kubelet's pod CPU is %.0f nanocores of its containers' %.0f: the seed's symptom is not reproduced", before.pod, before.containers)
 	}
+	return uid, before
+}
 
-	e.installAgent(t, "testdata/agent-adopt")
-	var after []string
-	poll(t, 180*time.Second, "the seed's processes moved into their pod's slice", func() (bool, string, error) {
-		after = sh.processCgroups(t, "seed")
-		return inPod(after), fmt.Sprintf("%q", after), nil
+// inPodSlice reports whether every one of cgs is beneath the slice of
+// the pod whose UID (with underscores) is uid, and there is one.
+func inPodSlice(cgs []string, uid string) bool {
+	for _, cg := range cgs {
+		if m := podSlice.FindStringSubmatch(cg); m == nil || m[1] != uid {
+			return false
+		}
+	}
+	return len(cgs) > 0
+}
+
+// TestV2NodeServesMisplacedPod: the observe-only agent installed from the
+// lane's manifests runs Ready on both nodes, and on the systemd cgroup v2
+// node, where seed 003's container runs outside its pod's slice and the
+// kubelet's pod CPU misses it, the agent's Summary (what metrics-server
+// reads in its place) has the pod's CPU where its processes really are;
+// the host node's agent does not list the guest's pod.
+func TestV2NodeServesMisplacedPod(t *testing.T) {
+	e := cluster(t)
+	guest := e.guestNode(t)
+	importAgentEverywhere(t)
+	ns := e.namespace(t)
+	sh := e.guestShell(t, ns, guest)
+	_, before := e.seedOnGuest(t, ns, guest, sh)
+	e.installAgent(t, "testdata/agent")
+	tok := e.nodeReaderToken(t, ns, "reader", "nodes/metrics", "nodes/stats")
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	agentAt := func(hostport string) func(string) (int, string) {
+		return func(path string) (int, string) {
+			req, _ := http.NewRequest("GET", "https://"+hostport+path, nil)
+			req.Header.Set("Authorization", "Bearer "+tok)
+			resp, err := client.Do(req)
+			if err != nil {
+				return 0, err.Error()
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			return resp.StatusCode, string(b)
+		}
+	}
+	guestAgent := agentAt(e.portForward(t, "cgwarden-system", e.agentOn(t, guest), 9530))
+	var got podCPU
+	poll(t, 180*time.Second, "the guest agent's pod CPU for the seed", func() (bool, string, error) {
+		code, body := guestAgent("/stats/summary?only_cpu_and_memory=true")
+		if code != 200 {
+			return false, fmt.Sprintf("%d %.200s", code, body), nil
+		}
+		got = summaryCPU(t, func(string) (int, string) { return code, body }, ns)["seed"]
+		return got.pod > 0.3e9, fmt.Sprintf("%+v", got), nil
 	})
-	poll(t, 120*time.Second, "the guest kubelet's pod CPU for the seed", func() (bool, string, error) {
-		cpu = summaryCPU(t, kubelet, ns)["seed"]
-		return cpu.pod > 0.3e9, fmt.Sprintf("%+v", cpu), nil
+	t.Logf("after: the guest agent's Summary: pod %.0f, containers %.0f nanocores (the kubelet's pod figure was %.0f)", got.pod, got.containers, before.pod)
+	if _, onHost := summaryCPU(t, agentAt("127.0.0.1:9530"), ns)["seed"]; onHost {
+		t.Errorf("the host node's agent lists the guest's pod")
+	}
+}
+
+// agentOn is the name of the agent's pod on node.
+func (e *env) agentOn(t *testing.T, node string) string {
+	t.Helper()
+	pods, err := e.cs.CoreV1().Pods("cgwarden-system").List(context.Background(), metav1.ListOptions{
+		LabelSelector: "app.kubernetes.io/name=cgwarden", FieldSelector: "spec.nodeName=" + node})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) != 1 {
+		t.Fatalf("%d agent pods on %s", len(pods.Items), node)
+	}
+	return pods.Items[0].Name
+}
+
+// portForward forwards a free port of the host's loopback to port of the
+// pod (kubectl port-forward: the API server's pods/portforward, through
+// the pod's node's kubelet) until the test ends, and returns its
+// host:port.
+func (e *env) portForward(t *testing.T, ns, pod string, port int) string {
+	t.Helper()
+	cmd := exec.Command(e.kubectl, "--kubeconfig", e.kubeconfig, "port-forward", "-n", ns, "pod/"+pod, "--address", "127.0.0.1", fmt.Sprintf(":%d", port))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
 	})
-	t.Logf("after: cgroups %q; the guest kubelet's Summary: pod %.0f nanocores", after, cpu.pod)
+	// "Forwarding from 127.0.0.1:41234 -> 9530"
+	lines := bufio.NewScanner(out)
+	first := regexp.MustCompile(`Forwarding from (127\.0\.0\.1:\d+) ->`)
+	found := make(chan string, 1)
+	go func() {
+		for lines.Scan() {
+			if m := first.FindStringSubmatch(lines.Text()); m != nil {
+				found <- m[1]
+				break
+			}
+		}
+		_, _ = io.Copy(io.Discard, out)
+	}()
+	select {
+	case hp := <-found:
+		return hp
+	case <-time.After(60 * time.Second):
+		t.Fatalf("kubectl port-forward to %s/%s:%d said nothing in 60 s", ns, pod, port)
+		return ""
+	}
 }
