@@ -457,6 +457,20 @@ func TestSizerManifests(t *testing.T) {
 	if cmd, _ := c["command"].([]any); len(cmd) != 1 || cmd[0] != "/cgwarden-sizer" {
 		t.Errorf("the sizer's container runs command %v, want [/cgwarden-sizer]", c["command"])
 	}
+	// GOMEMLIMIT is the container's memory limit in bytes: a divisor
+	// other than 1 (1Mi gives "640") would be read as that many bytes,
+	// and the garbage collector would run without end.
+	var memLimit map[string]any
+	for _, e := range c["env"].([]any) {
+		e := e.(map[string]any)
+		if e["name"] == "GOMEMLIMIT" {
+			vf, _ := e["valueFrom"].(map[string]any)
+			memLimit, _ = vf["resourceFieldRef"].(map[string]any)
+		}
+	}
+	if memLimit == nil || memLimit["resource"] != "limits.memory" || memLimit["containerName"] != c["name"] || fmt.Sprint(memLimit["divisor"]) != "1" {
+		t.Errorf("the sizer's GOMEMLIMIT is %v, want its container's limits.memory with divisor 1", memLimit)
+	}
 	var args []string
 	for _, a := range c["args"].([]any) {
 		args = append(args, a.(string))

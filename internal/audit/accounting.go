@@ -6,10 +6,6 @@ import (
 	"github.com/cgwarden/cgwarden/internal/rules"
 )
 
-// RulePodAccountingGap: a pod cgroup whose own usage is well below the sum
-// of its containers' usage.
-const RulePodAccountingGap = rules.PodAccountingGap
-
 // Thresholds of the accounting gap: the pod cgroup must account for less
 // than gapRatio of its containers' usage, and the gap must be at least
 // gapMinCores (below that, two samples' rounding is not a finding).
@@ -53,7 +49,7 @@ func checkAccountingGap(in *Input, r *Report) {
 		ev.Add("podCgroupUsageCores", round(pod)).Add("containersUsageCores", round(sum)).
 			Add("gapCores", round(sum-pod)).Add("containersOutside", outside).Add("containersUnknown", unknown)
 		r.add(Finding{
-			Rule: RulePodAccountingGap, Severity: Error, Subject: podSubject(p), Evidence: ev,
+			Rule: rules.PodAccountingGap, Severity: Error, Subject: podSubject(p), Evidence: ev,
 			Brief: fmt.Sprintf("pod cgroup %s cores, its containers %s", cores(pod), cores(sum)),
 			Message: fmt.Sprintf("Everything that reads the pod cgroup sees %s cores for pod %s instead of %s: the kubelet's pod CPU "+
 				"(Summary API, pod_cpu_usage_seconds_total), cAdvisor and what is built on them; kubectl top and the HPA are right "+
@@ -64,6 +60,6 @@ func checkAccountingGap(in *Input, r *Report) {
 		})
 	}
 	if !rated {
-		r.note("%s not checked: CPU usage needs two samples (use --interval > 0, or a snapshot taken with an interval)", RulePodAccountingGap)
+		r.note("%s not checked: CPU usage needs two samples (use --interval > 0, or a snapshot taken with an interval)", rules.PodAccountingGap)
 	}
 }

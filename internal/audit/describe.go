@@ -94,22 +94,13 @@ func weightOf(c *inventory.Cgroup) (uint64, bool) {
 }
 
 // weightFile is the name of the weight file on the node's version.
-func weightFile(n *inventory.Node) string {
-	if n.Version == mounts.V2 {
-		return "cpu.weight"
-	}
-	return "cpu.shares"
-}
+func weightFile(n *inventory.Node) string { return fairness.WeightFile(n.Version == mounts.V2) }
 
 // kubeletWeight is the weight the kubelet writes for a pod or QoS cgroup
 // whose CPU requests sum to milli: the shares on v1, the linear
 // conversion of them on v2.
 func kubeletWeight(n *inventory.Node, milli int64) uint64 {
-	s := fairness.MilliCPUToShares(milli)
-	if n.Version == mounts.V2 {
-		return fairness.SharesToWeightLinear(s)
-	}
-	return s
+	return fairness.PodWeight(n.Version == mounts.V2, fairness.MilliCPUToShares(milli))
 }
 
 // siblings sums the weights competing with c under its parent: the other

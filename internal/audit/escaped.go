@@ -8,9 +8,6 @@ import (
 	"github.com/cgwarden/cgwarden/internal/rules"
 )
 
-// RuleEscapedProcess: a pod's processes outside the kubelet's tree.
-const RuleEscapedProcess = rules.EscapedProcess
-
 // checkEscaped reports cgroups a VM runner made for a pod's processes
 // outside kubepods (NeonVM's /<pod>-vm-runner, neonvm-qemu-<pod>), whether
 // or not the metadata names the pod.
@@ -35,7 +32,7 @@ func checkEscaped(in *Input, r *Report) {
 			brief += fmt.Sprintf(", using %s cores", cores(*c.UsageCores))
 		}
 		r.add(Finding{
-			Rule: RuleEscapedProcess, Severity: Error, Subject: subj, Evidence: ev, Brief: brief,
+			Rule: rules.EscapedProcess, Severity: Error, Subject: subj, Evidence: ev, Brief: brief,
 			Message: fmt.Sprintf("Processes of %s run outside the kubelet's tree: the pod's limits, its QoS tier's weight and the "+
 				"node-allocatable limits do not apply to them, they take CPU from every pod by their own weight, and the kubelet "+
 				"does not count their CPU and memory for the pod.", who),

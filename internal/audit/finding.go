@@ -9,6 +9,7 @@ import (
 
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/metadata"
+	"github.com/cgwarden/cgwarden/internal/rules"
 	"github.com/cgwarden/cgwarden/internal/weights"
 )
 
@@ -214,17 +215,27 @@ type Rule struct {
 
 // Rules in the order findings of equal severity are listed.
 var Rules = []Rule{
-	{RuleBestEffortStarvation, checkStarvation},
-	{RuleSizeBlindWeights, checkSizeBlind},
-	{RuleHeldWeights, checkHeldWeights},
-	{RuleMisplacedContainer, checkMisplaced},
-	{RuleForeignCgroup, checkForeign},
-	{RulePodAccountingGap, checkAccountingGap},
-	{RuleEscapedProcess, checkEscaped},
-	{RuleTierDrift, checkTierDrift},
-	{RuleOrphanCgroup, checkOrphans},
-	{RuleIgnoredSize, checkIgnoredSizes},
+	{rules.BestEffortStarvation, checkStarvation},
+	{rules.SizeBlindWeights, checkSizeBlind},
+	{rules.HeldWeights, checkHeldWeights},
+	{rules.MisplacedContainer, checkMisplaced},
+	{rules.ForeignCgroup, checkForeign},
+	{rules.PodAccountingGap, checkAccountingGap},
+	{rules.EscapedProcess, checkEscaped},
+	{rules.TierDrift, checkTierDrift},
+	{rules.OrphanCgroup, checkOrphans},
+	{rules.IgnoredSize, checkIgnoredSizes},
 }
+
+// Rule IDs by their old names in this package (the IDs are package
+// rules'), for the tests of internal/fix and internal/agent alone: to go
+// when those say rules.X.
+const (
+	RuleBestEffortStarvation = rules.BestEffortStarvation
+	RuleHeldWeights          = rules.HeldWeights
+	RuleForeignCgroup        = rules.ForeignCgroup
+	RuleTierDrift            = rules.TierDrift
+)
 
 // Report is the outcome of an audit.
 type Report struct {

@@ -6,10 +6,6 @@ import (
 	"github.com/cgwarden/cgwarden/internal/rules"
 )
 
-// RuleForeignCgroup: a cgroup named like a pod's misplaced container
-// whose ID the pod's metadata does not list.
-const RuleForeignCgroup = rules.ForeignCgroup
-
 // checkForeign reports the cgroups the inventory would not attach to the
 // pod their name claims (inventory.Node.Foreign): a
 // "<slice>:<prefix>:<id>" directory, or a pod-named cgroup, outside the
@@ -38,7 +34,7 @@ func checkForeign(in *Input, r *Report) {
 			subject.PodName, subject.Namespace = p.Name, p.Namespace
 		}
 		r.add(Finding{
-			Rule: RuleForeignCgroup, Severity: Warning, Subject: subject, Evidence: ev,
+			Rule: rules.ForeignCgroup, Severity: Warning, Subject: subject, Evidence: ev,
 			Brief: "at " + c.Path,
 			Message: "A cgroup outside the pod's cgroup is named like one of the pod's misplaced containers, but the runtime (or the " +
 				"API server) lists no container of the pod with its ID: its processes are not the pod's. cgwarden does not move them " +

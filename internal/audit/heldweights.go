@@ -9,14 +9,10 @@ import (
 	"github.com/cgwarden/cgwarden/internal/weights"
 )
 
-// RuleHeldWeights: the weights of sized BestEffort pods follow their
-// sizes — held by cgwarden (or by a fix the kubelet has not reset yet).
-// It is information, and a warning of what removing cgwarden does.
-const RuleHeldWeights = rules.HeldWeights
-
 // checkHeldWeights reports, once, that every sized BestEffort pod and the
 // BestEffort tier are at the weights their sizes call for, with what the
-// pods would be guaranteed at the kubelet's weights.
+// pods would be guaranteed at the kubelet's weights: information, and a
+// warning of what removing cgwarden does.
 func checkHeldWeights(in *Input, r *Report) {
 	if in.Meta == nil || in.Node == nil {
 		return
@@ -42,7 +38,7 @@ func checkHeldWeights(in *Input, r *Report) {
 	tier := vs[0].Pod.Cgroup.Parent
 	ev := Evidence{Summary: fmt.Sprintf("%s at %d; %s", tier.Path, vs[0].TierTarget, strings.Join(parts, ", "))}
 	ev.Add("tierWeight", vs[0].TierTarget).Add("pods", rows)
-	r.add(Finding{Rule: RuleHeldWeights, Severity: Info, Subject: Subject{Kind: "cgroup", Cgroup: tier.Path}, Evidence: ev,
+	r.add(Finding{Rule: rules.HeldWeights, Severity: Info, Subject: Subject{Kind: "cgroup", Cgroup: tier.Path}, Evidence: ev,
 		Message: fmt.Sprintf("The weights of %s follow their sizes, as if they requested them. The kubelet resets the BestEffort tier to the minimum within a minute: they stay only while `cgwarden serve --fix` holds them, and removing it gives the starvation back.",
 			plural(len(vs), "sized BestEffort pod")),
 		Remedy: "Nothing to do while cgwarden holds them. To make it lasting without cgwarden, give these pods CPU requests from their size when they are created.",

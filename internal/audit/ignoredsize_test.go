@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/cgwarden/cgwarden/internal/metadata"
+	"github.com/cgwarden/cgwarden/internal/rules"
 	"github.com/cgwarden/cgwarden/internal/vmsize"
 )
 
@@ -31,7 +32,7 @@ func TestIgnoredSizeFinding(t *testing.T) {
 	r := Run(&Input{Node: n, Meta: meta})
 	var got []Finding
 	for _, f := range r.Findings {
-		if f.Rule == RuleIgnoredSize {
+		if f.Rule == rules.IgnoredSize {
 			got = append(got, f)
 		}
 	}

@@ -3,6 +3,8 @@ package audit
 import (
 	"strings"
 	"testing"
+
+	"github.com/cgwarden/cgwarden/internal/rules"
 )
 
 // TestKataSandboxesWithoutTheirPod: Kata with sandbox_cgroup_only=false
@@ -24,7 +26,7 @@ func TestKataSandboxesWithoutTheirPod(t *testing.T) {
 	)
 	r := Run(&Input{Node: n})
 	for _, path := range []string{kata, "/kata_overhead"} {
-		f, ok := find(r, RuleMisplacedContainer, func(f Finding) bool { return f.Subject.Cgroup == path })
+		f, ok := find(r, rules.MisplacedContainer, func(f Finding) bool { return f.Subject.Cgroup == path })
 		if !ok {
 			t.Errorf("no misplaced-container finding for %s; findings: %v", path, ruleIDs(r))
 			continue

@@ -10,6 +10,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/realtest"
+	"github.com/cgwarden/cgwarden/internal/rules"
 	"github.com/cgwarden/cgwarden/internal/vmsize"
 )
 
@@ -136,7 +137,7 @@ func TestLiveBestEffortVMs(t *testing.T) {
 		t.Errorf("kernel split: Burstable %.3f cores, BestEffort %.4f: the VMs were not starved", *buC.UsageCores, *beC.UsageCores)
 	}
 	for _, uid := range []string{vmUID0, vmUID1, vmUID2} {
-		f, ok := find(r, RuleBestEffortStarvation, func(f Finding) bool { return f.Subject.PodUID == uid })
+		f, ok := find(r, rules.BestEffortStarvation, func(f Finding) bool { return f.Subject.PodUID == uid })
 		if !ok || f.Severity != Error {
 			t.Errorf("no besteffort-starvation error for VM pod %s; findings: %v", uid, ruleIDs(r))
 			continue
@@ -148,10 +149,10 @@ func TestLiveBestEffortVMs(t *testing.T) {
 			t.Errorf("VM pod %s: demand %v, want its burner's ~1 core", uid, d)
 		}
 	}
-	if f, ok := find(r, RuleSizeBlindWeights, func(f Finding) bool { return strings.HasSuffix(f.Subject.Cgroup, be) }); !ok || f.Severity != Error {
+	if f, ok := find(r, rules.SizeBlindWeights, func(f Finding) bool { return strings.HasSuffix(f.Subject.Cgroup, be) }); !ok || f.Severity != Error {
 		t.Errorf("no size-blind-weights error for the BestEffort tier; findings: %v", ruleIDs(r))
 	}
-	if len(r.Findings) == 0 || r.Findings[0].Rule != RuleBestEffortStarvation {
+	if len(r.Findings) == 0 || r.Findings[0].Rule != rules.BestEffortStarvation {
 		t.Errorf("findings do not start with besteffort-starvation: %v", ruleIDs(r))
 	}
 }
@@ -171,11 +172,11 @@ func TestLiveMisplacedContainer(t *testing.T) {
 	s.Mkdir(literal)
 	s.Burn(literal, 0)
 	r, _ := liveAudit(t, s, nil, time.Second)
-	m, ok := find(r, RuleMisplacedContainer, func(f Finding) bool { return f.Subject.ContainerID == hexID(3) })
+	m, ok := find(r, rules.MisplacedContainer, func(f Finding) bool { return f.Subject.ContainerID == hexID(3) })
 	if !ok || m.Severity != Error || m.Subject.PodUID != spinUID {
 		t.Fatalf("no misplaced-container error for the literal directory; findings: %v", ruleIDs(r))
 	}
-	g, ok := find(r, RulePodAccountingGap, func(f Finding) bool { return f.Subject.PodUID == spinUID })
+	g, ok := find(r, rules.PodAccountingGap, func(f Finding) bool { return f.Subject.PodUID == spinUID })
 	if !ok {
 		t.Fatalf("no pod-accounting-gap for the pod; findings: %v", ruleIDs(r))
 	}
@@ -184,7 +185,7 @@ func TestLiveMisplacedContainer(t *testing.T) {
 	if pc.(float64) > 0.01 || cc.(float64) < 0.1 {
 		t.Errorf("pod cgroup %v cores, container %v: want ~0 and a burner's share", pc, cc)
 	}
-	if r.Findings[0].Rule != RuleMisplacedContainer || r.Findings[1].Rule != RulePodAccountingGap {
+	if r.Findings[0].Rule != rules.MisplacedContainer || r.Findings[1].Rule != rules.PodAccountingGap {
 		t.Errorf("findings do not start with misplaced-container, pod-accounting-gap: %v", ruleIDs(r))
 	}
 }
@@ -206,7 +207,7 @@ func TestLiveEscapedProcess(t *testing.T) {
 	meta := metadata.NewSet([]metadata.Pod{{UID: qemuUID, Name: "vm-escapee-abcde", Namespace: "default", QoS: "besteffort",
 		RequestMilliCPU: &zero, Labels: map[string]string{vmsize.LabelNeonVM: "vm-escapee"}}})
 	r, _ := liveAudit(t, s, meta, time.Second)
-	f, ok := find(r, RuleEscapedProcess, func(f Finding) bool { return f.Subject.PodUID == qemuUID })
+	f, ok := find(r, rules.EscapedProcess, func(f Finding) bool { return f.Subject.PodUID == qemuUID })
 	if !ok || f.Severity != Error {
 		t.Fatalf("no escaped-process error naming the pod; findings: %v", ruleIDs(r))
 	}
@@ -219,7 +220,7 @@ func TestLiveEscapedProcess(t *testing.T) {
 	// Without metadata the cgroup is still reported, by the pod name it
 	// carries.
 	r, _ = liveAudit(t, s, nil, 200*time.Millisecond)
-	if _, ok := find(r, RuleEscapedProcess, func(f Finding) bool { return f.Subject.PodName == "vm-escapee-abcde" }); !ok {
+	if _, ok := find(r, rules.EscapedProcess, func(f Finding) bool { return f.Subject.PodName == "vm-escapee-abcde" }); !ok {
 		t.Errorf("no escaped-process finding without metadata; findings: %v", ruleIDs(r))
 	}
 }

@@ -8,9 +8,6 @@ import (
 	"github.com/cgwarden/cgwarden/internal/rules"
 )
 
-// RuleMisplacedContainer: a container cgroup outside its pod's cgroup.
-const RuleMisplacedContainer = rules.MisplacedContainer
-
 // checkMisplaced reports containers a runtime put outside their pod's
 // cgroup (seed 003's literal "<slice>:cri-containerd:<id>" directory,
 // Kata's sandbox cgroups beside the pod). VM processes moved out of
@@ -53,7 +50,7 @@ func checkMisplaced(in *Input, r *Report) {
 				brief += fmt.Sprintf(", using %s cores", cores(*cg.UsageCores))
 			}
 			r.add(Finding{
-				Rule: RuleMisplacedContainer, Severity: Error, Subject: containerSubject(p, c), Evidence: ev, Brief: brief,
+				Rule: rules.MisplacedContainer, Severity: Error, Subject: containerSubject(p, c), Evidence: ev, Brief: brief,
 				Message: fmt.Sprintf("The kubelet reads pod %s's CPU and memory from its pod cgroup, which does not hold these "+
 					"processes: %s, and kubectl top and the HPA are only as right as the runtime's own container stats. The "+
 					"pod's limits and its QoS tier's weight do not apply to these processes.",
@@ -108,7 +105,7 @@ func checkUnattachedMisplaced(n *inventory.Node, r *Report) {
 			remedy += ": Kata with sandbox_cgroup_only=true keeps the sandbox and its overhead inside the pod cgroup"
 		}
 		r.add(Finding{
-			Rule: RuleMisplacedContainer, Severity: Warning, Subject: Subject{Kind: "cgroup", ContainerID: id.ContainerID, Cgroup: c.Path},
+			Rule: rules.MisplacedContainer, Severity: Warning, Subject: Subject{Kind: "cgroup", ContainerID: id.ContainerID, Cgroup: c.Path},
 			Evidence: ev, Brief: brief,
 			Message: "A runtime's cgroup outside every pod cgroup: the processes in it escape their pod's limits and its QoS tier's " +
 				"weight, and the kubelet does not count them for their pod. Which pod it belongs to is unknown here.",

@@ -8,9 +8,6 @@ import (
 	"github.com/cgwarden/cgwarden/internal/rules"
 )
 
-// RuleOrphanCgroup: pod cgroups with no pod in the metadata.
-const RuleOrphanCgroup = rules.OrphanCgroup
-
 // checkOrphans reports pod cgroups whose pod the metadata does not know:
 // with processes (a pod deleted while its processes live on, or metadata
 // from another node), or empty leftovers the kubelet failed to remove.
@@ -18,7 +15,7 @@ const RuleOrphanCgroup = rules.OrphanCgroup
 // orphaned.
 func checkOrphans(in *Input, r *Report) {
 	if in.Meta == nil || in.Meta.Len() == 0 {
-		r.note("%s not checked: no pod metadata (give --pods)", RuleOrphanCgroup)
+		r.note("%s not checked: no pod metadata (give --pods)", rules.OrphanCgroup)
 		return
 	}
 	// Metadata that names none of the node's pods is another node's (or
@@ -35,10 +32,10 @@ func checkOrphans(in *Input, r *Report) {
 	}
 	switch {
 	case withCgroup > 0 && known == 0:
-		r.note("%s not checked: the pod metadata names none of the node's %d pods (it is from another node, or another time)", RuleOrphanCgroup, withCgroup)
+		r.note("%s not checked: the pod metadata names none of the node's %d pods (it is from another node, or another time)", rules.OrphanCgroup, withCgroup)
 		return
 	case known < withCgroup && known*2 <= withCgroup:
-		r.note("%s: the pod metadata names only %d of the node's %d pods; if it is from another node or another time, the pods reported as orphaned are not", RuleOrphanCgroup, known, withCgroup)
+		r.note("%s: the pod metadata names only %d of the node's %d pods; if it is from another node or another time, the pods reported as orphaned are not", rules.OrphanCgroup, known, withCgroup)
 	}
 	for _, p := range in.Node.Pods {
 		if p.Cgroup == nil {
@@ -59,7 +56,7 @@ func checkOrphans(in *Input, r *Report) {
 		if p.Cgroup.UsageCores != nil {
 			ev.Add("usageCores", round(*p.Cgroup.UsageCores))
 		}
-		f := Finding{Rule: RuleOrphanCgroup, Subject: podSubject(p), Evidence: ev}
+		f := Finding{Rule: rules.OrphanCgroup, Subject: podSubject(p), Evidence: ev}
 		switch {
 		case known && procs == 0:
 			f.Severity = Info

@@ -9,6 +9,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/fairness"
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/metadata"
+	"github.com/cgwarden/cgwarden/internal/rules"
 	"github.com/cgwarden/cgwarden/internal/snapshot"
 )
 
@@ -88,7 +89,7 @@ func TestRuntimeWeightFormula(t *testing.T) {
 				cg{path: pod + "/cri-containerd-" + small + ".scope", weight: conv.f(fairness.MilliCPUToShares(100)), procs: 1},
 			)
 			r := Run(&Input{Node: n, Meta: meta})
-			f, ok := find(r, RuleTierDrift, func(f Finding) bool { return f.Subject.PodUID == uidA })
+			f, ok := find(r, rules.TierDrift, func(f Finding) bool { return f.Subject.PodUID == uidA })
 			if ok != conv.reported {
 				t.Fatalf("tier-drift for the pod: %v, want %v; findings %v", ok, conv.reported, ruleIDs(r))
 			}
@@ -124,16 +125,16 @@ func TestTierAndOrphans(t *testing.T) {
 	want := map[string]Severity{}
 	for _, f := range r.Findings {
 		switch {
-		case f.Rule == RuleTierDrift && strings.HasSuffix(f.Subject.Cgroup, "kubepods-besteffort.slice"):
+		case f.Rule == rules.TierDrift && strings.HasSuffix(f.Subject.Cgroup, "kubepods-besteffort.slice"):
 			want["besteffort tier"] = f.Severity
-		case f.Rule == RuleTierDrift && f.Subject.Cgroup == bu:
+		case f.Rule == rules.TierDrift && f.Subject.Cgroup == bu:
 			if e, _ := f.Evidence.Get("expectedWeight"); e != fairness.SharesToWeightLinear(512) {
 				t.Errorf("Burstable tier expected weight %v, want linear(512)", e)
 			}
 			want["burstable tier"] = f.Severity
-		case f.Rule == RuleOrphanCgroup && f.Subject.PodUID == uidB:
+		case f.Rule == rules.OrphanCgroup && f.Subject.PodUID == uidB:
 			want["orphan"] = f.Severity
-		case f.Rule == RuleOrphanCgroup && f.Subject.PodUID == uidC:
+		case f.Rule == rules.OrphanCgroup && f.Subject.PodUID == uidC:
 			want["leftover"] = f.Severity
 		case f.Subject.PodUID == uidA:
 			t.Errorf("finding for the healthy pod: %s %s", f.Rule, f.Evidence.Summary)
@@ -160,7 +161,7 @@ func TestOneSample(t *testing.T) {
 	n := v2Node(t, nil, cg{path: "/kubepods.slice", weight: 100})
 	n.Root.Walk(func(c *inventory.Cgroup) { c.UsageCores = nil })
 	r := Run(&Input{Node: n})
-	if !strings.Contains(strings.Join(r.Notes, "\n"), RulePodAccountingGap+" not checked") {
+	if !strings.Contains(strings.Join(r.Notes, "\n"), rules.PodAccountingGap+" not checked") {
 		t.Errorf("notes %q do not say the accounting gap needs two samples", r.Notes)
 	}
 }
@@ -169,11 +170,11 @@ func TestOneSample(t *testing.T) {
 // subject; AtOrAbove follows the severity order.
 func TestSortAndFailOn(t *testing.T) {
 	fs := []Finding{
-		{Rule: RuleOrphanCgroup, Severity: Info, Subject: Subject{Kind: "pod", PodUID: "b"}},
-		{Rule: RuleTierDrift, Severity: Error, Subject: Subject{Kind: "pod", PodUID: "z"}},
-		{Rule: RuleBestEffortStarvation, Severity: Error, Subject: Subject{Kind: "pod", PodUID: "y"}},
-		{Rule: RuleBestEffortStarvation, Severity: Error, Subject: Subject{Kind: "pod", PodUID: "x"}},
-		{Rule: RuleMisplacedContainer, Severity: Warning, Subject: Subject{Kind: "pod", PodUID: "a"}},
+		{Rule: rules.OrphanCgroup, Severity: Info, Subject: Subject{Kind: "pod", PodUID: "b"}},
+		{Rule: rules.TierDrift, Severity: Error, Subject: Subject{Kind: "pod", PodUID: "z"}},
+		{Rule: rules.BestEffortStarvation, Severity: Error, Subject: Subject{Kind: "pod", PodUID: "y"}},
+		{Rule: rules.BestEffortStarvation, Severity: Error, Subject: Subject{Kind: "pod", PodUID: "x"}},
+		{Rule: rules.MisplacedContainer, Severity: Warning, Subject: Subject{Kind: "pod", PodUID: "a"}},
 	}
 	Sort(fs)
 	var got []string
@@ -206,7 +207,7 @@ func TestBurstableTierWithoutCPURequests(t *testing.T) {
 		cg{path: bu + "/kubepods-burstable-pod" + under(uidA) + ".slice", weight: 1, procs: 1},
 	)
 	r := Run(&Input{Node: n, Meta: meta})
-	f, ok := find(r, RuleTierDrift, func(f Finding) bool { return f.Subject.Cgroup == bu })
+	f, ok := find(r, rules.TierDrift, func(f Finding) bool { return f.Subject.Cgroup == bu })
 	if !ok {
 		t.Fatalf("no tier-drift for the Burstable tier: %v", ruleIDs(r))
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/examples"
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/metadata"
+	"github.com/cgwarden/cgwarden/internal/rules"
 	"github.com/cgwarden/cgwarden/internal/snapshot"
 )
 
@@ -74,7 +75,7 @@ func TestSeed000(t *testing.T) {
 			}
 			sizes := map[float64]bool{}
 			for _, f := range r.Findings[:3] {
-				if f.Rule != RuleBestEffortStarvation || f.Severity != Error {
+				if f.Rule != rules.BestEffortStarvation || f.Severity != Error {
 					t.Fatalf("finding %s/%s for %s, want besteffort-starvation errors first", f.Severity, f.Rule, f.Subject)
 				}
 				ev := f.Evidence
@@ -104,7 +105,7 @@ func TestSeed000(t *testing.T) {
 				}
 			}
 			sb := r.Findings[3]
-			if sb.Rule != RuleSizeBlindWeights || sb.Severity != Error || !strings.HasSuffix(sb.Subject.Cgroup, "kubepods-besteffort.slice") {
+			if sb.Rule != rules.SizeBlindWeights || sb.Severity != Error || !strings.HasSuffix(sb.Subject.Cgroup, "kubepods-besteffort.slice") {
 				t.Fatalf("fourth finding %s/%s for %s, want size-blind-weights on the BestEffort tier", sb.Severity, sb.Rule, sb.Subject)
 			}
 			rows, _ := sb.Evidence.Get("pods")
@@ -116,7 +117,7 @@ func TestSeed000(t *testing.T) {
 				t.Errorf("size-blind rows %v, want VMs of 0.25, 1 and 4 CPUs at 2 shares each", seen)
 			}
 			for _, f := range r.Findings[4:] {
-				if f.Rule == RuleTierDrift || f.Rule == RuleOrphanCgroup || f.Rule == RuleMisplacedContainer {
+				if f.Rule == rules.TierDrift || f.Rule == rules.OrphanCgroup || f.Rule == rules.MisplacedContainer {
 					t.Errorf("unexpected %s finding on seed 000: %s: %s", f.Rule, f.Subject, f.Evidence.Summary)
 				}
 			}
@@ -132,11 +133,11 @@ func TestSeed000WithoutMetadata(t *testing.T) {
 		t.Fatalf("%d findings, want the 4 BestEffort pods", len(r.Findings))
 	}
 	for _, f := range r.Findings {
-		if f.Rule != RuleBestEffortStarvation || f.Severity != Warning {
+		if f.Rule != rules.BestEffortStarvation || f.Severity != Warning {
 			t.Errorf("%s/%s for %s, want besteffort-starvation warnings only", f.Severity, f.Rule, f.Subject)
 		}
 	}
-	for _, want := range []string{RuleSizeBlindWeights + " not checked", RuleOrphanCgroup + " not checked", "give --pods"} {
+	for _, want := range []string{rules.SizeBlindWeights + " not checked", rules.OrphanCgroup + " not checked", "give --pods"} {
 		if !strings.Contains(strings.Join(r.Notes, "\n"), want) {
 			t.Errorf("notes %q do not say %q", r.Notes, want)
 		}
@@ -151,10 +152,10 @@ func TestSeed003(t *testing.T) {
 		t.Fatalf("%d findings, want at least 2", len(r.Findings))
 	}
 	m, g := r.Findings[0], r.Findings[1]
-	if m.Rule != RuleMisplacedContainer || m.Severity != Error || m.Subject.ContainerID != "c339025b3f0d9bec908636b49764fbca659636f54ad45c2eddd281049eb4df00" {
+	if m.Rule != rules.MisplacedContainer || m.Severity != Error || m.Subject.ContainerID != "c339025b3f0d9bec908636b49764fbca659636f54ad45c2eddd281049eb4df00" {
 		t.Errorf("first finding %s/%s for %s, want misplaced-container c339025b…", m.Severity, m.Rule, m.Subject)
 	}
-	if g.Rule != RulePodAccountingGap || g.Subject.PodUID != "99afd520-5b3e-4c8d-8471-4b6c8ee26b4c" {
+	if g.Rule != rules.PodAccountingGap || g.Subject.PodUID != "99afd520-5b3e-4c8d-8471-4b6c8ee26b4c" {
 		t.Fatalf("second finding %s/%s for %s, want pod-accounting-gap of pod 99afd520-…", g.Severity, g.Rule, g.Subject)
 	}
 	pod, _ := g.Evidence.Get("podCgroupUsageCores")
@@ -165,7 +166,7 @@ func TestSeed003(t *testing.T) {
 		t.Errorf("pod %v cores, containers %v, want 0 and 0.95", pod, ctr)
 	}
 	for _, f := range r.Findings {
-		if f.Rule == RulePodAccountingGap && f.Subject.PodUID != "99afd520-5b3e-4c8d-8471-4b6c8ee26b4c" {
+		if f.Rule == rules.PodAccountingGap && f.Subject.PodUID != "99afd520-5b3e-4c8d-8471-4b6c8ee26b4c" {
 			t.Errorf("accounting gap reported for a pod whose containers are all inside it: %s", f.Evidence.Summary)
 		}
 	}
@@ -204,13 +205,13 @@ func TestMetadataDrivenRules(t *testing.T) {
 	var orphan, drift, tier bool
 	for _, f := range r.Findings {
 		switch {
-		case f.Rule == RuleOrphanCgroup && f.Subject.PodUID == gone:
+		case f.Rule == rules.OrphanCgroup && f.Subject.PodUID == gone:
 			orphan = f.Severity == Warning
-		case f.Rule == RuleTierDrift && f.Subject.Cgroup != "" && strings.Contains(f.Subject.Cgroup, strings.ReplaceAll(drifted, "-", "_")):
+		case f.Rule == rules.TierDrift && f.Subject.Cgroup != "" && strings.Contains(f.Subject.Cgroup, strings.ReplaceAll(drifted, "-", "_")):
 			w, _ := f.Evidence.Get("weight")
 			e, _ := f.Evidence.Get("expectedWeight")
 			drift = w == uint64(276) && e == uint64(1024)
-		case f.Rule == RuleTierDrift && f.Subject.Kind == "tier":
+		case f.Rule == rules.TierDrift && f.Subject.Kind == "tier":
 			tier = true
 		}
 	}

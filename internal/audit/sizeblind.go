@@ -10,10 +10,6 @@ import (
 	"github.com/cgwarden/cgwarden/internal/rules"
 )
 
-// RuleSizeBlindWeights: sibling pods whose sizes differ but whose weights
-// do not follow.
-const RuleSizeBlindWeights = rules.SizeBlindWeights
-
 // proportionalTolerance is how far a pod's share by weight may stray from
 // its share by size before the weights are called size-blind.
 const proportionalTolerance = 0.10
@@ -37,7 +33,7 @@ type sizedPod struct {
 // ratio uneven (v2: 10m, 100m and 1000m weigh 1, 4 and 39).
 func checkSizeBlind(in *Input, r *Report) {
 	if in.Meta == nil {
-		r.note("%s not checked: pod sizes unknown (give --pods, and --vms for VM pods)", RuleSizeBlindWeights)
+		r.note("%s not checked: pod sizes unknown (give --pods, and --vms for VM pods)", rules.SizeBlindWeights)
 		return
 	}
 	groups := map[*inventory.Cgroup][]sizedPod{}
@@ -121,7 +117,7 @@ func checkSizeBlind(in *Input, r *Report) {
 		big := off[0]
 		msg := fmt.Sprintf("Under contention these pods split %s by weight, not by size: %s (%s) gets %s of the CPU it would get if weights followed sizes.",
 			parent.Name(), podLabel(big.pod), cpuCount(big.milli), pct(float64(big.weight)/sumW/(float64(kubeletWeight(in.Node, big.milli))/sumSize)))
-		r.add(Finding{Rule: RuleSizeBlindWeights, Severity: sev,
+		r.add(Finding{Rule: rules.SizeBlindWeights, Severity: sev,
 			Subject: Subject{Kind: "cgroup", Cgroup: parent.Path}, Evidence: ev, Message: msg,
 			Remedy: "For BestEffort pods with a declared size: `cgwarden fix --only size-blind-weights --apply` writes each pod cgroup's " +
 				weightFile(in.Node) + " (and its VM container's) from its size as the kubelet would from a request, and " +

@@ -5,6 +5,7 @@ import (
 
 	"github.com/cgwarden/cgwarden/internal/fairness"
 	"github.com/cgwarden/cgwarden/internal/metadata"
+	"github.com/cgwarden/cgwarden/internal/rules"
 	"github.com/cgwarden/cgwarden/internal/vmsize"
 )
 
@@ -29,7 +30,7 @@ func TestSizeBlindIgnoresTheKubeletsRounding(t *testing.T) {
 		cg{path: bu + "/kubepods-burstable-pod" + under(uidB) + ".slice", weight: lin(100)},
 		cg{path: bu + "/kubepods-burstable-pod" + under(uidC) + ".slice", weight: lin(1000)},
 	)
-	if f, ok := find(Run(&Input{Node: n, Meta: meta}), RuleSizeBlindWeights, func(Finding) bool { return true }); ok {
+	if f, ok := find(Run(&Input{Node: n, Meta: meta}), rules.SizeBlindWeights, func(Finding) bool { return true }); ok {
 		t.Fatalf("size-blind-weights for pods weighted exactly as the kubelet writes their requests: %s", f.Evidence.Summary)
 	}
 
@@ -44,7 +45,7 @@ func TestSizeBlindIgnoresTheKubeletsRounding(t *testing.T) {
 		cg{path: be + "/kubepods-besteffort-pod" + under(uidA) + ".slice", weight: 1},
 		cg{path: be + "/kubepods-besteffort-pod" + under(uidB) + ".slice", weight: 1},
 	)
-	if _, ok := find(Run(&Input{Node: n, Meta: vms}), RuleSizeBlindWeights, func(Finding) bool { return true }); !ok {
+	if _, ok := find(Run(&Input{Node: n, Meta: vms}), rules.SizeBlindWeights, func(Finding) bool { return true }); !ok {
 		t.Fatal("no size-blind-weights for a 4-CPU and a 0.25-CPU VM at the same weight")
 	}
 }

@@ -85,14 +85,10 @@ func sizeFrom(o metadata.Origin) string {
 	return "annotation"
 }
 
-// RuleIgnoredSize: a pod on the node declares a CPU size that is not
-// taken (not believed, or not a size at all), so its weight stays the
-// kubelet's. The Declared sizes section lists it too; the finding makes
-// it count (--fail-on, cgwarden_audit_findings) and says what to do.
-const RuleIgnoredSize = rules.IgnoredSize
-
 // checkIgnoredSizes reports each pod of the node whose declared size is
-// ignored, with the size and the reason.
+// ignored (not believed, or not a size at all), with the size and the
+// reason. The Declared sizes section lists it too; the finding makes it
+// count (--fail-on, cgwarden_audit_findings) and says what to do.
 func checkIgnoredSizes(in *Input, r *Report) {
 	if in.Meta == nil {
 		return
@@ -120,7 +116,7 @@ func checkIgnoredSizes(in *Input, r *Report) {
 				"which lets only the sizer set cgwarden.io/cpu, or name the namespace in --trust-size-annotations if everyone who may write its pods is trusted. " +
 				"Otherwise remove it."
 		}
-		r.add(Finding{Rule: RuleIgnoredSize, Severity: Warning, Subject: podSubject(p), Evidence: ev,
+		r.add(Finding{Rule: rules.IgnoredSize, Severity: Warning, Subject: podSubject(p), Evidence: ev,
 			Message: "The pod's declared size buys no CPU weight: it keeps the kubelet's weight (a BestEffort pod: the minimum), " +
 				"and the weight fixes do not count it in its tier. A weight an earlier fix set from this size is lowered by a holder that no longer believes it.",
 			Remedy: remedy})

@@ -20,10 +20,6 @@ func weightText(c *inventory.Cgroup) string {
 	return "?"
 }
 
-// RuleBestEffortStarvation: a BestEffort pod whose guaranteed CPU under
-// full contention is below the threshold.
-const RuleBestEffortStarvation = rules.BestEffortStarvation
-
 // checkStarvation reports every BestEffort pod guaranteed less than
 // Input.StarvationCores. The kubelet gives the whole BestEffort tier the
 // minimum weight (2 shares) and each pod in it 2 more, so under contention
@@ -107,7 +103,7 @@ func checkStarvation(in *Input, r *Report) {
 			brief += fmt.Sprintf("; wants %s, fair share now %s", cores(*c.DemandCores), cores(*c.FairCores))
 		}
 		r.add(Finding{
-			Rule: RuleBestEffortStarvation, Severity: sev, Subject: podSubject(p), Evidence: ev, Message: msg, Brief: brief,
+			Rule: rules.BestEffortStarvation, Severity: sev, Subject: podSubject(p), Evidence: ev, Message: msg, Brief: brief,
 			Remedy: remedyStarvation(sized),
 		})
 	}

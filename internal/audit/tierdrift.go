@@ -14,10 +14,6 @@ import (
 	"github.com/cgwarden/cgwarden/internal/vmsize"
 )
 
-// RuleTierDrift: a QoS tier, pod or container weight that is not what the
-// kubelet (or the runtime) would write for the pods' requests.
-const RuleTierDrift = rules.TierDrift
-
 // tierTolerance lets the Burstable tier lag a pod that just came or went:
 // the kubelet refreshes it about every minute.
 const tierTolerance = 0.01
@@ -69,7 +65,7 @@ func checkTierDrift(in *Input, r *Report) {
 		}
 	}
 	if in.Meta == nil {
-		r.note("%s: pod weights not compared with requests: no pod metadata (give --pods)", RuleTierDrift)
+		r.note("%s: pod weights not compared with requests: no pod metadata (give --pods)", rules.TierDrift)
 		return
 	}
 	for _, p := range n.Pods {
@@ -118,7 +114,7 @@ func checkBurstableTier(in *Input, r *Report, tier *inventory.Cgroup, w uint64) 
 		sum += *mp.RequestMilliCPU
 	}
 	if missing > 0 {
-		r.note("%s: Burstable tier not compared with requests: %d Burstable pods are not in the metadata", RuleTierDrift, missing)
+		r.note("%s: Burstable tier not compared with requests: %d Burstable pods are not in the metadata", rules.TierDrift, missing)
 		return
 	}
 	want := kubeletWeight(n, sum)
@@ -144,7 +140,7 @@ func drift(r *Report, n *inventory.Node, c *inventory.Cgroup, have, want uint64,
 	if c.Identity.Kind == layout.QoSTier {
 		subj.Kind = "tier"
 	}
-	r.add(Finding{Rule: RuleTierDrift, Severity: Warning, Subject: subj, Evidence: ev, Message: msg, Remedy: remedy})
+	r.add(Finding{Rule: rules.TierDrift, Severity: Warning, Subject: subj, Evidence: ev, Message: msg, Remedy: remedy})
 }
 
 // checkContainerFormula finds, on v2, the containers of a pod whose
@@ -202,7 +198,7 @@ func checkContainerFormula(r *Report, n *inventory.Node, p *inventory.Pod, mp *m
 	}
 	ev := Evidence{Summary: "container weights follow the runtime's conversion, the pod's the kubelet's linear one: " + strings.Join(parts, "; ")}
 	ev.Add("maxDeviation", round(worst))
-	r.add(Finding{Rule: RuleTierDrift, Severity: Warning, Subject: podSubject(p), Evidence: ev,
+	r.add(Finding{Rule: rules.TierDrift, Severity: Warning, Subject: podSubject(p), Evidence: ev,
 		Message: fmt.Sprintf("Inside pod %s the containers split the pod's CPU by weights the runtime converted with its own formula: under contention %s gets %s more or less than its request says.",
 			podLabel(p), worstName, pct(worst)),
 		Remedy: "Nothing to change in the pod spec: write each container cgroup's cpu.weight from the linear formula " +

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/cgwarden/cgwarden/internal/rules"
 )
 
 // A tier or pod whose weight file could not be read has an unknown
@@ -20,7 +22,7 @@ func TestStarvationUnknownWeightIsNotZero(t *testing.T) {
 	)
 	n.Find(be).Stats.CPU.Weight = nil // as when cpu.weight was unreadable
 	n.Find(pod).Stats.CPU.Weight = nil
-	f, ok := find(Run(&Input{Node: n}), RuleBestEffortStarvation, func(f Finding) bool { return f.Subject.PodUID == uidA })
+	f, ok := find(Run(&Input{Node: n}), rules.BestEffortStarvation, func(f Finding) bool { return f.Subject.PodUID == uidA })
 	if !ok {
 		t.Fatal("no besteffort-starvation finding")
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/examples"
 	"github.com/cgwarden/cgwarden/internal/inspect"
 	"github.com/cgwarden/cgwarden/internal/podsource"
+	"github.com/cgwarden/cgwarden/internal/rules"
 )
 
 // addCompletions registers shell completions for the flag values that
@@ -43,7 +44,7 @@ func addCompletions(root *cobra.Command) {
 			_ = c.RegisterFlagCompletionFunc("metadata", words(podsource.Modes...))
 		}
 		if c.LocalNonPersistentFlags().Lookup("only") != nil {
-			_ = c.RegisterFlagCompletionFunc("only", words(audit.RuleMisplacedContainer))
+			_ = c.RegisterFlagCompletionFunc("only", words(rules.MisplacedContainer))
 		}
 		for _, sub := range c.Commands() {
 			walk(sub)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -31,10 +30,8 @@ type fixFlags struct {
 // options turns the flags into the engine's options.
 func (f *fixFlags) options() (fix.Options, error) {
 	o := fix.Options{Pod: f.pod, Only: f.only, RemoveEmptySource: f.removeSource}
-	for _, r := range f.only {
-		if !slices.Contains(plan.Rules, r) {
-			return o, fmt.Errorf("--only %s: fix repairs only %s", r, strings.Join(plan.Rules, ", "))
-		}
+	if err := plan.CheckOnly(f.only); err != nil {
+		return o, err
 	}
 	if f.maxTierCPU != "" {
 		m, err := metadata.TierCPU(f.maxTierCPU)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cgwarden/cgwarden/internal/audit"
 	"github.com/cgwarden/cgwarden/internal/inventory"
+	"github.com/cgwarden/cgwarden/internal/rules"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
@@ -20,7 +21,7 @@ func scan(n int) (*inventory.Node, *audit.Report) {
 	for i := 0; i < n; i++ {
 		uid := fmt.Sprintf("00000000-0000-0000-0000-%012d", i)
 		node.Pods = append(node.Pods, &inventory.Pod{UID: uid, Name: fmt.Sprintf("app-%d", i), Namespace: "default"})
-		r.Findings = append(r.Findings, audit.Finding{Rule: audit.RuleMisplacedContainer, Severity: audit.Error,
+		r.Findings = append(r.Findings, audit.Finding{Rule: rules.MisplacedContainer, Severity: audit.Error,
 			Subject: audit.Subject{Kind: "pod", PodUID: uid, PodName: fmt.Sprintf("app-%d", i), Namespace: "default"},
 			Message: "Container outside its pod."})
 	}
@@ -131,7 +132,7 @@ func TestSameFindingByIdentity(t *testing.T) {
 	uid, id := "00000000-0000-0000-0000-000000000001", "c339025b3f0d9bec908636b49764fbca659636f54ad45c2eddd281049eb4df00"
 	node := &inventory.Node{Pods: []*inventory.Pod{{UID: uid, Name: "app", Namespace: "default"}}}
 	finding := func(name, cgroup string) *audit.Report {
-		return &audit.Report{Findings: []audit.Finding{{Rule: audit.RuleMisplacedContainer, Severity: audit.Error,
+		return &audit.Report{Findings: []audit.Finding{{Rule: rules.MisplacedContainer, Severity: audit.Error,
 			Subject: audit.Subject{Kind: "container", PodUID: uid, PodName: "app", Namespace: "default", Container: name, ContainerID: id, Cgroup: cgroup},
 			Message: "Container outside its pod."}}}
 	}

@@ -50,3 +50,20 @@ func SharesToWeightRuntime(shares uint64) uint64 {
 	exp := (l*l+125*l)/612 - 7.0/34
 	return uint64(math.Ceil(math.Pow(10, exp)))
 }
+
+// PodWeight is the weight the kubelet writes for a pod or QoS cgroup of
+// these shares: the shares on v1 (v2 false), their linear conversion on v2.
+func PodWeight(v2 bool, shares uint64) uint64 {
+	if v2 {
+		return SharesToWeightLinear(shares)
+	}
+	return shares
+}
+
+// WeightFile is the name of the CPU weight file on a cgroup version.
+func WeightFile(v2 bool) string {
+	if v2 {
+		return "cpu.weight"
+	}
+	return "cpu.shares"
+}

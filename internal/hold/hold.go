@@ -24,7 +24,6 @@ import (
 	"github.com/cgwarden/cgwarden/internal/mounts"
 	"github.com/cgwarden/cgwarden/internal/plan"
 	"github.com/cgwarden/cgwarden/internal/vmsize"
-	"github.com/cgwarden/cgwarden/internal/weights"
 )
 
 // Sizes gives the pods' metadata as it is now; the Holder reads their
@@ -584,7 +583,7 @@ func (h *Holder) replanOnce(ctx context.Context, from *offer) (again bool, err e
 	dirs := map[string]bool{}
 	for _, t := range p.Targets {
 		want[t.Path] = t
-		if t.Role != weights.RoleContainer {
+		if t.Role != plan.RoleContainer {
 			dirs[path.Dir(t.Path)] = true
 		}
 	}

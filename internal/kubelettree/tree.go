@@ -12,7 +12,6 @@ import (
 	"github.com/cgwarden/cgwarden/internal/layout"
 	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/vmsize"
-	"github.com/cgwarden/cgwarden/internal/weights"
 )
 
 // Cgroups is where a tree is built: a scratch cgroup that makes
@@ -109,7 +108,7 @@ type Tree struct {
 }
 
 // WeightFile is cpu.shares on v1, cpu.weight on v2.
-func (t Tree) WeightFile() string { return weights.WeightFile(t.V2) }
+func (t Tree) WeightFile() string { return fairness.WeightFile(t.V2) }
 
 // MaxWeight is the largest weight of the hierarchy.
 func (t Tree) MaxWeight() uint64 {
@@ -122,12 +121,7 @@ func (t Tree) MaxWeight() uint64 {
 // PodWeight is what the kubelet writes for a pod or tier of these shares,
 // and a runtime before runc 1.3.2 for a container: the shares on v1, the
 // linear conversion on v2.
-func (t Tree) PodWeight(shares uint64) uint64 {
-	if t.V2 {
-		return fairness.SharesToWeightLinear(shares)
-	}
-	return shares
-}
+func (t Tree) PodWeight(shares uint64) uint64 { return fairness.PodWeight(t.V2, shares) }
 
 // SetWeight writes rel's weight file.
 func (t Tree) SetWeight(rel string, w uint64) error {

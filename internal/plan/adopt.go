@@ -12,6 +12,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/layout"
 	"github.com/cgwarden/cgwarden/internal/mounts"
+	"github.com/cgwarden/cgwarden/internal/rules"
 	"github.com/cgwarden/cgwarden/internal/systemd"
 )
 
@@ -163,10 +164,8 @@ func Adopt(in Input) (*Plan, Policy, error) {
 	n := in.Node
 	p := &Plan{Version: string(n.Version), Driver: string(n.Driver), Ops: []Op{}}
 	var pol Policy
-	for _, r := range in.Only {
-		if !slices.Contains(Rules, r) {
-			return nil, pol, fmt.Errorf("--only %s: fix repairs only %s", r, strings.Join(Rules, ", "))
-		}
+	if err := CheckOnly(in.Only); err != nil {
+		return nil, pol, err
 	}
 	if n.KubeRoot == nil {
 		p.Notes = append(p.Notes, "no kubepods hierarchy found: nothing to repair")
@@ -181,7 +180,7 @@ func Adopt(in Input) (*Plan, Policy, error) {
 	if err != nil {
 		return nil, pol, err
 	}
-	if len(in.Only) > 0 && !slices.Contains(in.Only, RuleMisplaced) {
+	if len(in.Only) > 0 && !slices.Contains(in.Only, rules.MisplacedContainer) {
 		return p, pol, nil
 	}
 	for _, pod := range selected {
@@ -254,7 +253,7 @@ func adoptOne(in Input, hs []Hierarchy, pod *inventory.Pod, c *inventory.Contain
 	}
 	name := path.Base(target)
 	short := c.ID[:12]
-	op := func(o Op) Op { o.Rule, o.Pod, o.Container = RuleMisplaced, pod.UID, c.ID; return o }
+	op := func(o Op) Op { o.Rule, o.Pod, o.Container = rules.MisplacedContainer, pod.UID, c.ID; return o }
 	scope, err := systemdScope(in, pod, target)
 	if err != nil {
 		return nil, nil, nil, nil, err

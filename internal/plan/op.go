@@ -29,13 +29,19 @@ const (
 	Property Kind = "property"
 )
 
-// RuleMisplaced is the audit's rule id for a container cgroup outside its
-// pod's cgroup; Adopt repairs it.
-const RuleMisplaced = rules.MisplacedContainer
-
 // Rules lists the findings fix can repair: misplaced containers by
-// adoption, and the two VM weight rules by weight writes.
-var Rules = []string{RuleMisplaced, RuleSizeBlind, RuleStarvation}
+// adoption, and the two VM weight rules by weight writes (the sized pods'
+// and VM containers' weights, the BestEffort tier's).
+var Rules = []string{rules.MisplacedContainer, rules.SizeBlindWeights, rules.BestEffortStarvation}
+
+// Rule IDs by their old names in this package (the IDs are package
+// rules'), for internal/agent, internal/hold and internal/fix alone: to go
+// when those say rules.X.
+const (
+	RuleMisplaced  = rules.MisplacedContainer
+	RuleSizeBlind  = rules.SizeBlindWeights
+	RuleStarvation = rules.BestEffortStarvation
+)
 
 // Pair is one hierarchy's source and target of a move (host paths of
 // cgroup directories).

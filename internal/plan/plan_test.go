@@ -14,6 +14,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/examples"
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/metadata"
+	"github.com/cgwarden/cgwarden/internal/rules"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -235,8 +236,8 @@ func TestAdoptSkips(t *testing.T) {
 	if _, _, err := Adopt(Input{Node: n, Places: sc.Places, FS: sc.FS, Only: []string{"cpu-weights"}}); err == nil {
 		t.Error("--only with a rule fix cannot repair was accepted")
 	}
-	if p, _, err := Adopt(Input{Node: n, Places: sc.Places, FS: sc.FS, Pod: "99afd520-5b3e-4c8d-8471-4b6c8ee26b4c", Only: []string{RuleMisplaced}}); err != nil || len(p.Ops) == 0 {
-		t.Errorf("--pod <uid> --only %s: %v, %v", RuleMisplaced, p, err)
+	if p, _, err := Adopt(Input{Node: n, Places: sc.Places, FS: sc.FS, Pod: "99afd520-5b3e-4c8d-8471-4b6c8ee26b4c", Only: []string{rules.MisplacedContainer}}); err != nil || len(p.Ops) == 0 {
+		t.Errorf("--pod <uid> --only %s: %v, %v", rules.MisplacedContainer, p, err)
 	}
 }
 

@@ -4,14 +4,13 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/cgwarden/cgwarden/internal/fairness"
 )
 
-// Kernel ranges (kernel/sched/core.c, mm/memcontrol*.c, kernel/cgroup/pids.c).
+// Kernel ranges (kernel/sched/core.c, mm/memcontrol*.c, kernel/cgroup/pids.c;
+// the weights' are fairness's).
 const (
-	MinShares = 2
-	MaxShares = 262144
-	MinWeight = 1
-	MaxWeight = 10000
 	// CFS periods are 1 ms .. 1 s; a quota is at least 1 ms and at most
 	// the kernel's MAX_BW (2^44 - 1 µs).
 	MinPeriodUs = 1000
@@ -39,12 +38,12 @@ func Validate(file, value string) error {
 	bad := func(want string) error { return &ValueError{file, value, want} }
 	switch file {
 	case "cpu.shares":
-		if !intIn(v, MinShares, MaxShares) {
-			return bad(fmt.Sprintf("an integer %d..%d", MinShares, MaxShares))
+		if !intIn(v, fairness.MinShares, fairness.MaxShares) {
+			return bad(fmt.Sprintf("an integer %d..%d", fairness.MinShares, fairness.MaxShares))
 		}
 	case "cpu.weight":
-		if !intIn(v, MinWeight, MaxWeight) {
-			return bad(fmt.Sprintf("an integer %d..%d", MinWeight, MaxWeight))
+		if !intIn(v, fairness.MinWeight, fairness.MaxWeight) {
+			return bad(fmt.Sprintf("an integer %d..%d", fairness.MinWeight, fairness.MaxWeight))
 		}
 	case "cpu.cfs_period_us":
 		if !intIn(v, MinPeriodUs, MaxPeriodUs) {

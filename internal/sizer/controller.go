@@ -15,7 +15,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -76,8 +75,12 @@ type Controller struct {
 	// every RetryMax, and one Event per EventWindow.
 	RetryBase, RetryMax time.Duration
 
-	vms   cache.GenericLister
-	pods  corelisters.PodLister
+	vms cache.GenericLister
+	// pods is the runner pods' store, indexed by their VM (podsByVM):
+	// a sync looks up its VM's pods alone, not every pod of the VM's
+	// namespace (a scan that made the first pass after a start or a
+	// failover grow as the square of one namespace's VMs).
+	pods  cache.Indexer
 	nodes corelisters.NodeLister
 	queue workqueue.TypedRateLimitingInterface[string]
 	deb   debounce
@@ -184,7 +187,10 @@ func (c *Controller) Run(ctx context.Context) error {
 		o.LabelSelector = vmsize.LabelNeonVM
 	}), informers.WithTransform(slimRunnerPod))
 	podInf := kf.Core().V1().Pods()
-	c.pods = podInf.Lister()
+	if err := podInf.Informer().AddIndexers(cache.Indexers{podsByVM: podVMKey}); err != nil {
+		return fmt.Errorf("pod informer: %w", err)
+	}
+	c.pods = podInf.Informer().GetIndexer()
 	// Nodes' allocatable CPU from an informer that keeps nothing else of a
 	// Node (no GET per resize; a few hundred bytes per node).
 	nf := informers.NewSharedInformerFactoryWithOptions(c.Client, 0, informers.WithTransform(nodeAllocatableOnly))
@@ -396,7 +402,7 @@ func (c *Controller) sync(ctx context.Context, key string, changed time.Time) er
 	if !ok {
 		return fmt.Errorf("VirtualMachine %s: a %T", key, obj)
 	}
-	pods, err := c.pods.Pods(ns).List(labels.SelectorFromSet(labels.Set{vmsize.LabelNeonVM: name}))
+	pods, err := c.podsOf(key)
 	if err != nil {
 		return fmt.Errorf("pods of VirtualMachine %s: %w", key, err)
 	}
@@ -421,6 +427,40 @@ func (c *Controller) sync(ctx context.Context, key string, changed time.Time) er
 		alloc = c.allocatable(p.Spec.NodeName)
 	}
 	return c.syncPod(ctx, p, vm.MilliCPU, alloc, changed)
+}
+
+// podsByVM is the pod store's index of each pod by its VM's key
+// (namespace/name, the queue's key): podVMKey.
+const podsByVM = "cgwarden.io/vm"
+
+// podVMKey is the podsByVM index function: a pod's namespace and its
+// vm.neon.tech/name label (none without the label).
+func podVMKey(obj any) ([]string, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil, nil
+	}
+	if vm := p.Labels[vmsize.LabelNeonVM]; vm != "" {
+		return []string{p.Namespace + "/" + vm}, nil
+	}
+	return nil, nil
+}
+
+// podsOf is the pods labelled with VM key's name in its namespace, from
+// the index: as many looked at as the VM has pods, whatever else the
+// namespace holds.
+func (c *Controller) podsOf(key string) ([]*corev1.Pod, error) {
+	objs, err := c.pods.ByIndex(podsByVM, key)
+	if err != nil {
+		return nil, err
+	}
+	pods := make([]*corev1.Pod, 0, len(objs))
+	for _, o := range objs {
+		if p, ok := o.(*corev1.Pod); ok {
+			pods = append(pods, p)
+		}
+	}
+	return pods, nil
 }
 
 // allocatable is a node's allocatable CPU in milli-CPU, 0 if unknown.
@@ -471,7 +511,7 @@ func (c *Controller) syncPod(ctx context.Context, p *corev1.Pod, size, alloc int
 		resizePatch(d), metav1.PatchOptions{FieldManager: "cgwarden-sizer"}, "resize")
 	if err != nil {
 		c.Metrics.resize("failed")
-		c.event(p, corev1.EventTypeWarning, ReasonResizeError, "CPU request %s → %s on %s refused: %v", FormatMilli(d.From), FormatMilli(d.To), d.On(), err)
+		c.event(p, corev1.EventTypeWarning, ReasonResizeError, "CPU request %s → %s on %s refused: %v", d.from(), FormatMilli(d.To), d.On(), err)
 		return &refusedError{pod: p.Namespace + "/" + p.Name, to: d.To, err: err}
 	}
 	c.forget(p.UID) // done: a later pending status is reported afresh
@@ -479,12 +519,12 @@ func (c *Controller) syncPod(ctx context.Context, p *corev1.Pod, size, alloc int
 	if !changed.IsZero() {
 		c.Metrics.latency(c.now().Sub(changed))
 	}
-	msg := fmt.Sprintf("CPU request %s → %s on %s (VM size %s)", FormatMilli(d.From), FormatMilli(d.To), d.On(), FormatMilli(size))
+	msg := fmt.Sprintf("CPU request %s → %s on %s (VM size %s)", d.from(), FormatMilli(d.To), d.On(), FormatMilli(size))
 	if d.Reason != "" {
 		msg += ": " + d.Reason
 	}
 	c.event(p, corev1.EventTypeNormal, ReasonResized, "%s", msg)
-	log.Info("resized", "on", d.On(), "from", FormatMilli(d.From), "to", FormatMilli(d.To), "vmSize", FormatMilli(size))
+	log.Info("resized", "on", d.On(), "from", d.from(), "to", FormatMilli(d.To), "vmSize", FormatMilli(size))
 	return nil
 }
 

@@ -14,9 +14,11 @@ const (
 	ActNone Action = "none"
 	// ActResize: patch the pod's resize subresource to To.
 	ActResize Action = "resize"
-	// ActNotSized: the pod was admitted without a CPU request (BestEffort:
-	// the webhook was down or could not size it); resize cannot change its
-	// QoS class, only recreating it can.
+	// ActNotSized: the pod was admitted without any request (BestEffort:
+	// the webhook was down, overloaded or could not size it); a resize
+	// cannot change its QoS class, only recreating it can. A Burstable pod
+	// admitted without a CPU request (it requests memory) is resized
+	// instead: its resize adds one (ResizeDecision.Added).
 	ActNotSized Action = "not-sized"
 	// ActPending: the request equals the size but the kubelet has not
 	// applied it (PodResizePending: Infeasible or Deferred). Reported,
@@ -37,6 +39,14 @@ type ResizeDecision struct {
 	// From and To are the CPU request now and the one wanted, in
 	// milli-CPU.
 	From, To int64
+	// Added: the pod has no CPU request yet (admitted unsized while the
+	// webhook was down or overloaded, failurePolicy Ignore), and the
+	// resize adds one (From is 0). The API server takes a resize that
+	// adds a request as long as the pod's QoS class stays (v1.37
+	// ValidatePodResize refuses only removed requests and limits, and a
+	// changed class): a Burstable pod (one with a memory request) stays
+	// Burstable with a CPU request and no CPU limit.
+	Added bool
 	// Reason explains ActNotSized, ActPending and ActSkip, and a size cut to
 	// the node's allocatable.
 	Reason string
@@ -51,13 +61,25 @@ func (d ResizeDecision) On() string {
 	return "container " + d.Container
 }
 
+// from is From for Events and logs: "none" when the resize adds the pod's
+// first CPU request.
+func (d ResizeDecision) from() string {
+	if d.Added {
+		return "none"
+	}
+	return FormatMilli(d.From)
+}
+
 // DecideResize compares a running runner pod's CPU request with its VM's
 // live size, vmMilli, bounded by the node's allocatable CPU, allocMilli (0:
 // unknown, unbounded). It follows the request where the pod has it: a
 // pod-level CPU request (spec.resources, set by the webhook at LevelPod)
 // is resized at pod level, whatever the webhook's Level is now; otherwise
 // only the CPU request of the container the webhook would have sized.
-// Limits and other containers are left.
+// Limits and other containers are left. A pod admitted without a CPU
+// request (the webhook down, overloaded or out of time: failurePolicy
+// Ignore) is given one in place when it is Burstable (Added), and
+// reported as ActNotSized when it is BestEffort.
 func DecideResize(pod *corev1.Pod, vmMilli, allocMilli int64) ResizeDecision {
 	if pod.DeletionTimestamp != nil {
 		return ResizeDecision{Action: ActSkip, Reason: "being deleted"}
@@ -83,11 +105,29 @@ func DecideResize(pod *corev1.Pod, vmMilli, allocMilli int64) ResizeDecision {
 	}
 	q, ok := res.Requests[corev1.ResourceCPU]
 	if !ok {
-		if pod.Status.QOSClass == corev1.PodQOSBestEffort || !hasCPURequest(pod) {
-			d.Action, d.Reason = ActNotSized, "admitted without a CPU request (BestEffort); its QoS class cannot change: recreate the pod to size it"
-			return d
+		switch {
+		case bestEffort(pod):
+			d.Action, d.Reason = ActNotSized, "admitted without any request (BestEffort); its QoS class cannot change: recreate the pod to size it"
+		case hasCPURequest(pod):
+			// Another container (or the pod's limit) has one: not a pod
+			// the webhook sizes.
+			d.Action, d.Reason = ActSkip, d.On()+" has no CPU request"
+		default:
+			// Admitted unsized but Burstable: sized now, in place. On
+			// the pod when it has pod-level resources (the API server
+			// resizes those only with InPlacePodLevelResourcesVerticalScaling,
+			// which any resize of such a pod needs anyway), else on the
+			// VM's container, as the webhook would have.
+			if r := pod.Spec.Resources; r != nil && len(r.Requests)+len(r.Limits) > 0 {
+				d.PodLevel, d.Container = true, ""
+			}
+			d.Action, d.Added = ActResize, true
+			if d.Reason == "" {
+				d.Reason = "admitted without a CPU request: one added"
+			} else {
+				d.Reason = "admitted without a CPU request: one added, " + d.Reason
+			}
 		}
-		d.Action, d.Reason = ActSkip, d.On()+" has no CPU request"
 		return d
 	}
 	d.From = q.MilliValue()
@@ -107,6 +147,36 @@ func DecideResize(pod *corev1.Pod, vmMilli, allocMilli int64) ResizeDecision {
 	}
 	d.Action = ActNone
 	return d
+}
+
+// bestEffort reports whether pod is in the BestEffort QoS class, which a
+// resize cannot change: its status's class as the API server computed it
+// at creation, or, where the status has none, no CPU or memory request or
+// limit on its containers or the pod (what the slim cache keeps of it).
+func bestEffort(pod *corev1.Pod) bool {
+	if c := pod.Status.QOSClass; c != "" {
+		return c == corev1.PodQOSBestEffort
+	}
+	has := func(r corev1.ResourceRequirements) bool {
+		for _, l := range []corev1.ResourceList{r.Requests, r.Limits} {
+			if _, ok := l[corev1.ResourceCPU]; ok {
+				return true
+			}
+			if _, ok := l[corev1.ResourceMemory]; ok {
+				return true
+			}
+		}
+		return false
+	}
+	if r := pod.Spec.Resources; r != nil && has(*r) {
+		return false
+	}
+	for _, c := range pod.Spec.Containers {
+		if has(c.Resources) {
+			return false
+		}
+	}
+	return true
 }
 
 func hasCPU(l corev1.ResourceList) bool {
@@ -129,9 +199,10 @@ func resizePatch(d ResizeDecision) []byte {
 // WithMinStep turns a resize smaller than step milli-CPU into no action, so
 // that an autoscaler's small moves do not each cost a PATCH, an Event and a
 // kubelet resize. A resize to the node's cap (alloc) is always made: a
-// VM larger than its node must not stay below the cap by less than a step.
+// VM larger than its node must not stay below the cap by less than a step;
+// so is one that adds the pod's first CPU request.
 func WithMinStep(d ResizeDecision, step, alloc int64) ResizeDecision {
-	if d.Action != ActResize || step <= 0 || (alloc > 0 && d.To == alloc) {
+	if d.Action != ActResize || d.Added || step <= 0 || (alloc > 0 && d.To == alloc) {
 		return d
 	}
 	if diff := d.To - d.From; diff < step && -diff < step {

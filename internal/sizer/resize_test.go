@@ -71,6 +71,66 @@ func TestDecideResize(t *testing.T) {
 	}
 }
 
+// unsizedRunner is a running runner pod admitted without a CPU request
+// (the webhook down or overloaded: failurePolicy Ignore) but with a
+// memory request, so Burstable; qos "" leaves its status's class unset.
+func unsizedRunner(qos corev1.PodQOSClass) *corev1.Pod {
+	p := runningRunner("", "")
+	p.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("4Gi")}
+	p.Status.QOSClass = qos
+	return p
+}
+
+// A pod admitted unsized is sized later by the resize path when a resize
+// can add its request (Burstable: the API server keeps the class), on the
+// pod when it has pod-level resources, and is reported, not patched, when
+// it is BestEffort.
+func TestDecideResizeAdmittedUnsized(t *testing.T) {
+	podLevelMem := unsizedRunner(corev1.PodQOSBurstable)
+	podLevelMem.Spec.Containers[0].Resources = corev1.ResourceRequirements{}
+	podLevelMem.Spec.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("4Gi")}}
+	noClass := runningRunner("", "")
+	noClass.Status.QOSClass = ""
+	otherRequests := unsizedRunner(corev1.PodQOSBurstable)
+	otherRequests.Spec.Containers = append(otherRequests.Spec.Containers, corev1.Container{Name: "log",
+		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}})
+	for _, tc := range []struct {
+		name      string
+		pod       *corev1.Pod
+		vm        int64
+		action    Action
+		podLevel  bool
+		container string
+		to        int64
+		reason    string
+	}{
+		{name: "Burstable: a request added", pod: unsizedRunner(corev1.PodQOSBurstable), vm: 1500, action: ActResize, container: "neonvm-runner", to: 1500, reason: "admitted without a CPU request"},
+		{name: "Burstable, cut to allocatable", pod: unsizedRunner(corev1.PodQOSBurstable), vm: 8000, action: ActResize, container: "neonvm-runner", to: 4000, reason: "cut to the node's allocatable"},
+		{name: "no class in the status, a memory request", pod: unsizedRunner(""), vm: 1000, action: ActResize, container: "neonvm-runner", to: 1000},
+		{name: "pod-level memory: added on the pod", pod: podLevelMem, vm: 2000, action: ActResize, podLevel: true, to: 2000},
+		{name: "BestEffort", pod: runningRunner("", ""), vm: 1000, action: ActNotSized, reason: "recreate the pod"},
+		{name: "no class in the status, no request", pod: noClass, vm: 1000, action: ActNotSized, reason: "BestEffort"},
+		{name: "another container requests CPU", pod: otherRequests, vm: 1000, action: ActSkip, reason: "has no CPU request"},
+	} {
+		d := DecideResize(tc.pod, tc.vm, 4000)
+		if d.Action != tc.action || !strings.Contains(d.Reason, tc.reason) {
+			t.Errorf("%s: %+v, want %s %q", tc.name, d, tc.action, tc.reason)
+			continue
+		}
+		if tc.action != ActResize {
+			continue
+		}
+		if !d.Added || d.From != 0 || d.To != tc.to || d.PodLevel != tc.podLevel || d.Container != tc.container {
+			t.Errorf("%s: %+v, want a request of %d added (pod level %v, container %q)", tc.name, d, tc.to, tc.podLevel, tc.container)
+		}
+		// However small the size, a first request is never a step too
+		// small to make.
+		if got := WithMinStep(d, 100000, 0); got.Action != ActResize {
+			t.Errorf("%s: with a minimum step: %+v", tc.name, got)
+		}
+	}
+}
+
 func TestResizePatch(t *testing.T) {
 	got := string(resizePatch(ResizeDecision{Container: "neonvm-runner", To: 1500}))
 	if want := `{"spec":{"containers":[{"name":"neonvm-runner","resources":{"requests":{"cpu":"1500m"}}}]}}`; got != want {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"regexp"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -103,7 +104,15 @@ func Run(ctx context.Context, o Options) error {
 	}
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// The Go collector's usual series, and the live heap as of the last
+	// collection (go_gc_heap_live_bytes, runtime/metrics
+	// /gc/heap/live:bytes): what the resize controller's caches hold,
+	// whenever it is read (the heap in use also holds what was allocated
+	// since, up to twice the live heap at GOGC 100). The scale lane's
+	// memory test reads it per VM (docs/scale.md).
+	reg.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
+		collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)})),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := NewMetrics(reg)
 	mux := http.NewServeMux()
 	mux.Handle("POST /mutate", &Webhook{VMs: cl.webhookVMs, Log: base.With("component", "sizer-webhook"), Timeout: 3 * time.Second, Count: metrics.Admission, Level: level})

@@ -34,10 +34,12 @@ const maxReviewBytes = 3<<20 + 256<<10
 
 // defaultInFlight bounds the reviews read, decoded and answered at once:
 // each may hold maxReviewBytes of body and about twice that decoded
-// (review, then pod), so 8 cap the webhook's share of the sizer's 128 MiB
-// memory limit near 80 MiB whoever calls. A VM pod's review is a few KiB
-// and answered in milliseconds (one VM GET), so 8 at once serve hundreds
-// of VM pod creations a second.
+// (review, then pod), so 8 cap the webhook's share of the sizer's memory
+// near 80 MiB whoever calls: the container's limit (640Mi in the
+// manifests) holds that beside the resize controller's cache at 20,000
+// VMs (a 435 MiB peak measured, docs/scale.md). A VM pod's review is a
+// few KiB and answered in milliseconds (one VM GET), so 8 at once serve
+// hundreds of VM pod creations a second.
 const defaultInFlight = 8
 
 // slotWait is how long a review waits for one of the InFlight slots

@@ -142,6 +142,32 @@ func parse(raw []byte) (*Snapshot, error) {
 		return nil, &LoadError{Why: fmt.Sprintf("more than %d sections", MaxFiles)}
 	}
 	ar := txtar.Parse(raw)
+	s, err := parseHeader(raw, ar)
+	if err != nil {
+		return nil, err
+	}
+	if len(ar.Files) > MaxFiles {
+		return nil, &LoadError{Why: fmt.Sprintf("more than %d sections", MaxFiles)}
+	}
+	sec, err := readSections(ar.Files)
+	if err != nil {
+		return nil, err
+	}
+	if err := sec.checkPlaces(); err != nil {
+		return nil, err
+	}
+	if err := sec.trees(); err != nil {
+		return nil, err
+	}
+	if err := s.addSamples(sec.first, sec.next); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// parseHeader reads the snapshot's header (the archive's comment) and
+// checks its seal; a sealed archive loses its closing section.
+func parseHeader(raw []byte, ar *txtar.Archive) (*Snapshot, error) {
 	s := &Snapshot{Header: map[string]string{}}
 	sealed, err := checkSeal(raw, ar)
 	if err != nil {
@@ -177,28 +203,38 @@ func parse(raw []byte) (*Snapshot, error) {
 		return nil, &LoadError{Section: endSection, Why: "the header has no \"seal\" line: the file was edited"}
 	}
 	s.Sealed = sealed
-	if len(ar.Files) > MaxFiles {
-		return nil, &LoadError{Why: fmt.Sprintf("more than %d sections", MaxFiles)}
-	}
+	return s, nil
+}
+
+// sections are a snapshot's sections sorted into its two samples.
+type sections struct {
+	first, next *files
+	// dirs are the first sample's directories; added and gone the ones
+	// the second sample made and removed.
+	dirs, added, gone map[string]bool
+}
+
+// readSections sorts the archive's sections into the first sample's
+// files and directories and what the second sample changed.
+func readSections(ar []txtar.File) (*sections, error) {
 	first := &files{data: map[string][]byte{}, dirs: map[string][]string{}}
-	next := &files{data: map[string][]byte{}, base: first}
-	dirSet := map[string]bool{}
-	added, gone := map[string]bool{}, map[string]bool{}
-	for _, f := range ar.Files {
+	sec := &sections{first: first, next: &files{data: map[string][]byte{}, base: first},
+		dirs: map[string]bool{}, added: map[string]bool{}, gone: map[string]bool{}}
+	for _, f := range ar {
 		name := f.Name
-		target := first
+		target := sec.first
 		if rest, ok := strings.CutPrefix(name, gonePrefix); ok {
 			if err := checkName(rest); err != nil || !strings.HasSuffix(rest, "/") || rest == "/" {
 				return nil, &LoadError{Section: f.Name, Why: "a removed directory must be a clean absolute path ending in /"}
 			}
-			gone[path.Clean(rest)] = true
+			sec.gone[path.Clean(rest)] = true
 			continue
 		}
 		if rest, ok := strings.CutPrefix(name, nextFailedPrefix); ok {
-			name, target = failedPrefix+rest, next
+			name, target = failedPrefix+rest, sec.next
 		}
 		if rest, ok := strings.CutPrefix(name, nextPrefix); ok {
-			name, target = rest, next
+			name, target = rest, sec.next
 		}
 		if rest, ok := strings.CutPrefix(name, failedPrefix); ok {
 			msg := strings.TrimSpace(string(f.Data))
@@ -218,10 +254,10 @@ func parse(raw []byte) (*Snapshot, error) {
 			return nil, &LoadError{Section: f.Name, Why: err.Error()}
 		}
 		if strings.HasSuffix(name, "/") {
-			if target == next {
-				added[path.Clean(name)] = true
+			if target == sec.next {
+				sec.added[path.Clean(name)] = true
 			} else {
-				dirSet[path.Clean(name)] = true
+				sec.dirs[path.Clean(name)] = true
 			}
 			continue
 		}
@@ -229,83 +265,103 @@ func parse(raw []byte) (*Snapshot, error) {
 			return nil, &LoadError{Section: f.Name, Why: "appears twice"}
 		}
 		target.data[name] = f.Data
-		if target == first {
-			dirSet[path.Dir(name)] = true
+		if target == sec.first {
+			sec.dirs[path.Dir(name)] = true
 		}
 	}
-	mi, ok := first.data[mountinfo]
+	return sec, nil
+}
+
+// checkPlaces refuses a file or directory that is neither beneath a
+// cgroup mount of the snapshot's mountinfo nor a file cgwarden reads.
+func (sec *sections) checkPlaces() error {
+	mi, ok := sec.first.data[mountinfo]
 	if !ok {
-		return nil, &LoadError{Why: "no " + mountinfo + " section"}
+		return &LoadError{Why: "no " + mountinfo + " section"}
 	}
 	table, err := mounts.Parse(string(mi))
 	if err != nil {
-		return nil, &LoadError{Section: mountinfo, Why: err.Error()}
+		return &LoadError{Section: mountinfo, Why: err.Error()}
 	}
 	points := table.Points()
-	for _, set := range []*files{first, next} {
+	for _, set := range []*files{sec.first, sec.next} {
 		for name := range set.data {
 			if !allowed(name, points) {
-				return nil, &LoadError{Section: name, Why: "not beneath a cgroup mount of this snapshot nor a file cgwarden reads"}
+				return &LoadError{Section: name, Why: "not beneath a cgroup mount of this snapshot nor a file cgwarden reads"}
 			}
 		}
 		for name := range set.fails {
 			if !allowed(name, points) {
-				return nil, &LoadError{Section: failedPrefix + name, Why: "not beneath a cgroup mount of this snapshot nor a file cgwarden reads"}
+				return &LoadError{Section: failedPrefix + name, Why: "not beneath a cgroup mount of this snapshot nor a file cgwarden reads"}
 			}
 		}
 	}
-	for _, set := range []map[string]bool{dirSet, added, gone} {
+	for _, set := range []map[string]bool{sec.dirs, sec.added, sec.gone} {
 		for d := range set {
 			if !allowed(d, points) && !slices.ContainsFunc(points, func(p string) bool { return cgroupfs.Within(p, d) }) {
-				return nil, &LoadError{Section: d + "/", Why: "not beneath a cgroup mount of this snapshot"}
+				return &LoadError{Section: d + "/", Why: "not beneath a cgroup mount of this snapshot"}
 			}
 		}
 	}
-	withAncestors(dirSet)
-	first.dirs = index(dirSet)
-	if len(added) > 0 || len(gone) > 0 {
-		// The second sample's tree: the first's, less what was removed,
-		// plus what was made (and the directories of its new files).
-		for d := range gone {
-			if !dirSet[d] {
-				return nil, &LoadError{Section: gonePrefix + d + "/", Why: "the first sample has no such directory"}
-			}
-			next.gone = append(next.gone, d)
+	return nil
+}
+
+// trees indexes the first sample's directories and, when the second
+// sample made or removed any, the second's: the first's, less what was
+// removed, plus what was made (and the directories of its new files).
+func (sec *sections) trees() error {
+	withAncestors(sec.dirs)
+	sec.first.dirs = index(sec.dirs)
+	if len(sec.added) == 0 && len(sec.gone) == 0 {
+		return nil
+	}
+	next := sec.next
+	for d := range sec.gone {
+		if !sec.dirs[d] {
+			return &LoadError{Section: gonePrefix + d + "/", Why: "the first sample has no such directory"}
 		}
-		nextSet := map[string]bool{}
-		for d := range dirSet {
-			if !slices.ContainsFunc(next.gone, func(g string) bool { return cgroupfs.Within(d, g) }) {
-				nextSet[d] = true
-			}
-		}
-		for d := range added {
+		next.gone = append(next.gone, d)
+	}
+	nextSet := map[string]bool{}
+	for d := range sec.dirs {
+		if !slices.ContainsFunc(next.gone, func(g string) bool { return cgroupfs.Within(d, g) }) {
 			nextSet[d] = true
 		}
-		for name := range next.data {
-			if !dirSet[path.Dir(name)] {
-				nextSet[path.Dir(name)] = true
-			}
-		}
-		withAncestors(nextSet)
-		next.dirs = index(nextSet)
 	}
+	for d := range sec.added {
+		nextSet[d] = true
+	}
+	for name := range next.data {
+		if !sec.dirs[path.Dir(name)] {
+			nextSet[path.Dir(name)] = true
+		}
+	}
+	withAncestors(nextSet)
+	next.dirs = index(nextSet)
+	return nil
+}
+
+// addSamples times the first sample by the "taken" header and the second,
+// when there is one, by "interval" after it.
+func (s *Snapshot) addSamples(first, next *files) error {
 	taken, err := s.time("taken", time.Time{})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	s.Samples = []cgroupfs.Sample{{FS: first, Time: taken}}
-	if len(next.data) > 0 || next.dirs != nil || len(next.fails) > 0 {
-		iv, ok := s.Header["interval"]
-		if !ok {
-			return nil, &LoadError{Why: "a second sample needs an \"interval\" header"}
-		}
-		d, err := time.ParseDuration(iv)
-		if err != nil || d <= 0 || d > 24*time.Hour {
-			return nil, &LoadError{Why: fmt.Sprintf("interval %q is not a duration between 0 and 24h", clip(iv))}
-		}
-		s.Samples = append(s.Samples, cgroupfs.Sample{FS: next, Time: taken.Add(d)})
+	if len(next.data) == 0 && next.dirs == nil && len(next.fails) == 0 {
+		return nil
 	}
-	return s, nil
+	iv, ok := s.Header["interval"]
+	if !ok {
+		return &LoadError{Why: "a second sample needs an \"interval\" header"}
+	}
+	d, err := time.ParseDuration(iv)
+	if err != nil || d <= 0 || d > 24*time.Hour {
+		return &LoadError{Why: fmt.Sprintf("interval %q is not a duration between 0 and 24h", clip(iv))}
+	}
+	s.Samples = append(s.Samples, cgroupfs.Sample{FS: next, Time: taken.Add(d)})
+	return nil
 }
 
 // checkSeal verifies a snapshot's closing section, when it has one: it

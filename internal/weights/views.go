@@ -7,6 +7,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/mounts"
+	"github.com/cgwarden/cgwarden/internal/plan"
 	"github.com/cgwarden/cgwarden/internal/vmsize"
 )
 
@@ -31,48 +32,39 @@ type View struct {
 // whether every target is in place already: the weights are held (by
 // `cgwarden serve --fix`, or a fix the kubelet has not reset yet).
 func Views(n *inventory.Node, meta *metadata.Set, maxTierMilli int64) (views []View, held bool) {
-	in := Input{Node: n, Places: mounts.Places{V2: n.Version == mounts.V2}, Meta: meta, Pods: true, Tier: true, MaxTierMilliCPU: maxTierMilli}
-	wp, err := Targets(in)
-	if err != nil || !slices.ContainsFunc(wp.Targets, func(t Target) bool { return t.Role == RolePod }) {
+	in := plan.WeightInput{Node: n, Places: mounts.Places{V2: n.Version == mounts.V2}, Meta: meta, MaxTierMilliCPU: maxTierMilli}
+	wp, err := plan.Targets(in)
+	if err != nil || !slices.ContainsFunc(wp.Targets, func(t plan.Target) bool { return t.Role == plan.RolePod }) {
 		// No sized pod (a tier going back to the minimum is not one).
 		return nil, false
 	}
 	// A tier held at its uncapped target (a fix given a larger
 	// --max-tier-cpu) is held too: show what it holds.
 	in.MaxTierMilliCPU = vmsize.MaxMilliCPU
-	if all, err := Targets(in); err == nil && tierAt(n, all) && !tierAt(n, wp) {
+	if all, err := plan.Targets(in); err == nil && tierAt(n, all) && !tierAt(n, wp) {
 		wp = all
 	}
-	override := map[string]uint64{}
-	var tier Target
+	// The targets, and the kubelet's minimum in their place.
+	override, bare := map[string]uint64{}, map[string]uint64{}
+	minimum := fairness.PodWeight(n.Version == mounts.V2, fairness.MinShares)
+	var tier plan.Target
+	var paths []string
 	held = true
 	for _, t := range wp.Targets {
-		override[t.Cgroup] = t.Value
-		if t.Role == RoleTier {
+		override[t.Cgroup], bare[t.Cgroup] = t.Value, minimum
+		switch t.Role {
+		case plan.RoleTier:
 			tier = t
+		case plan.RolePod:
+			paths = append(paths, t.Cgroup)
 		}
 		if c := n.Find(t.Cgroup); c == nil || c.Stats.CPU.Weight == nil || *c.Stats.CPU.Weight != t.Value {
 			held = false
 		}
 	}
-	var paths []string
+	at, atKubelet := n.GuaranteedWith(override, paths...), n.GuaranteedWith(bare, paths...)
 	for _, t := range wp.Targets {
-		if t.Role == RolePod {
-			paths = append(paths, t.Cgroup)
-		}
-	}
-	at := n.GuaranteedWith(override, paths...)
-	minimum := uint64(fairness.MinShares)
-	if n.Version == mounts.V2 {
-		minimum = fairness.SharesToWeightLinear(fairness.MinShares)
-	}
-	bare := map[string]uint64{}
-	for c := range override {
-		bare[c] = minimum
-	}
-	atKubelet := n.GuaranteedWith(bare, paths...)
-	for _, t := range wp.Targets {
-		if t.Role != RolePod {
+		if t.Role != plan.RolePod {
 			continue
 		}
 		p := n.Pod(t.Pod)
@@ -91,9 +83,9 @@ func Views(n *inventory.Node, meta *metadata.Set, maxTierMilli int64) (views []V
 }
 
 // tierAt reports whether the tier of a plan holds its target now.
-func tierAt(n *inventory.Node, p *Plan) bool {
+func tierAt(n *inventory.Node, p *plan.Plan) bool {
 	for _, t := range p.Targets {
-		if t.Role == RoleTier {
+		if t.Role == plan.RoleTier {
 			c := n.Find(t.Cgroup)
 			return c != nil && c.Stats.CPU.Weight != nil && *c.Stats.CPU.Weight == t.Value
 		}

@@ -28,6 +28,16 @@
 // cluster's VMs grow, the sizer under a burst of changes and at a steady
 // rate, and the requests idle agents make beyond their watches.
 //
+// The sizer at scale (TestSizerAtScale, issue 39), over one fleet of VMs
+// with Running runner pods: its memory in a cgroup v1 memory cgroup of
+// its container's limit (deploy/kustomize/sizer/deployment.yaml), read
+// from the cgroup, /proc and its own /metrics; a failover of its two
+// leader-elected replicas under a burst of resizes, each replica's
+// resize PATCHes counted by a proxy in front of the API server; and its
+// webhook, registered with the API server as shipped, under a rate of VM
+// pod creations (the API server's admission webhook histogram and the
+// client's own timing).
+//
 // One check is no measurement: the lane installs the sizer's RBAC as
 // shipped against a real API server, so TestSizerCannotWidenItsWebhook
 // asks that API server, with the sizer's own token, to patch the sizer's

@@ -348,6 +348,11 @@ type vm struct {
 	ns, name, node string
 	// milli is its spec.guest.cpus.use at creation.
 	milli int64
+	// unsized: its runner pod was admitted without a CPU request (the
+	// sizer's webhook down or overloaded, failurePolicy Ignore), and is
+	// Burstable by its memory request alone; the resize controller adds
+	// the request.
+	unsized bool
 }
 
 // vmObject is a VirtualMachine with the fields NeonVM's controller and
@@ -400,8 +405,18 @@ func vmStatus(v vm, podName string) map[string]any {
 // vm.neon.tech/name label, a controller owner reference to the
 // VirtualMachine, a neonvm-runner container given the VM's spec (-vmspec,
 // base64 JSON), bound to v.node. Its CPU request is the VM's use, as the
-// sizer's webhook sets it at admission (no webhook runs here).
+// sizer's webhook sets it at admission (no webhook runs here); none if
+// v.unsized.
 func runnerPod(v vm, vmUID types.UID, spec map[string]any) *corev1.Pod {
+	p := sizedRunnerPod(v, vmUID, spec)
+	if v.unsized {
+		delete(p.Annotations, "cgwarden.io/sized")
+		delete(p.Spec.Containers[0].Resources.Requests, corev1.ResourceCPU)
+	}
+	return p
+}
+
+func sizedRunnerPod(v vm, vmUID types.UID, spec map[string]any) *corev1.Pod {
 	specJSON, _ := json.Marshal(spec)
 	yes, grace := true, int64(5)
 	return &corev1.Pod{
@@ -433,6 +448,19 @@ func runnerPod(v vm, vmUID types.UID, spec map[string]any) *corev1.Pod {
 func (e *env) makeVMs(t *testing.T, vms []vm, withPods bool) {
 	t.Helper()
 	ctx := context.Background()
+	// The runner pods to wait for: those made here and those the
+	// namespace has already (a test that grows its VMs in steps).
+	namespaces := map[string]int{}
+	for _, v := range vms {
+		if _, ok := namespaces[v.ns]; ok || !withPods {
+			continue
+		}
+		had, err := e.cs.CoreV1().Pods(v.ns).List(ctx, metav1.ListOptions{LabelSelector: "vm.neon.tech/name"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		namespaces[v.ns] = len(had.Items)
+	}
 	err := bulk(len(vms), 32, func(i int) error {
 		v := vms[i]
 		obj := vmObject(v)
@@ -463,7 +491,6 @@ func (e *env) makeVMs(t *testing.T, vms []vm, withPods bool) {
 	if !withPods {
 		return
 	}
-	namespaces := map[string]int{}
 	for _, v := range vms {
 		namespaces[v.ns]++
 	}
@@ -485,6 +512,9 @@ func (e *env) makeVMs(t *testing.T, vms []vm, withPods bool) {
 // status, as the kubelet does.
 func (e *env) reportResources(ctx context.Context, v vm) error {
 	patch := fmt.Appendf(nil, `{"status":{"containerStatuses":[{"name":"neonvm-runner","resources":{"requests":{"cpu":"%dm","memory":"4Gi"}}}]}}`, v.milli)
+	if v.unsized {
+		patch = []byte(`{"status":{"containerStatuses":[{"name":"neonvm-runner","resources":{"requests":{"memory":"4Gi"}}}]}}`)
+	}
 	_, err := e.cs.CoreV1().Pods(v.ns).Patch(ctx, v.name+"-runner", types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
 	return err
 }

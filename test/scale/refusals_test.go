@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -30,8 +31,11 @@ type refusal struct {
 
 // refusingProxy stands between the sizer and the lane's API server (an
 // HTTPS server of its own, httptest's certificate): it
-// refuses the first refusals resize PATCHes of each pod as refuse says,
-// and forwards everything else, the sizer's own credentials included.
+// refuses the first refusals resize PATCHes of each pod as refuse says
+// (with refusals 0, none: refuse may be nil), and forwards everything
+// else, the sizer's own credentials included, recording each resize
+// PATCH it forwards with the API server's answer (TestSizerAtScale's
+// failover counts them per pod and per replica).
 type refusingProxy struct {
 	url string
 	// ca is the PEM certificate the proxy serves with (httptest's).
@@ -46,6 +50,29 @@ type refusingProxy struct {
 	// events counts the Event writes (create, update, patch) the API
 	// server took.
 	events int
+	// resizes are the resize PATCHes the proxy forwarded, in the order
+	// the API server answered them.
+	resizes []forwardedResize
+}
+
+// forwardedResize is one resize PATCH forwarded to the API server: its pod
+// (namespace/name), when it reached the proxy, when the API server
+// answered, and its status code (0: no answer).
+type forwardedResize struct {
+	pod            string
+	sent, answered time.Time
+	code           int
+}
+
+// sentAt carries, in a forwarded request's context, when it reached the
+// proxy.
+type sentAt struct{}
+
+// forwardedResizes is a copy of the resize PATCHes forwarded so far.
+func (p *refusingProxy) forwardedResizes() []forwardedResize {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.resizes)
 }
 
 func (e *env) startRefusingProxy(t *testing.T, refusals int, refuse func(pod string) refusal) *refusingProxy {
@@ -62,7 +89,16 @@ func (e *env) startRefusingProxy(t *testing.T, refusals int, refuse func(pod str
 	}
 	p := &refusingProxy{refusals: refusals, refuse: refuse, patches: map[string]int{}}
 	forward := &httputil.ReverseProxy{
-		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(target) },
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.SetURL(target)
+			if _, ok := resizeOf(r.In); ok {
+				// A resize goes on to the API server and its answer is
+				// recorded even if the sizer that sent it is gone (killed
+				// while the PATCH was on its way): what the API server
+				// applied is what counts.
+				r.Out = r.Out.WithContext(context.WithValue(context.WithoutCancel(r.Out.Context()), sentAt{}, time.Now()))
+			}
+		},
 		Transport:     rt,
 		FlushInterval: -1, // watches stream
 		ModifyResponse: func(r *http.Response) error {
@@ -71,7 +107,12 @@ func (e *env) startRefusingProxy(t *testing.T, refusals int, refuse func(pod str
 				p.events++
 				p.mu.Unlock()
 			}
+			p.resized(r.Request, r.StatusCode)
 			return nil
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			p.resized(r, 0)
+			w.WriteHeader(http.StatusBadGateway)
 		},
 	}
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -95,6 +136,18 @@ func (e *env) startRefusingProxy(t *testing.T, refusals int, refuse func(pod str
 	p.url = srv.URL
 	p.ca = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
 	return p
+}
+
+// resized records a forwarded resize PATCH's answer (code 0: none).
+func (p *refusingProxy) resized(r *http.Request, code int) {
+	pod, ok := resizeOf(r)
+	if !ok {
+		return
+	}
+	sent, _ := r.Context().Value(sentAt{}).(time.Time)
+	p.mu.Lock()
+	p.resizes = append(p.resizes, forwardedResize{pod: pod, sent: sent, answered: time.Now(), code: code})
+	p.mu.Unlock()
 }
 
 // resizeOf reports whether r is a PATCH of a pod's resize subresource, and
