@@ -288,12 +288,19 @@ func TestFixAddsOnlyWhatFixingNeeds(t *testing.T) {
 				if ok {
 					t.Errorf("%s: observe-only already mounts the journal", pair[0])
 				}
+			case path == "/host/run/dbus":
+				// systemd's bus: on a systemd cgroup v2 node a move into
+				// a pod is systemd's to make (the lane's
+				// TestV2NodeSeed003Repaired fails without it); read-only.
+				if ok || m["readOnly"] != true {
+					t.Errorf("%s: the bus's directory: %v (observe-only: %v), want it read-only and in fix mode only", what, m, was)
+				}
 			case !ok || !reflect.DeepEqual(was, m):
 				t.Errorf("%s: mount %s is %v, observe-only has %v", what, path, m, was)
 			}
 		}
-		if len(fm) != len(om)+1 {
-			t.Errorf("%s: %d mounts, observe-only %d: want the journal added only", what, len(fm), len(om))
+		if len(fm) != len(om)+2 {
+			t.Errorf("%s: %d mounts, observe-only %d: want the journal and the bus added only", what, len(fm), len(om))
 		}
 		added := map[string]string{}
 		for n, p := range hostPaths(fSpec) {
@@ -301,8 +308,8 @@ func TestFixAddsOnlyWhatFixingNeeds(t *testing.T) {
 				added[n] = p
 			}
 		}
-		if !reflect.DeepEqual(added, map[string]string{"journal": "/var/lib/cgwarden"}) {
-			t.Errorf("%s: host paths added %v, want the journal only", what, added)
+		if !reflect.DeepEqual(added, map[string]string{"journal": "/var/lib/cgwarden", "dbus": "/run/dbus"}) {
+			t.Errorf("%s: host paths added %v, want the journal and the bus's directory only", what, added)
 		}
 		var extra []string
 		for _, a := range strs(f["args"]) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"path"
+	"reflect"
 	"slices"
 	"strconv"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/snapshot"
+	"github.com/cgwarden/cgwarden/internal/systemd"
 )
 
 // TestPolicyProperty: a Property operation may set only the weight
@@ -166,4 +168,63 @@ func scanExample(t *testing.T, name string, meta *metadata.Set) (*inventory.Node
 		t.Fatal(err)
 	}
 	return n, sc
+}
+
+// TestAdoptThroughSystemd plans seed 003's adoption (a systemd-driver
+// node on cgroup v2) with systemd's units: each container's move names the
+// scope systemd is to start in its pod's slice, with no mkdir and no copy
+// into a cgroup that does not exist before the move, and the policy takes
+// it; a scope named for another cgroup or put in another slice is
+// refused. Without units the plan is the one of TestAdoptSeed003Golden.
+func TestAdoptThroughSystemd(t *testing.T) {
+	n, sc := seed003(t)
+	plain, _, err := Adopt(Input{Node: n, Places: sc.Places, FS: sc.FS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, pol, err := Adopt(Input{Node: n, Places: sc.Places, FS: sc.FS, Units: &units{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pol.CheckAll(p.Ops); err != nil {
+		t.Fatalf("the plan breaks its own policy: %v", err)
+	}
+	var moves []Op
+	for _, op := range p.Ops {
+		switch op.Kind {
+		case Move:
+			moves = append(moves, op)
+		case Mkdir, Write:
+			t.Errorf("%s %s: systemd makes the scope's cgroup; nothing is made or written beside it", op.Kind, op.Path)
+		}
+	}
+	plainMoves := slices.DeleteFunc(slices.Clone(plain.Ops), func(o Op) bool { return o.Kind != Move })
+	if len(moves) == 0 || len(moves) != len(plainMoves) {
+		t.Fatalf("%d moves through systemd, %d without", len(moves), len(plainMoves))
+	}
+	for i, mv := range moves {
+		target := mv.Pairs[0].Target
+		if mv.Scope == nil || mv.Scope.Unit != "cri-containerd-"+mv.Container+".scope" || mv.Scope.Unit != path.Base(target) ||
+			mv.Scope.Slice != path.Base(path.Dir(target)) || !reflect.DeepEqual(mv.Pairs, plainMoves[i].Pairs) {
+			t.Errorf("move %d: scope %+v, pairs %v (without systemd %v)", i, mv.Scope, mv.Pairs, plainMoves[i].Pairs)
+		}
+	}
+	if !slices.Contains(p.Notes, NoteScope) {
+		t.Error("the plan does not say that the runtime's limits are not copied to the scope")
+	}
+	mv := moves[0]
+	for name, change := range map[string]func(o *Op){
+		"another scope's name": func(o *Op) { o.Scope = &systemd.Scope{Unit: "cri-containerd-0.scope", Slice: mv.Scope.Slice} },
+		"another slice":        func(o *Op) { o.Scope = &systemd.Scope{Unit: mv.Scope.Unit, Slice: "kubepods.slice"} },
+		"not a scope": func(o *Op) {
+			o.Scope = &systemd.Scope{Unit: path.Base(o.Pairs[0].Target) + ".service", Slice: mv.Scope.Slice}
+		},
+	} {
+		op := mv
+		op.Pairs = slices.Clone(mv.Pairs)
+		change(&op)
+		if err := pol.Check(op); !errors.Is(err, ErrPolicy) {
+			t.Errorf("%s: Check = %v, want a refusal", name, err)
+		}
+	}
 }

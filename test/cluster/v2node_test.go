@@ -405,3 +405,41 @@ func (e *env) portForward(t *testing.T, ns, pod string, port int) string {
 		return ""
 	}
 }
+
+// TestV2NodeSeed003Repaired: seed 003 on the systemd cgroup v2 node,
+// repaired there by the fix-mode agent installed from the lane's
+// manifests (--fix=misplaced-container). Its cgroup namespace is its own
+// (containerd's on v2) and systemd mounts cgroup2 with nsdelegate, so a
+// write to cgroup.procs is refused (ENOENT: the first run of this test,
+// docs/systemd.md); systemd, reached through the bus the fix mode mounts,
+// starts the container's scope in its pod's slice with its processes.
+// After: the loop's processes in cri-containerd-<id>.scope beneath the
+// pod's slice, and the guest kubelet's own pod CPU follows them.
+func TestV2NodeSeed003Repaired(t *testing.T) {
+	e := cluster(t)
+	guest := e.guestNode(t)
+	importAgentEverywhere(t)
+	ns := e.namespace(t)
+	sh := e.guestShell(t, ns, guest)
+	uid, before := e.seedOnGuest(t, ns, guest, sh)
+	pods := e.runningPods(t, ns, "seed", 1, 10*time.Second)
+	id := containerID(pods["seed"])
+	e.installAgent(t, "testdata/agent-adopt")
+	var after []string
+	poll(t, 180*time.Second, "the seed's processes moved into their pod's slice", func() (bool, string, error) {
+		after = sh.processCgroups(t, "seed")
+		return inPodSlice(after, uid), fmt.Sprintf("%q", after), nil
+	})
+	for _, cg := range after {
+		if !strings.HasSuffix(cg, "/cri-containerd-"+id+".scope") {
+			t.Errorf("after: %s is not the container's scope cri-containerd-%s.scope", cg, id)
+		}
+	}
+	kubelet := e.guestKubelet(t, guest)
+	var cpu podCPU
+	poll(t, 120*time.Second, "the guest kubelet's pod CPU for the seed", func() (bool, string, error) {
+		cpu = summaryCPU(t, kubelet, ns)["seed"]
+		return cpu.pod > 0.3e9, fmt.Sprintf("%+v", cpu), nil
+	})
+	t.Logf("after: cgroups %q; the guest kubelet's Summary: pod %.0f nanocores (before %.0f)", after, cpu.pod, before.pod)
+}
