@@ -168,7 +168,10 @@ func TestFetchAllBoundedFanOut(t *testing.T) {
 		return answers
 	})
 	op := &counting{Opener: Direct{Addr: func(a Agent) string { return f.addr[a.Node] }}}
-	results := FetchAll(context.Background(), f.agents, op, FetchOptions{Path: "/audit", Parallel: parallel, Timeout: 500 * time.Millisecond, Port: 9531})
+	// 2 s per node: in the v2 lane's TCG guest, under load, an answering
+	// agent on loopback took over 500 ms (169 of 200 answered in one CI
+	// run); the dead nodes cost 2 s each, 8 at a time.
+	results := FetchAll(context.Background(), f.agents, op, FetchOptions{Path: "/audit", Parallel: parallel, Timeout: 2 * time.Second, Port: 9531})
 
 	if len(results) != n {
 		t.Fatalf("%d results, want %d", len(results), n)
