@@ -39,7 +39,16 @@ type Pod struct {
 	// when unknown).
 	RuntimeHandler string
 	Containers     []Container
+	// MirrorOf is, for the API server's mirror of a static pod, the UID
+	// the kubelet gave the static pod (its config hash, the
+	// AnnotationMirror annotation): the name of the pod's cgroup, which
+	// the mirror's own UID is not. Lookups by UID find the mirror by it.
+	MirrorOf string
 }
+
+// AnnotationMirror marks the API server's mirror of a static pod; its
+// value is the static pod's UID as the kubelet knows it.
+const AnnotationMirror = "kubernetes.io/config.mirror"
 
 // Owner is one of a pod's ownerReferences.
 type Owner struct {
@@ -100,7 +109,27 @@ func NewSet(pods []Pod) *Set {
 			s.byName[pods[i].Name] = &pods[i]
 		}
 	}
+	s.indexMirrors(pods)
 	return s
+}
+
+// indexMirrors lets a static pod's UID find its mirror. Anyone who may
+// create pods may write the mirror annotation, so an alias is taken only
+// when exactly one pod claims it and no pod has it as its own UID: a
+// second claimant leaves the static pod's cgroup unnamed, as it was
+// before, rather than named by whoever came first.
+func (s *Set) indexMirrors(pods []Pod) {
+	claims := map[string][]*Pod{}
+	for i := range pods {
+		if m := pods[i].MirrorOf; m != "" && m != pods[i].UID {
+			claims[m] = append(claims[m], &pods[i])
+		}
+	}
+	for uid, ps := range claims {
+		if _, own := s.byUID[uid]; !own && len(ps) == 1 {
+			s.byUID[uid] = ps[0]
+		}
+	}
 }
 
 // Pod returns the pod with uid.

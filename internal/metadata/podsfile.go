@@ -71,7 +71,7 @@ func FromAPI(k *corev1.Pod) Pod {
 	p := Pod{
 		UID: string(k.UID), Name: k.Name, Namespace: k.Namespace,
 		Labels: k.Labels, Annotation: OwnAnnotations(k.Annotations),
-		QoS: tierName(k.Status.QOSClass),
+		QoS: tierName(k.Status.QOSClass), MirrorOf: k.Annotations[AnnotationMirror],
 	}
 	if k.Status.StartTime != nil {
 		p.StartTime = k.Status.StartTime.Time

@@ -15,8 +15,9 @@ import (
 // none is read). Kept:
 //   - metadata: name, namespace, uid, resourceVersion (the store's and the
 //     reflector's), labels (VM runners, label selectors), the cgwarden.io/
-//     annotations (cgwarden.io/cpu, cgwarden.io/cpu-container) and the
-//     owner references (a NeonVM runner's owner);
+//     annotations (cgwarden.io/cpu, cgwarden.io/cpu-container), a mirror
+//     pod's kubernetes.io/config.mirror (its static pod's UID, which names
+//     its cgroup) and the owner references (a NeonVM runner's owner);
 //   - spec: each init and app container's name, its cpu and memory
 //     requests and limits (sizes and the kubelet's QoS rule) and an init
 //     container's restartPolicy (sidecars); a NeonVM runner's command and
@@ -36,6 +37,12 @@ func SlimPod(obj any) (any, error) {
 	s.Name, s.Namespace, s.UID, s.ResourceVersion = k.Name, k.Namespace, k.UID, k.ResourceVersion
 	s.Labels, s.OwnerReferences = k.Labels, k.OwnerReferences
 	s.Annotations = metadata.OwnAnnotations(k.Annotations)
+	if v, ok := k.Annotations[metadata.AnnotationMirror]; ok {
+		if s.Annotations == nil {
+			s.Annotations = map[string]string{}
+		}
+		s.Annotations[metadata.AnnotationMirror] = v
+	}
 	_, runner := k.Labels[vmsize.LabelNeonVM]
 	s.Spec.InitContainers = slimContainers(k.Spec.InitContainers, false)
 	s.Spec.Containers = slimContainers(k.Spec.Containers, runner)

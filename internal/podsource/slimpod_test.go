@@ -123,3 +123,39 @@ func TestSlimPodYieldsTheSameMetadata(t *testing.T) {
 		t.Errorf("the pending pod's QoS %q, want besteffort (computed)", whole[3].QoS)
 	}
 }
+
+// TestMirrorPodFoundByItsStaticUID: a static pod's cgroup is named by the
+// UID the kubelet gave it (its config hash), which the API server's
+// mirror of it carries in kubernetes.io/config.mirror and not as its own
+// UID (a joined systemd node's static pods were audited as orphan cgroups
+// for it). Slimmed or whole, the mirror is found by that UID and by its
+// own; a mirror whose hash is another pod's UID does not take that pod's
+// place, and two pods claiming one static pod are neither believed.
+func TestMirrorPodFoundByItsStaticUID(t *testing.T) {
+	full := fullPods(t)
+	mirror := *full[0].DeepCopy()
+	mirror.Name, mirror.UID = "kube-apiserver-node-a", "0f4e3b2a-1111-4222-8333-944455556666"
+	mirror.Annotations = map[string]string{metadata.AnnotationMirror: "5c5e1ab7d2f0c3a9e1b4d6f8a0c2e4f6", "kubernetes.io/config.hash": "5c5e1ab7d2f0c3a9e1b4d6f8a0c2e4f6"}
+	squatter := *full[0].DeepCopy()
+	squatter.Name = "claims-another"
+	squatter.Annotations = map[string]string{metadata.AnnotationMirror: string(full[0].UID)}
+	squatter.UID = "7a7a7a7a-2222-4333-8444-955566667777"
+	for _, k := range []*corev1.Pod{&mirror, slim(t, &mirror)} {
+		set := metadata.NewSet([]metadata.Pod{metadata.FromAPI(&full[0]), metadata.FromAPI(k), metadata.FromAPI(&squatter)})
+		for _, uid := range []string{"5c5e1ab7d2f0c3a9e1b4d6f8a0c2e4f6", string(mirror.UID)} {
+			if p, ok := set.Pod(uid); !ok || p.Name != mirror.Name {
+				t.Errorf("Pod(%s) = %+v, %v; want the mirror %s", uid, p, ok, mirror.Name)
+			}
+		}
+		if p, ok := set.Pod(string(full[0].UID)); !ok || p.Name != full[0].Name {
+			t.Errorf("Pod(%s) = %+v, %v; want %s, not a mirror naming its UID", full[0].UID, p, ok, full[0].Name)
+		}
+	}
+	// A second pod claiming the same static pod: neither is believed.
+	twin := *mirror.DeepCopy()
+	twin.Name, twin.UID = "claims-the-same", "8b8b8b8b-3333-4444-8555-966677778888"
+	set := metadata.NewSet([]metadata.Pod{metadata.FromAPI(&mirror), metadata.FromAPI(&twin)})
+	if p, ok := set.Pod("5c5e1ab7d2f0c3a9e1b4d6f8a0c2e4f6"); ok {
+		t.Errorf("two pods claim one static pod: Pod(hash) = %s, want none", p.Name)
+	}
+}
