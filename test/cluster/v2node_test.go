@@ -10,7 +10,9 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -465,4 +467,66 @@ func TestV2NodeSeed003Repaired(t *testing.T) {
 		return cpu.pod > 0.3e9, fmt.Sprintf("%+v", cpu), nil
 	})
 	t.Logf("after: cgroups %q; the guest kubelet's Summary: pod %.0f nanocores (before %.0f)", after, cpu.pod, before.pod)
+}
+
+// TestV2NodeSeed000Held: seed 000 on the systemd cgroup v2 node. Two
+// BestEffort "VM" pods sized 1 and 4 CPUs (cgwarden.io/cpu, which the
+// lane's fix overlay trusts) start at the kubelet's weight for BestEffort
+// (cpu.weight 1 each: the seed's starvation). With the fix-mode agent
+// installed from the lane's manifests, their pod slices get weights in
+// the sizes' proportion, held as systemd's CPUWeight property (the bus
+// the fix mode mounts), and they stay after a daemon-reload, which resets
+// a weight written to the file behind systemd's back (docs/systemd.md).
+func TestV2NodeSeed000Held(t *testing.T) {
+	e := cluster(t)
+	guest := e.guestNode(t)
+	importAgentEverywhere(t)
+	ns := e.namespace(t)
+	sh := e.guestShell(t, ns, guest)
+	one := int64(1)
+	units := map[string]string{}
+	for name, size := range map[string]string{"vm-1": "1000m", "vm-4": "4000m"} {
+		p, err := e.cs.CoreV1().Pods(ns).Create(context.Background(), onGuest(&corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": name}, Annotations: map[string]string{"cgwarden.io/cpu": size}},
+			Spec: corev1.PodSpec{HostNetwork: true, TerminationGracePeriodSeconds: &one, Containers: []corev1.Container{{
+				Name: "vm", Image: busybox, ImagePullPolicy: corev1.PullNever, Command: []string{"sleep", "86400"}}}},
+		}, guest), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		units[name] = "kubepods-besteffort-pod" + strings.ReplaceAll(string(p.UID), "-", "_") + ".slice"
+	}
+	for name := range units {
+		e.runningPods(t, ns, name, 1, 240*time.Second)
+	}
+	// The weight in the slice's file and systemd's property of the unit,
+	// read on the guest (systemctl in PID 1's namespaces).
+	weights := func() map[string][2]string {
+		out := map[string][2]string{}
+		for name, unit := range units {
+			file := strings.TrimSpace(sh.run(t, "cat /host/cgroup/kubepods.slice/kubepods-besteffort.slice/"+unit+"/cpu.weight"))
+			prop := strings.TrimSpace(sh.run(t, "nsenter -t 1 -m -u -i -n -p -- systemctl show -p CPUWeight --value "+unit))
+			out[name] = [2]string{file, prop}
+		}
+		return out
+	}
+	before := weights()
+	if before["vm-1"][0] != "1" || before["vm-4"][0] != "1" {
+		t.Fatalf("before: cpu.weight %v, want the kubelet's 1 for each BestEffort pod (seed 000)", before)
+	}
+	e.installAgent(t, "testdata/agent-fix")
+	var held map[string][2]string
+	poll(t, 180*time.Second, "the VMs' weights held in proportion to their sizes, as systemd properties", func() (bool, string, error) {
+		held = weights()
+		w1, _ := strconv.Atoi(held["vm-1"][0])
+		w4, _ := strconv.Atoi(held["vm-4"][0])
+		ok := w1 > 1 && w4 >= 3*w1 && held["vm-1"][0] == held["vm-1"][1] && held["vm-4"][0] == held["vm-4"][1]
+		return ok, fmt.Sprintf("%v (file, property)", held), nil
+	})
+	sh.run(t, "nsenter -t 1 -m -u -i -n -p -- systemctl daemon-reload")
+	time.Sleep(5 * time.Second)
+	if after := weights(); !reflect.DeepEqual(after, held) {
+		t.Errorf("after daemon-reload: %v, want the held %v", after, held)
+	}
+	t.Logf("cpu.weight (file, CPUWeight property): before %v, held %v, kept through daemon-reload", before, held)
 }
