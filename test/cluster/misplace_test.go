@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -115,6 +116,13 @@ func containerID(p *corev1.Pod) string {
 // to a loopback node address) with the admin's client certificate.
 func (e *env) kubeletClient(t *testing.T) func(path string) (int, string) {
 	t.Helper()
+	return e.kubeletAt(t, "127.0.0.1")
+}
+
+// kubeletAt asks the kubelet at host's port 10250 (the guest node's
+// through QEMU's forward) with the admin's client certificate.
+func (e *env) kubeletAt(t *testing.T, host string) func(path string) (int, string) {
+	t.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", e.kubeconfig)
 	if err != nil {
 		t.Fatal(err)
@@ -123,9 +131,9 @@ func (e *env) kubeletClient(t *testing.T) func(path string) (int, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &http.Client{Transport: rt, Timeout: 15 * time.Second}
+	c := &http.Client{Transport: rt, Timeout: 30 * time.Second}
 	return func(path string) (int, string) {
-		resp, err := c.Get("https://127.0.0.1:10250" + path)
+		resp, err := c.Get("https://" + net.JoinHostPort(host, "10250") + path)
 		if err != nil {
 			return 0, err.Error()
 		}

@@ -325,7 +325,13 @@ func (e *env) agentsAtOnce(t *testing.T) (<-chan struct{}, func()) {
 // bearer token unless token is "", and returns the status and the body
 // (0 and the error when the request fails).
 func agentGet(client *http.Client, path, token string) (int, string) {
-	req, _ := http.NewRequest("GET", "https://127.0.0.1:9530"+path, nil)
+	return agentGetAt(client, "127.0.0.1:9530", path, token)
+}
+
+// agentGetAt is agentGet of the agent at hostport (a port-forward's, for
+// the guest node's agent).
+func agentGetAt(client *http.Client, hostport, path, token string) (int, string) {
+	req, _ := http.NewRequest("GET", "https://"+hostport+path, nil)
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}

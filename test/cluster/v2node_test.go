@@ -21,8 +21,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 )
 
 // The lane's second node: the systemd guest (scripts/vmtest --node with
@@ -206,30 +204,6 @@ func (g *guestShell) processCgroups(t *testing.T, marker string) []string {
 	return cgs
 }
 
-// guestKubelet asks the guest's kubelet directly at its address (QEMU's
-// forward) with the admin's client certificate.
-func (e *env) guestKubelet(t *testing.T, node string) func(path string) (int, string) {
-	t.Helper()
-	cfg, err := clientcmd.BuildConfigFromFlags("", e.kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, err := rest.TransportFor(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &http.Client{Transport: rt, Timeout: 30 * time.Second}
-	return func(path string) (int, string) {
-		resp, err := c.Get("https://" + net.JoinHostPort(node, "10250") + path)
-		if err != nil {
-			return 0, err.Error()
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
-}
-
 // TestV2NodeJoined: the lane is a mixed fleet, the host's cgroup v1
 // cgroupfs node and the guest's systemd cgroup v2 one, both Ready; the
 // guest's kubelet answers through its address.
@@ -254,7 +228,7 @@ func TestV2NodeJoined(t *testing.T) {
 	if !strings.Contains(mounts, "cgroup2") || !strings.Contains(mounts, "nsdelegate") || strings.Contains(mounts, " cgroup rw") || !strings.Contains(mounts, "systemd") {
 		t.Errorf("the guest is not a systemd, pure cgroup v2 node:\n%s", mounts)
 	}
-	if code, body := e.guestKubelet(t, guest)("/healthz"); code != 200 {
+	if code, body := e.kubeletAt(t, guest)("/healthz"); code != 200 {
 		t.Errorf("the guest's kubelet at %s:10250: %d %s", guest, code, body)
 	}
 }
@@ -296,7 +270,7 @@ func (e *env) seedOnGuest(t *testing.T, ns, guest string, sh *guestShell) (uid s
 	if inPodSlice(cgs, uid) {
 		t.Fatalf("before: the seed's processes are in their pod's slice already (%q): the misplace runtime did not misplace them", cgs)
 	}
-	kubelet := e.guestKubelet(t, guest)
+	kubelet := e.kubeletAt(t, guest)
 	poll(t, 90*time.Second, "the guest kubelet's figures for the seed", func() (bool, string, error) {
 		before = summaryCPU(t, kubelet, ns)["seed"]
 		return before.containers > 0.3e9, fmt.Sprintf("%+v", before), nil
@@ -338,17 +312,7 @@ func TestV2NodeServesMisplacedPod(t *testing.T) {
 	tok := e.nodeReaderToken(t, ns, "reader", "nodes/metrics", "nodes/stats")
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	agentAt := func(hostport string) func(string) (int, string) {
-		return func(path string) (int, string) {
-			req, _ := http.NewRequest("GET", "https://"+hostport+path, nil)
-			req.Header.Set("Authorization", "Bearer "+tok)
-			resp, err := client.Do(req)
-			if err != nil {
-				return 0, err.Error()
-			}
-			defer resp.Body.Close()
-			b, _ := io.ReadAll(resp.Body)
-			return resp.StatusCode, string(b)
-		}
+		return func(path string) (int, string) { return agentGetAt(client, hostport, path, tok) }
 	}
 	guestAgent := agentAt(e.portForward(t, "cgwarden-system", e.agentOn(t, guest), 9530))
 	var got podCPU
@@ -460,7 +424,7 @@ func TestV2NodeSeed003Repaired(t *testing.T) {
 			t.Errorf("after: %s is not the container's scope cri-containerd-%s.scope", cg, id)
 		}
 	}
-	kubelet := e.guestKubelet(t, guest)
+	kubelet := e.kubeletAt(t, guest)
 	var cpu podCPU
 	poll(t, 120*time.Second, "the guest kubelet's pod CPU for the seed", func() (bool, string, error) {
 		cpu = summaryCPU(t, kubelet, ns)["seed"]
