@@ -19,6 +19,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -186,6 +187,28 @@ func (g *guestShell) run(t *testing.T, script string) string {
 		t.Fatalf("on the guest: %s: %v\n%s", script, err, out)
 	}
 	return out
+}
+
+// restart restarts a unit of the guest (the kubelet or containerd) and
+// waits until it is active again in a new process. The exec that asks
+// passes through both (its stream is the kubelet's, served by
+// containerd), so systemd is asked to restart it 2 s later (a transient
+// timer: the exec has ended by then), and the probe polls.
+func (g *guestShell) restart(t *testing.T, unit string) {
+	t.Helper()
+	show := "nsenter -t 1 -m -u -i -n -p -- systemctl show -p MainPID -p ActiveState --value " + unit
+	before := strings.Fields(g.run(t, show))
+	g.run(t, "nsenter -t 1 -m -u -i -n -p -- systemd-run --quiet --on-active=2 systemctl restart "+unit)
+	t0 := time.Now()
+	poll(t, 180*time.Second, unit+" restarted on the guest", func() (bool, string, error) {
+		out, err := runKubectl(g.e, "exec", "-n", g.ns, g.pod, "--", "sh", "-c", show)
+		if err != nil {
+			return false, fmt.Sprintf("%v: %.200s", err, out), nil
+		}
+		now := strings.Fields(out)
+		return len(now) == 2 && len(before) == 2 && now[0] != before[0] && now[0] != "0" && now[1] == "active", fmt.Sprintf("MainPID, ActiveState: %q before, %q now", before, now), nil
+	})
+	t.Logf("%s restarted on the guest in %v", unit, time.Since(t0).Round(time.Second))
 }
 
 // processCgroups are the cgroups (v2: the one line of /proc/<pid>/cgroup)
@@ -431,16 +454,35 @@ func TestV2NodeSeed003Repaired(t *testing.T) {
 		return cpu.pod > 0.3e9, fmt.Sprintf("%+v", cpu), nil
 	})
 	t.Logf("after: cgroups %q; the guest kubelet's Summary: pod %.0f nanocores (before %.0f)", after, cpu.pod, before.pod)
+
+	// systemd keeps the scope it started through three daemon-reloads:
+	// the processes stay in it and the kubelet's figure stays the
+	// container's.
+	sh.run(t, "for i in 1 2 3; do nsenter -t 1 -m -u -i -n -p -- systemctl daemon-reload; done")
+	reloaded := time.Now()
+	poll(t, 120*time.Second, "the guest kubelet's pod CPU for the seed after 3 daemon-reloads", func() (bool, string, error) {
+		if again := sh.processCgroups(t, "seed"); !reflect.DeepEqual(again, after) {
+			return false, "", fmt.Errorf("after 3 daemon-reloads the seed's processes are in %q, want %q", again, after)
+		}
+		cpu = summaryCPU(t, kubelet, ns)["seed"]
+		return cpu.pod > 0.3e9 && time.Since(reloaded) > 20*time.Second, fmt.Sprintf("%+v", cpu), nil
+	})
+	t.Logf("after 3 daemon-reloads: cgroups %q; the guest kubelet's pod CPU %.0f nanocores", after, cpu.pod)
 }
 
-// TestV2NodeSeed000Held: seed 000 on the systemd cgroup v2 node. Two
-// BestEffort "VM" pods sized 1 and 4 CPUs (cgwarden.io/cpu, which the
-// lane's fix overlay trusts) start at the kubelet's weight for BestEffort
-// (cpu.weight 1 each: the seed's starvation). With the fix-mode agent
-// installed from the lane's manifests, their pod slices get weights in
-// the sizes' proportion, held as systemd's CPUWeight property (the bus
-// the fix mode mounts), and they stay after a daemon-reload, which resets
-// a weight written to the file behind systemd's back (docs/systemd.md).
+// TestV2NodeSeed000Held: seed 000 on the systemd cgroup v2 node, as the
+// in-process TestSystemdKubeletSeed000 has it against a standalone
+// kubelet, here through the agent installed from the lane's manifests.
+// Two BestEffort "VM" pods sized 1 and 4 CPUs (cgwarden.io/cpu, which the
+// lane's fix overlay trusts) burn beside a Burstable hog, all pinned to
+// the guest's second CPU. The kubelet weighs both VM pods 1 (cpu.weight),
+// so they split what the hog leaves them evenly: the seed's symptom.
+// With the fix-mode agent, their pod slices and their tier get weights
+// set as systemd's CPUWeight property (the bus the fix mode mounts), the
+// split becomes 4 ± 10%, and the weights stay through a daemon-reload
+// (which resets a weight written to the file behind systemd's back:
+// docs/systemd.md) and through the kubelet's reset of the tier when it
+// makes a new pod's slice.
 func TestV2NodeSeed000Held(t *testing.T) {
 	e := cluster(t)
 	guest := e.guestNode(t)
@@ -448,49 +490,182 @@ func TestV2NodeSeed000Held(t *testing.T) {
 	ns := e.namespace(t)
 	sh := e.guestShell(t, ns, guest)
 	one := int64(1)
-	units := map[string]string{}
-	for name, size := range map[string]string{"vm-1": "1000m", "vm-4": "4000m"} {
-		p, err := e.cs.CoreV1().Pods(ns).Create(context.Background(), onGuest(&corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": name}, Annotations: map[string]string{"cgwarden.io/cpu": size}},
+	const tierDir = "kubepods.slice/kubepods-besteffort.slice"
+	units := map[string]string{"tier": "kubepods-besteffort.slice"} // name → unit
+	dirs := map[string]string{"tier": tierDir}                      // name → cgroup
+	for _, p := range []struct{ name, size, request string }{{"vm-1", "1000m", ""}, {"vm-4", "4000m", ""}, {"hog", "", "100m"}} {
+		pod := onGuest(&corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: p.name, Labels: map[string]string{"app": p.name}},
 			Spec: corev1.PodSpec{HostNetwork: true, TerminationGracePeriodSeconds: &one, Containers: []corev1.Container{{
-				Name: "vm", Image: busybox, ImagePullPolicy: corev1.PullNever, Command: []string{"sleep", "86400"}}}},
-		}, guest), metav1.CreateOptions{})
+				Name: "vm", Image: busybox, ImagePullPolicy: corev1.PullNever,
+				// The loop starts stopped (not as the container's PID 1,
+				// which ignores SIGSTOP from inside its namespace): with
+				// a CPU of the emulated guest burnt, its kubelet takes
+				// minutes to start a pod, so the loops run only while
+				// the split is measured.
+				Command: []string{"sh", "-c", "taskset -c 1 sh -c ': " + p.name + "-loop; kill -STOP $$; while :; do :; done' & wait"}}}},
+		}, guest)
+		if p.size != "" {
+			pod.Annotations = map[string]string{"cgwarden.io/cpu": p.size}
+		}
+		qos := "besteffort"
+		if p.request != "" {
+			qos = "burstable"
+			pod.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(p.request)}
+		}
+		created, err := e.cs.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		units[name] = "kubepods-besteffort-pod" + strings.ReplaceAll(string(p.UID), "-", "_") + ".slice"
+		unit := "kubepods-" + qos + "-pod" + strings.ReplaceAll(string(created.UID), "-", "_") + ".slice"
+		dirs[p.name] = "kubepods.slice/kubepods-" + qos + ".slice/" + unit
+		if p.size != "" {
+			units[p.name] = unit
+		}
 	}
-	for name := range units {
+	for _, name := range []string{"vm-1", "vm-4", "hog"} {
 		e.runningPods(t, ns, name, 1, 240*time.Second)
 	}
-	// The weight in the slice's file and systemd's property of the unit,
+	loops := func(sig string) {
+		sh.run(t, `for p in /proc/[0-9]*; do c=$(tr '\0' ' ' < $p/cmdline 2>/dev/null); case "$c" in *'vm-1''-loop'*|*'vm-4''-loop'*|*'hog''-loop'*) kill -`+sig+` ${p#/proc/};; esac; done`)
+	}
+	t.Cleanup(func() { loops("CONT") })
+	// The weight in each unit's file and systemd's property of the unit,
 	// read on the guest (systemctl in PID 1's namespaces).
 	weights := func() map[string][2]string {
-		out := map[string][2]string{}
+		var script strings.Builder
 		for name, unit := range units {
-			file := strings.TrimSpace(sh.run(t, "cat /host/cgroup/kubepods.slice/kubepods-besteffort.slice/"+unit+"/cpu.weight"))
-			prop := strings.TrimSpace(sh.run(t, "nsenter -t 1 -m -u -i -n -p -- systemctl show -p CPUWeight --value "+unit))
-			out[name] = [2]string{file, prop}
+			fmt.Fprintf(&script, "echo %s $(cat /host/cgroup/%s/cpu.weight) $(nsenter -t 1 -m -u -i -n -p -- systemctl show -p CPUWeight --value %s);", name, dirs[name], unit)
+		}
+		out := map[string][2]string{}
+		for _, l := range strings.Split(strings.TrimSpace(sh.run(t, script.String())), "\n") {
+			if f := strings.Fields(l); len(f) == 3 {
+				out[f[0]] = [2]string{f[1], f[2]}
+			}
 		}
 		return out
+	}
+	// The split: each pod's CPU over 12 s of the guest's own clock, the
+	// ratio of the 4-CPU VM's to the 1-CPU VM's.
+	split := func(when string) float64 {
+		loops("CONT")
+		defer loops("STOP")
+		var script strings.Builder
+		script.WriteString("sleep 2; read0() {")
+		for _, name := range []string{"vm-1", "vm-4", "hog"} {
+			fmt.Fprintf(&script, " grep usage_usec /host/cgroup/%s/cpu.stat;", dirs[name])
+		}
+		script.WriteString(" }; read0; sleep 12; read0")
+		var u []float64
+		for _, l := range strings.Split(strings.TrimSpace(sh.run(t, script.String())), "\n") {
+			if f := strings.Fields(l); len(f) == 2 {
+				v, _ := strconv.ParseFloat(f[1], 64)
+				u = append(u, v)
+			}
+		}
+		if len(u) != 6 {
+			t.Fatalf("%s: the pods' cpu.stat: %v", when, u)
+		}
+		cores := func(i int) float64 { return (u[3+i] - u[i]) / 12e6 }
+		ratio := cores(1) / cores(0)
+		t.Logf("SEED000 on the v2 node: %s: vm-1 %.3f cores, vm-4 %.3f, hog %.3f: split %.2f (cpu.weight, CPUWeight: %v)", when, cores(0), cores(1), cores(2), ratio, weights())
+		return ratio
 	}
 	before := weights()
 	if before["vm-1"][0] != "1" || before["vm-4"][0] != "1" {
 		t.Fatalf("before: cpu.weight %v, want the kubelet's 1 for each BestEffort pod (seed 000)", before)
 	}
+	if r := split("the kubelet's weights"); r > 2 {
+		t.Errorf("before the agent the 4-CPU pod got %.2f× the 1-CPU pod's CPU: the kubelet cannot see their sizes, so both weigh the same", r)
+	}
+
 	e.installAgent(t, "testdata/agent-fix")
 	var held map[string][2]string
 	poll(t, 180*time.Second, "the VMs' weights held in proportion to their sizes, as systemd properties", func() (bool, string, error) {
 		held = weights()
 		w1, _ := strconv.Atoi(held["vm-1"][0])
 		w4, _ := strconv.Atoi(held["vm-4"][0])
-		ok := w1 > 1 && w4 >= 3*w1 && held["vm-1"][0] == held["vm-1"][1] && held["vm-4"][0] == held["vm-4"][1]
+		ok := w1 > 1 && w4 >= 3*w1
+		for _, w := range held {
+			ok = ok && w[0] == w[1]
+		}
 		return ok, fmt.Sprintf("%v (file, property)", held), nil
 	})
+	if held["tier"][0] == "1" {
+		t.Fatalf("held: %v: the agent did not raise the BestEffort tier (besteffort-starvation), so the kubelet's reset of it cannot be told apart", held)
+	}
 	sh.run(t, "nsenter -t 1 -m -u -i -n -p -- systemctl daemon-reload")
 	time.Sleep(5 * time.Second)
 	if after := weights(); !reflect.DeepEqual(after, held) {
 		t.Errorf("after daemon-reload: %v, want the held %v", after, held)
 	}
-	t.Logf("cpu.weight (file, CPUWeight property): before %v, held %v, kept through daemon-reload", before, held)
+
+	// The kubelet's QoS reset: it sets the tier's weight (through systemd)
+	// whenever it makes a pod's slice. A watch on the guest reads the
+	// tier's file every 20 ms from before a new BestEffort pod is created
+	// until it has seen the reset and the held weight back (or 150 s).
+	watch := exec.Command(e.kubectl, "--kubeconfig", e.kubeconfig, "exec", "-n", ns, sh.pod, "--", "timeout", "150", "sh", "-c",
+		`f=/host/cgroup/`+tierDir+`/cpu.weight; h=`+held["tier"][0]+`; p=; off=; echo watching; while :; do read -r v < $f; if [ "$v" != "$p" ]; then echo "$(date +%s) $v"; p=$v; [ "$v" != "$h" ] && off=1; [ -n "$off" ] && [ "$v" = "$h" ] && exit 0; fi; sleep 0.02; done`)
+	var watched strings.Builder
+	out, err := watch.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	watch.Stderr = &watched
+	if err := watch.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewScanner(out)
+	if !lines.Scan() || lines.Text() != "watching" {
+		t.Fatalf("the tier's watch on the guest did not start: %q %s", lines.Text(), watched.String())
+	}
+	nudged := time.Now()
+	if _, err := e.cs.CoreV1().Pods(ns).Create(context.Background(), onGuest(&corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "nudge", Labels: map[string]string{"app": "nudge"}},
+		Spec: corev1.PodSpec{HostNetwork: true, TerminationGracePeriodSeconds: &one, Containers: []corev1.Container{{
+			Name: "sleep", Image: busybox, ImagePullPolicy: corev1.PullNever, Command: []string{"sleep", "86400"}}}},
+	}, guest), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	for lines.Scan() {
+		seen = append(seen, lines.Text())
+	}
+	watchErr := watch.Wait()
+	t.Logf("the tier's cpu.weight after a new pod (unix seconds, value; held %s): %q, %v after the pod's creation", held["tier"][0], seen, time.Since(nudged).Round(time.Second))
+	if watchErr != nil || len(seen) < 2 {
+		t.Errorf("the tier's weight was not reset by the kubelet and held again within 150 s of a new pod (%v; %s): %q", watchErr, watched.String(), seen)
+	} else {
+		// From the first value off the held one to the held one back.
+		var off, back int
+		for _, l := range seen {
+			f := strings.Fields(l)
+			if len(f) != 2 {
+				continue
+			}
+			at, _ := strconv.Atoi(f[0])
+			if f[1] != held["tier"][0] && off == 0 {
+				off = at
+			}
+			back = at
+		}
+		if back-off > 5 {
+			t.Errorf("the kubelet's reset of the tier stayed %d s before the agent restored it (bound 5 s): %q", back-off, seen)
+		}
+	}
+	e.runningPods(t, ns, "nudge", 1, 240*time.Second)
+	if after := weights(); !reflect.DeepEqual(after, held) {
+		t.Errorf("after the kubelet's reset: %v, want the held %v", after, held)
+	}
+	// A restart of the guest's kubelet (which sets its tiers again as it
+	// starts): the weights are held again.
+	sh.restart(t, "kubelet")
+	poll(t, 120*time.Second, "the weights held after the kubelet's restart", func() (bool, string, error) {
+		after := weights()
+		return reflect.DeepEqual(after, held), fmt.Sprintf("%v, want %v", after, held), nil
+	})
+	if r := split("held by the agent through a daemon-reload, the kubelet's reset and its restart"); r < 3.6 || r > 4.4 {
+		t.Errorf("the held split is %.2f, want 4 ± 10%%", r)
+	}
+	t.Logf("cpu.weight (file, CPUWeight property): before %v, held %v, kept through a daemon-reload, the kubelet's reset and its restart", before, held)
 }
