@@ -31,6 +31,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/nriplugin"
 	"github.com/cgwarden/cgwarden/internal/plan"
 	"github.com/cgwarden/cgwarden/internal/podsource"
+	"github.com/cgwarden/cgwarden/internal/rules"
 	"github.com/cgwarden/cgwarden/internal/serve"
 	"github.com/cgwarden/cgwarden/internal/sizetrust"
 	"github.com/cgwarden/cgwarden/internal/systemd"
@@ -330,7 +331,7 @@ func (a *Agent) runAdoption(ctx context.Context) {
 		var err error
 		a.app.Do(func() {
 			a.adopt.Meta = p.Meta
-			res, err = a.adopt.ApplyScan(p.Node, a.Loop.Places(), fix.Options{Only: []string{plan.RuleMisplaced}})
+			res, err = a.adopt.ApplyScan(p.Node, a.Loop.Places(), fix.Options{Only: []string{rules.MisplacedContainer}})
 		})
 		if res != nil && err == nil {
 			a.refused.note(res.Plan)
@@ -392,7 +393,7 @@ func (a *Agent) applied(res *fix.Result) {
 func learnHandlers(path string, e *fix.Engine, log *slog.Logger) func(*fix.Result) {
 	return func(res *fix.Result) {
 		for _, s := range res.Steps {
-			if s.Note != "" || s.Op.Rule != plan.RuleMisplaced || s.Op.Kind != plan.Move ||
+			if s.Note != "" || s.Op.Rule != rules.MisplacedContainer || s.Op.Kind != plan.Move ||
 				!slices.ContainsFunc(s.Op.Pairs, func(p plan.Pair) bool { return nriplugin.LiteralMisplacement(p.Source) }) {
 				continue // only a runtime-literal cgroup is cured by placing the cgroupsPath
 			}

@@ -12,6 +12,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/nriplugin"
 	"github.com/cgwarden/cgwarden/internal/plan"
+	"github.com/cgwarden/cgwarden/internal/rules"
 )
 
 // An adoption that moved a misplaced container teaches `cgwarden nri` its
@@ -30,18 +31,18 @@ func TestAdoptionLearnsHandlers(t *testing.T) {
 	id := strings.Repeat("ab", 32)
 	literal := "/sys/fs/cgroup/cpu/kubepods-besteffort-pod1.slice:cri-containerd:" + id
 	move := func(uid string) plan.Op {
-		return plan.Op{Kind: plan.Move, Rule: plan.RuleMisplaced, Pod: uid, Pairs: []plan.Pair{{Source: literal, Target: "/t"}}}
+		return plan.Op{Kind: plan.Move, Rule: rules.MisplacedContainer, Pod: uid, Pairs: []plan.Pair{{Source: literal, Target: "/t"}}}
 	}
 	// A pod-named cgroup away from its pod is not the runtime-literal
 	// shape: placing cgroupsPath would not cure it, nothing is learned.
-	podNamed := plan.Op{Kind: plan.Move, Rule: plan.RuleMisplaced, Pod: "u-kata",
+	podNamed := plan.Op{Kind: plan.Move, Rule: rules.MisplacedContainer, Pod: "u-kata",
 		Pairs: []plan.Pair{{Source: "/sys/fs/cgroup/cpu/pod11111111-2222-3333-4444-555555555555-" + id, Target: "/t"}}}
 	learn(&fix.Result{Steps: []fix.StepResult{
 		{Op: move("u-spin")},
 		{Op: podNamed},
 		{Op: move("u-runc")},
 		{Op: move("u-kata"), Note: "not applied: the pod is gone"},
-		{Op: plan.Op{Kind: plan.Write, Rule: plan.RuleMisplaced, Pod: "u-kata"}},
+		{Op: plan.Op{Kind: plan.Write, Rule: rules.MisplacedContainer, Pod: "u-kata"}},
 	}})
 	learn(&fix.Result{Steps: []fix.StepResult{{Op: move("u-spin")}}})
 	f, err := os.Open(path)

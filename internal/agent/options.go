@@ -14,6 +14,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/plan"
 	"github.com/cgwarden/cgwarden/internal/podsource"
+	"github.com/cgwarden/cgwarden/internal/rules"
 	"github.com/cgwarden/cgwarden/internal/serve"
 )
 
@@ -130,7 +131,7 @@ func (o *Options) Config() (*Config, error) {
 	}
 	for _, r := range o.Fix {
 		switch {
-		case r == plan.RuleMisplaced:
+		case r == rules.MisplacedContainer:
 			c.Adopt = true
 		case slices.Contains(plan.Rules, r):
 			c.Weights = append(c.Weights, r)

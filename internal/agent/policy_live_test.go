@@ -11,6 +11,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/agent"
 	"github.com/cgwarden/cgwarden/internal/audit"
 	"github.com/cgwarden/cgwarden/internal/realtest"
+	"github.com/cgwarden/cgwarden/internal/rules"
 )
 
 // TestAuditAgreesWithTheHolderUnderATierCap: with --max-tier-cpu below
@@ -41,7 +42,7 @@ func TestAuditAgreesWithTheHolderUnderATierCap(t *testing.T) {
 		pic := a.Loop.Latest()
 		w := tree.Weight(tier)
 		if pic != nil && w != tree.PodWeight(2) {
-			if held, ok := find(pic.Report, audit.RuleHeldWeights); ok {
+			if held, ok := find(pic.Report, rules.HeldWeights); ok {
 				if v, _ := held.Evidence.Get("tierWeight"); fmt.Sprint(v) == fmt.Sprint(w) {
 					report, weight = pic.Report, w
 					break
@@ -60,7 +61,7 @@ func TestAuditAgreesWithTheHolderUnderATierCap(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	for _, f := range report.Findings {
-		if f.Rule == audit.RuleTierDrift && strings.HasSuffix(f.Subject.Cgroup, "besteffort") {
+		if f.Rule == rules.TierDrift && strings.HasSuffix(f.Subject.Cgroup, "besteffort") {
 			t.Errorf("the audit calls the tier the holder holds (%d) a drift: %s", weight, f.Evidence.Summary)
 		}
 	}

@@ -227,16 +227,6 @@ var Rules = []Rule{
 	{rules.IgnoredSize, checkIgnoredSizes},
 }
 
-// Rule IDs by their old names in this package (the IDs are package
-// rules'), for the tests of internal/fix and internal/agent alone: to go
-// when those say rules.X.
-const (
-	RuleBestEffortStarvation = rules.BestEffortStarvation
-	RuleHeldWeights          = rules.HeldWeights
-	RuleForeignCgroup        = rules.ForeignCgroup
-	RuleTierDrift            = rules.TierDrift
-)
-
 // Report is the outcome of an audit.
 type Report struct {
 	Findings []Finding `json:"findings"`

@@ -10,7 +10,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/cgroupfs"
 	"github.com/cgwarden/cgwarden/internal/journal"
 	"github.com/cgwarden/cgwarden/internal/metadata"
-	"github.com/cgwarden/cgwarden/internal/plan"
+	"github.com/cgwarden/cgwarden/internal/rules"
 )
 
 // roleRun runs one apply or revert against a scratch tree, as the agent's
@@ -61,9 +61,9 @@ func runChild() int {
 	switch mode := os.Getenv(envMode); mode {
 	case "fix":
 	case "adopt":
-		o.Only = []string{plan.RuleMisplaced}
+		o.Only = []string{rules.MisplacedContainer}
 	case "weights":
-		o.Only = []string{plan.RuleSizeBlind, plan.RuleStarvation}
+		o.Only = []string{rules.SizeBlindWeights, rules.BestEffortStarvation}
 	case "revert":
 		rep, err := e.Revert(true)
 		if err == nil && len(rep.Failed()) > 0 {

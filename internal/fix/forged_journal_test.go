@@ -7,6 +7,7 @@ import (
 
 	"github.com/cgwarden/cgwarden/internal/journal"
 	"github.com/cgwarden/cgwarden/internal/plan"
+	"github.com/cgwarden/cgwarden/internal/rules"
 )
 
 // TestRevertStaysInTheHierarchies reverts a journal that names paths no
@@ -33,10 +34,10 @@ func TestRevertStaysInTheHierarchies(t *testing.T) {
 	}
 	const run = "forged"
 	steps := []plan.Op{
-		{Kind: plan.Mkdir, Rule: plan.RuleMisplaced, Path: victim},
+		{Kind: plan.Mkdir, Rule: rules.MisplacedContainer, Path: victim},
 	}
 	if !f.s.V2() {
-		steps = append(steps, plan.Op{Kind: plan.Move, Rule: plan.RuleMisplaced, Pairs: []plan.Pair{{Source: src, Target: tgt}}})
+		steps = append(steps, plan.Op{Kind: plan.Move, Rule: rules.MisplacedContainer, Pairs: []plan.Pair{{Source: src, Target: tgt}}})
 	}
 	if _, err := j.Append(journal.Entry{Type: journal.Begin, Apply: run}); err != nil {
 		t.Fatal(err)

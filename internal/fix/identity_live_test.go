@@ -10,6 +10,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/journal"
 	"github.com/cgwarden/cgwarden/internal/plan"
 	"github.com/cgwarden/cgwarden/internal/procid"
+	"github.com/cgwarden/cgwarden/internal/rules"
 )
 
 // TestRevertTellsANewProcessFromTheOneMoved reverts a journal whose move
@@ -109,7 +110,7 @@ func forgeMove(t *testing.T, f *fixture, src, tgt string, p journal.Proc, boot s
 	for _, pt := range f.s.Points {
 		pairs = append(pairs, plan.Pair{Source: path.Join(pt, f.s.Name, src), Target: path.Join(pt, f.s.Name, tgt)})
 	}
-	op := plan.Op{Kind: plan.Move, Rule: plan.RuleMisplaced, Pod: uidA, Pairs: pairs}
+	op := plan.Op{Kind: plan.Move, Rule: rules.MisplacedContainer, Pod: uidA, Pairs: pairs}
 	j, err := journal.Open(f.journal)
 	if err != nil {
 		t.Fatal(err)
@@ -149,7 +150,7 @@ func TestMoveRecordsWhoItMoved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.e.Apply(Options{Only: []string{plan.RuleMisplaced}}); err != nil {
+	if _, err := f.e.Apply(Options{Only: []string{rules.MisplacedContainer}}); err != nil {
 		t.Fatalf("apply: %v", err)
 	}
 	entries, err := journal.Read(f.journal)

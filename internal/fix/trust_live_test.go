@@ -8,6 +8,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/audit"
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/metadata"
+	"github.com/cgwarden/cgwarden/internal/rules"
 )
 
 // TestAdoptionTrustsOnlyTheMetadata, on the live kernel: pod A runs its
@@ -59,9 +60,9 @@ func TestAdoptionTrustsOnlyTheMetadata(t *testing.T) {
 	}
 	rep := audit.Run(&audit.Input{Node: n, Meta: f.e.Meta})
 	if !slices.ContainsFunc(rep.Findings, func(x audit.Finding) bool {
-		return x.Rule == audit.RuleForeignCgroup && x.Subject.ContainerID == claimed
+		return x.Rule == rules.ForeignCgroup && x.Subject.ContainerID == claimed
 	}) {
-		t.Errorf("no %s finding for the foreign cgroup: %+v", audit.RuleForeignCgroup, rep.Findings)
+		t.Errorf("no %s finding for the foreign cgroup: %+v", rules.ForeignCgroup, rep.Findings)
 	}
 	res, err := f.e.Apply(Options{})
 	if err != nil {

@@ -12,8 +12,8 @@ import (
 	"github.com/cgwarden/cgwarden/internal/fairness"
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/metadata"
-	"github.com/cgwarden/cgwarden/internal/plan"
 	"github.com/cgwarden/cgwarden/internal/realtest"
+	"github.com/cgwarden/cgwarden/internal/rules"
 	"github.com/cgwarden/cgwarden/internal/vmsize"
 )
 
@@ -123,10 +123,10 @@ func TestVMWeightsFollowSizes(t *testing.T) {
 	r := audit.Run(&audit.Input{Node: n, Meta: f.e.Meta})
 	var held *audit.Finding
 	for i, fd := range r.Findings {
-		if fd.Rule == audit.RuleBestEffortStarvation {
+		if fd.Rule == rules.BestEffortStarvation {
 			t.Errorf("after the fix: %s %s", fd.Rule, fd.Evidence.Summary)
 		}
-		if fd.Rule == audit.RuleHeldWeights {
+		if fd.Rule == rules.HeldWeights {
 			held = &r.Findings[i]
 		}
 	}
@@ -192,7 +192,7 @@ func TestVMWeightsBadInput(t *testing.T) {
 			}
 		}
 	}
-	res, err := f.e.Apply(Options{Only: []string{plan.RuleSizeBlind}})
+	res, err := f.e.Apply(Options{Only: []string{rules.SizeBlindWeights}})
 	if err != nil {
 		t.Fatalf("apply with a vanished container: %v", err)
 	}

@@ -14,8 +14,8 @@ import (
 	"github.com/cgwarden/cgwarden/internal/hold"
 	"github.com/cgwarden/cgwarden/internal/journal"
 	"github.com/cgwarden/cgwarden/internal/metadata"
-	"github.com/cgwarden/cgwarden/internal/plan"
 	"github.com/cgwarden/cgwarden/internal/realtest"
+	"github.com/cgwarden/cgwarden/internal/rules"
 )
 
 // TestAdoptionFollowsAMisplacingRuntime: the agent's adopter (`serve
@@ -43,7 +43,7 @@ func TestAdoptionFollowsAMisplacingRuntime(t *testing.T) {
 	}
 	list()
 	jdir := t.TempDir()
-	o := fixOptions(s.Name, lister, jdir, plan.RuleMisplaced)
+	o := fixOptions(s.Name, lister, jdir, rules.MisplacedContainer)
 	o.Interval = 100 * time.Millisecond
 	a, halt := startAgent(t, o)
 	runs := func(result string) float64 {
@@ -124,7 +124,7 @@ func TestAdoptionCountsFailedRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	a, _ := startAgent(t, fixOptions(s.Name, lister, jdir, plan.RuleMisplaced))
+	a, _ := startAgent(t, fixOptions(s.Name, lister, jdir, rules.MisplacedContainer))
 	runs := func(result string) float64 {
 		v, _ := metric(t, a, "cgwarden_adoption_runs_total", map[string]string{"result": result})
 		return v

@@ -23,6 +23,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/mounts"
 	"github.com/cgwarden/cgwarden/internal/plan"
+	"github.com/cgwarden/cgwarden/internal/rules"
 	"github.com/cgwarden/cgwarden/internal/vmsize"
 )
 
@@ -54,8 +55,8 @@ type Config struct {
 	// its Base the cgroup scans start from.
 	Engine *fix.Engine
 	Sizes  Sizes
-	// Rules are the weight rules to hold (plan.RuleSizeBlind,
-	// plan.RuleStarvation); empty holds both.
+	// Rules are the weight rules to hold (rules.SizeBlindWeights,
+	// rules.BestEffortStarvation); empty holds both.
 	Rules []string
 	// MaxTierMilliCPU caps the sizes the tier counts (0: the node's CPUs).
 	MaxTierMilliCPU int64
@@ -174,12 +175,12 @@ func New(cfg Config) (*Holder, error) {
 		return nil, errors.New("hold: Host, Engine, Sizes, Loop, Watch and Apply are required")
 	}
 	for _, r := range cfg.Rules {
-		if r != plan.RuleSizeBlind && r != plan.RuleStarvation {
-			return nil, fmt.Errorf("hold: %s is not a weight rule (%s, %s)", r, plan.RuleSizeBlind, plan.RuleStarvation)
+		if r != rules.SizeBlindWeights && r != rules.BestEffortStarvation {
+			return nil, fmt.Errorf("hold: %s is not a weight rule (%s, %s)", r, rules.SizeBlindWeights, rules.BestEffortStarvation)
 		}
 	}
 	if len(cfg.Rules) == 0 {
-		cfg.Rules = []string{plan.RuleSizeBlind, plan.RuleStarvation}
+		cfg.Rules = []string{rules.SizeBlindWeights, rules.BestEffortStarvation}
 	}
 	if cfg.Check == 0 {
 		cfg.Check = DefaultCheck

@@ -16,8 +16,8 @@ import (
 	"github.com/cgwarden/cgwarden/internal/agent"
 	"github.com/cgwarden/cgwarden/internal/journal"
 	"github.com/cgwarden/cgwarden/internal/metadata"
-	"github.com/cgwarden/cgwarden/internal/plan"
 	"github.com/cgwarden/cgwarden/internal/podsource"
+	"github.com/cgwarden/cgwarden/internal/rules"
 )
 
 // The holder and the adopter are tested as `serve --fix` runs them: in
@@ -27,7 +27,7 @@ import (
 // imports hold: there is no second wiring to drift from production's.
 
 // weightRules are the rules the holder holds (`serve --fix` with both).
-var weightRules = []string{plan.RuleSizeBlind, plan.RuleStarvation}
+var weightRules = []string{rules.SizeBlindWeights, rules.BestEffortStarvation}
 
 // fixOptions are the options of `serve --fix rules...` on the scratch
 // cgroup base, its pods from lister, its journal in journalDir. The

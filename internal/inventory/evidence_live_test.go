@@ -15,6 +15,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/plan"
 	"github.com/cgwarden/cgwarden/internal/realtest"
+	"github.com/cgwarden/cgwarden/internal/rules"
 )
 
 // decoyRig is a pod with a misplaced container and, in a delegated
@@ -207,7 +208,7 @@ func TestEvidenceWithoutAPause(t *testing.T) {
 func TestAdoptionPlanLeavesTheDecoy(t *testing.T) {
 	r := newDecoyRig(t, true)
 	sc, n, _ := r.scan(t)
-	in := plan.Input{Node: n, Places: sc.Places, FS: r.s.Host, Only: []string{plan.RuleMisplaced}, Evidence: &inventory.Evidence{FS: r.s.Host}}
+	in := plan.Input{Node: n, Places: sc.Places, FS: r.s.Host, Only: []string{rules.MisplacedContainer}, Evidence: &inventory.Evidence{FS: r.s.Host}}
 	p, _, err := plan.Adopt(in)
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/cgwarden/cgwarden/internal/plan"
+	"github.com/cgwarden/cgwarden/internal/rules"
 )
 
 func mustOpen(t *testing.T, dir string) *Journal {
@@ -25,7 +26,7 @@ func mustOpen(t *testing.T, dir string) *Journal {
 func TestAppendReadsBack(t *testing.T) {
 	dir := t.TempDir()
 	j := mustOpen(t, dir)
-	op := plan.Op{Kind: plan.Write, Rule: plan.RuleMisplaced, Path: "/sys/fs/cgroup/kubepods/x/cpu.weight", Value: "100"}
+	op := plan.Op{Kind: plan.Write, Rule: rules.MisplacedContainer, Path: "/sys/fs/cgroup/kubepods/x/cpu.weight", Value: "100"}
 	prev := "50"
 	for _, e := range []Entry{
 		{Type: Begin, Apply: "r1"},
@@ -288,7 +289,7 @@ func TestHasUnfinished(t *testing.T) {
 	check(false) // missing
 	w := mustOpen(t, dir)
 	defer w.Close()
-	op := plan.Op{Kind: plan.Write, Rule: plan.RuleMisplaced, Path: "/sys/fs/cgroup/kubepods/x/cpu.weight", Value: "100"}
+	op := plan.Op{Kind: plan.Write, Rule: rules.MisplacedContainer, Path: "/sys/fs/cgroup/kubepods/x/cpu.weight", Value: "100"}
 	prev := "50"
 	for _, e := range []Entry{{Type: Begin, Apply: "r1"}, {Type: Intent, Apply: "r1", Op: &op, Prev: &plan.Prev{Value: &prev}}} {
 		if _, err := w.Append(e); err != nil {

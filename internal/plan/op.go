@@ -34,15 +34,6 @@ const (
 // and VM containers' weights, the BestEffort tier's).
 var Rules = []string{rules.MisplacedContainer, rules.SizeBlindWeights, rules.BestEffortStarvation}
 
-// Rule IDs by their old names in this package (the IDs are package
-// rules'), for internal/agent, internal/hold and internal/fix alone: to go
-// when those say rules.X.
-const (
-	RuleMisplaced  = rules.MisplacedContainer
-	RuleSizeBlind  = rules.SizeBlindWeights
-	RuleStarvation = rules.BestEffortStarvation
-)
-
 // Pair is one hierarchy's source and target of a move (host paths of
 // cgroup directories).
 type Pair struct {
