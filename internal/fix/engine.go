@@ -231,7 +231,7 @@ func (e *Engine) mover(w *guard, op plan.Op) (put func(target string, pid int) e
 		if started {
 			return g.Attach(sc.Unit, []int{pid})
 		}
-		if err := g.StartScope(sc.Unit, sc.Slice, []int{pid}); err != nil {
+		if err := g.StartScope(sc, []int{pid}); err != nil {
 			return err
 		}
 		started = true

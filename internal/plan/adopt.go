@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/cgwarden/cgwarden/internal/cgroupfs"
@@ -317,8 +318,17 @@ func adoptOne(in Input, hs []Hierarchy, pod *inventory.Pod, c *inventory.Contain
 		settings = settingsV2
 	}
 	if scope != nil {
-		// The scope does not exist before the move starts it; what the
-		// runtime set on its own cgroup is not copied (see NoteScope).
+		// The scope does not exist before the move starts it: what the
+		// runtime set on its own cgroup goes to systemd as the scope's
+		// properties instead of being written into it (see NoteScope).
+		i := slices.IndexFunc(targets, func(h Hierarchy) bool { return h.has("cpu") || h.has("memory") })
+		if i >= 0 {
+			l, err := scopeLimits(in.FS, path.Join(targets[i].Point, c.Cgroup.Path))
+			if err != nil {
+				return nil, nil, nil, nil, fmt.Errorf("copying from %s: %w", c.Cgroup.Path, err)
+			}
+			scope.Limits = l
+		}
 		settings = nil
 		notes = append(notes, NoteScope)
 	}
@@ -352,7 +362,7 @@ func adoptOne(in Input, hs []Hierarchy, pod *inventory.Pod, c *inventory.Contain
 	mv := op(Op{Kind: Move, Pairs: pairs, Scope: scope,
 		Description: fmt.Sprintf("move every process and thread of container %s from %s into %s, repeating until the source is empty", short, c.Cgroup.Path, target)})
 	if scope != nil {
-		mv.Description = fmt.Sprintf("ask systemd to start scope %s in the pod's slice %s with container %s's processes from %s, and to attach any that follow, until the source is empty", scope.Unit, scope.Slice, short, c.Cgroup.Path)
+		mv.Description = fmt.Sprintf("ask systemd to start scope %s in the pod's slice %s with container %s's processes from %s and the runtime's limits as its properties (%s), and to attach any that follow, until the source is empty", scope.Unit, scope.Slice, short, c.Cgroup.Path, scope.Limits)
 	}
 	ops = append(ops, mv)
 	if in.RemoveEmptySource {
@@ -365,8 +375,74 @@ func adoptOne(in Input, hs []Hierarchy, pod *inventory.Pod, c *inventory.Contain
 	return ops, sources, owned, notes, nil
 }
 
-// NoteScope says what a move through systemd leaves out.
-const NoteScope = "on a node whose pods are systemd slices, systemd starts each adopted container's scope and moves its processes (the scope as runc's systemd driver names it); the limits and weight the runtime set on its own cgroup are not copied to the scope, so the container is held by its pod's limits, and weighed at the default against its pod's other containers"
+// NoteScope says how a move through systemd keeps the container's limits.
+const NoteScope = "on a node whose pods are systemd slices, systemd starts each adopted container's scope and moves its processes (the scope as runc's systemd driver names it); the weight and limits the runtime set on its own cgroup (cpu.weight, cpu.max, memory.max, pids.max) are given to the scope as its unit properties (CPUWeight, CPUQuotaPerSecUSec rounded up to 10 ms as runc's systemd driver does, CPUQuotaPeriodUSec, MemoryMax, TasksMax) rather than written into its files"
+
+// scopeLimits reads the weight and limits the runtime set on a
+// container's own cgroup (v2 files of dir) as the properties of the scope
+// systemd starts for it. A file the cgroup lacks (its controller not
+// enabled there), "max" and a zero are not set.
+func scopeLimits(fsys cgroupfs.FS, dir string) (systemd.Limits, error) {
+	var l systemd.Limits
+	read := func(file string) (string, bool, error) {
+		v, err := readTrim(fsys, path.Join(dir, file))
+		if err != nil {
+			return "", false, nil
+		}
+		if err := Validate(file, v); err != nil {
+			return "", false, err
+		}
+		return v, true, nil
+	}
+	num := func(file, v string) (uint64, error) {
+		if v == "max" {
+			return 0, nil
+		}
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %q is not a number", file, v)
+		}
+		return n, nil
+	}
+	for _, f := range []struct {
+		file string
+		to   *uint64
+	}{{"cpu.weight", &l.CPUWeight}, {"memory.max", &l.MemoryMax}, {"pids.max", &l.TasksMax}} {
+		v, ok, err := read(f.file)
+		if err != nil {
+			return l, err
+		}
+		if ok {
+			if *f.to, err = num(f.file, v); err != nil {
+				return l, err
+			}
+		}
+	}
+	v, ok, err := read("cpu.max")
+	if err != nil || !ok {
+		return l, err
+	}
+	quota, period, found := strings.Cut(v, " ")
+	if !found {
+		period = "100000" // the kernel's default period
+	}
+	q, err := num("cpu.max", quota)
+	if err != nil {
+		return l, err
+	}
+	p, err := num("cpu.max", period)
+	if err != nil {
+		return l, err
+	}
+	if q > 0 && p > 0 {
+		// systemd takes the quota per second of CPU time; runc's systemd
+		// driver rounds it up to 10 ms, as older systemd keeps it in
+		// whole percents.
+		perSec := (q*1_000_000/p + 9_999) / 10_000 * 10_000
+		l.CPUQuotaPerSecUSec, l.CPUQuotaPeriodUSec = perSec, p
+	}
+	return l, nil
+}
 
 // systemdScope is the scope a move into target goes through: when the
 // node's cgroups are cgroup v2, systemd runs it (in.Units) and the pod's

@@ -3,6 +3,7 @@ package plan
 import (
 	"bytes"
 	"errors"
+	"io/fs"
 	"path"
 	"reflect"
 	"slices"
@@ -210,12 +211,28 @@ func TestAdoptThroughSystemd(t *testing.T) {
 		}
 	}
 	if !slices.Contains(p.Notes, NoteScope) {
-		t.Error("the plan does not say that the runtime's limits are not copied to the scope")
+		t.Error("the plan does not say how the runtime's limits reach the scope")
+	}
+	// The seed's container limits (500m, 600M) and the weight its runtime
+	// gave it: written into the new cgroup without systemd, the scope's
+	// properties with it.
+	want := systemd.Limits{CPUWeight: 100, CPUQuotaPerSecUSec: 500000, CPUQuotaPeriodUSec: 100000, MemoryMax: 600000000}
+	for _, op := range plain.Ops {
+		if op.Kind == Write && path.Base(op.Path) == "memory.max" && op.Value != "600000000" {
+			t.Fatalf("the fixture's memory.max is %s: the expectation below is stale", op.Value)
+		}
+	}
+	for i, mv := range moves {
+		if mv.Scope != nil && mv.Scope.Limits != want {
+			t.Errorf("move %d: the scope's limits %v, want the runtime's %v", i, mv.Scope.Limits, want)
+		}
 	}
 	mv := moves[0]
 	for name, change := range map[string]func(o *Op){
 		"another scope's name": func(o *Op) { o.Scope = &systemd.Scope{Unit: "cri-containerd-0.scope", Slice: mv.Scope.Slice} },
-		"another slice":        func(o *Op) { o.Scope = &systemd.Scope{Unit: mv.Scope.Unit, Slice: "kubepods.slice"} },
+		"another slice": func(o *Op) {
+			o.Scope = &systemd.Scope{Unit: mv.Scope.Unit, Slice: "kubepods.slice", Limits: mv.Scope.Limits}
+		},
 		"not a scope": func(o *Op) {
 			o.Scope = &systemd.Scope{Unit: path.Base(o.Pairs[0].Target) + ".service", Slice: mv.Scope.Slice}
 		},
@@ -225,6 +242,44 @@ func TestAdoptThroughSystemd(t *testing.T) {
 		change(&op)
 		if err := pol.Check(op); !errors.Is(err, ErrPolicy) {
 			t.Errorf("%s: Check = %v, want a refusal", name, err)
+		}
+	}
+}
+
+// scopeFS is a cgroup directory's files for scopeLimits.
+type scopeFS map[string]string
+
+func (f scopeFS) ReadFile(p string) ([]byte, error) {
+	if v, ok := f[path.Base(p)]; ok {
+		return []byte(v + "\n"), nil
+	}
+	return nil, fs.ErrNotExist
+}
+func (scopeFS) ReadDirs(string) ([]string, error) { return nil, nil }
+
+// TestScopeLimits: the runtime's files as a scope's properties: "max"
+// and missing files set nothing, a quota is per second of CPU rounded up
+// to 10 ms (runc's systemd driver), a bad value is an error.
+func TestScopeLimits(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		files scopeFS
+		want  systemd.Limits
+		err   bool
+	}{
+		{"nothing", scopeFS{}, systemd.Limits{}, false},
+		{"no limit", scopeFS{"cpu.weight": "39", "cpu.max": "max 100000", "memory.max": "max", "pids.max": "max"}, systemd.Limits{CPUWeight: 39}, false},
+		{"every limit", scopeFS{"cpu.weight": "8", "cpu.max": "25000 100000", "memory.max": "67108864", "pids.max": "50"},
+			systemd.Limits{CPUWeight: 8, CPUQuotaPerSecUSec: 250000, CPUQuotaPeriodUSec: 100000, MemoryMax: 64 << 20, TasksMax: 50}, false},
+		{"a third of a CPU, rounded up", scopeFS{"cpu.max": "33333 100000"}, systemd.Limits{CPUQuotaPerSecUSec: 340000, CPUQuotaPeriodUSec: 100000}, false},
+		{"a quota without a period", scopeFS{"cpu.max": "50000"}, systemd.Limits{CPUQuotaPerSecUSec: 500000, CPUQuotaPeriodUSec: 100000}, false},
+		{"a weight out of range", scopeFS{"cpu.weight": "0"}, systemd.Limits{}, true},
+		{"memory in words", scopeFS{"memory.max": "lots"}, systemd.Limits{}, true},
+		{"a period of 10 µs", scopeFS{"cpu.max": "5000 10"}, systemd.Limits{}, true},
+	} {
+		got, err := scopeLimits(c.files, "/sys/fs/cgroup/x")
+		if (err != nil) != c.err || (!c.err && got != c.want) {
+			t.Errorf("%s: %+v, %v; want %+v (error: %v)", c.name, got, err, c.want, c.err)
 		}
 	}
 }

@@ -201,7 +201,7 @@ func (s agentStep) run() agentResult {
 			return outcome(err)
 		}
 		defer b.Close()
-		return outcome(b.GrantScopes([]systemd.Scope{{Unit: s.Unit, Slice: s.Slice}}).StartScope(s.Unit, s.Slice, s.PIDs))
+		return outcome(b.GrantScopes([]systemd.Scope{{Unit: s.Unit, Slice: s.Slice}}).StartScope(systemd.Scope{Unit: s.Unit, Slice: s.Slice}, s.PIDs))
 	case "set-property":
 		v, err := strconv.ParseUint(s.Data, 10, 64)
 		if err != nil {

@@ -15,9 +15,69 @@ import (
 // Scope is a move a plan names: the processes of one container, found
 // outside their pod, put by systemd into a new transient scope Unit
 // (cri-containerd-<id>.scope, the name runc's systemd driver would have
-// given it) in the pod's slice Slice.
+// given it) in the pod's slice Slice, with Limits, what the runtime had
+// set on the container's own cgroup, as the scope's properties.
 type Scope struct {
 	Unit, Slice string
+	Limits      Limits `json:",omitzero"`
+}
+
+// Limits are a container's limits and weight as unit properties, read
+// from the cgroup v2 files of the cgroup its runtime made (package plan):
+// what runc's systemd driver would have given the scope. A zero field is
+// not set (systemd's default: no limit, the default weight).
+type Limits struct {
+	// CPUWeight is cpu.weight (1–10000).
+	CPUWeight uint64 `json:",omitempty"`
+	// CPUQuotaPerSecUSec and CPUQuotaPeriodUSec are cpu.max: the quota
+	// per second of CPU time, and the period (both µs).
+	CPUQuotaPerSecUSec uint64 `json:",omitempty"`
+	CPUQuotaPeriodUSec uint64 `json:",omitempty"`
+	// MemoryMax is memory.max (bytes).
+	MemoryMax uint64 `json:",omitempty"`
+	// TasksMax is pids.max.
+	TasksMax uint64 `json:",omitempty"`
+}
+
+// check refuses values systemd would refuse or that no runtime sets.
+func (l Limits) check() error {
+	switch {
+	case l.CPUWeight != 0 && (l.CPUWeight < 1 || l.CPUWeight > 10000):
+		return fmt.Errorf("CPUWeight %d out of 1–10000", l.CPUWeight)
+	case l.CPUQuotaPeriodUSec != 0 && (l.CPUQuotaPeriodUSec < 1000 || l.CPUQuotaPeriodUSec > 1000000):
+		return fmt.Errorf("CPUQuotaPeriodUSec %d out of 1 ms–1 s", l.CPUQuotaPeriodUSec)
+	case l.CPUQuotaPeriodUSec != 0 && l.CPUQuotaPerSecUSec == 0:
+		return fmt.Errorf("CPUQuotaPeriodUSec %d without a quota", l.CPUQuotaPeriodUSec)
+	}
+	return nil
+}
+
+// properties are the unit properties of l (none for a zero field).
+func (l Limits) properties() []sd.Property {
+	var props []sd.Property
+	add := func(name string, v uint64) {
+		if v != 0 {
+			props = append(props, sd.Property{Name: name, Value: godbus.MakeVariant(v)})
+		}
+	}
+	add("CPUWeight", l.CPUWeight)
+	add("CPUQuotaPerSecUSec", l.CPUQuotaPerSecUSec)
+	add("CPUQuotaPeriodUSec", l.CPUQuotaPeriodUSec)
+	add("MemoryMax", l.MemoryMax)
+	add("TasksMax", l.TasksMax)
+	return props
+}
+
+// String lists the set limits as systemd names them, for a plan's words.
+func (l Limits) String() string {
+	var out []string
+	for _, p := range l.properties() {
+		out = append(out, fmt.Sprintf("%s=%v", p.Name, p.Value.Value()))
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, " ")
 }
 
 // GrantScopes returns a writer that may start exactly these scopes, each
@@ -26,11 +86,11 @@ func (b *Bus) GrantScopes(scopes []Scope) *Grant {
 	return &Grant{b: b, scopes: slices.Clone(scopes)}
 }
 
-// StartScope asks systemd to start unit as a transient scope in slice and
-// to move pids into it: StartTransientUnit with Slice=, PIDs= and the
+// StartScope asks systemd to start s.Unit as a transient scope in s.Slice
+// and to move pids into it: StartTransientUnit with Slice=, PIDs=, the
 // properties runc's systemd driver gives a container's scope (Delegate=yes,
-// no default dependencies, accounting on). It returns when systemd's job
-// has finished.
+// no default dependencies, accounting on) and s.Limits. It returns when
+// systemd's job has finished.
 //
 // The move is made by systemd (PID 1, in the root cgroup namespace), not
 // by the caller: a write to cgroup.procs from a container's cgroup
@@ -42,19 +102,23 @@ func (b *Bus) GrantScopes(scopes []Scope) *Grant {
 //
 // A unit that is not a scope, a slice that is not active (systemd would
 // create a slice named in Slice= that does not exist, and it reports such
-// a slice "loaded" too), a PID below 2, or a pair the grant does not name
-// is refused.
-func (g *Grant) StartScope(unit, slice string, pids []int) error {
+// a slice "loaded" too), a PID below 2, limits out of systemd's ranges, or
+// a scope the grant does not name (limits included) is refused.
+func (g *Grant) StartScope(s Scope, pids []int) error {
+	unit, slice := s.Unit, s.Slice
 	g.mu.Lock()
 	ended := g.ended
 	g.mu.Unlock()
 	switch {
 	case ended:
 		return fmt.Errorf("systemd %s in %s: the grant has ended: %w", unit, slice, ErrRefused)
-	case !slices.Contains(g.scopes, Scope{Unit: unit, Slice: slice}):
+	case !slices.Contains(g.scopes, s):
 		return fmt.Errorf("systemd %s in %s: not a scope the plan names: %w", unit, slice, ErrRefused)
 	case !unitName(unit, ".scope") || !unitName(slice, ".slice"):
 		return fmt.Errorf("systemd %s in %s: want a scope in a slice: %w", unit, slice, ErrRefused)
+	}
+	if err := s.Limits.check(); err != nil {
+		return fmt.Errorf("systemd %s in %s: %v: %w", unit, slice, err, ErrRefused)
 	}
 	ids, err := moveable(unit, slice, pids)
 	if err != nil {
@@ -75,6 +139,7 @@ func (g *Grant) StartScope(unit, slice string, pids []int) error {
 		{Name: "TasksAccounting", Value: godbus.MakeVariant(true)},
 		sd.PropPids(ids...),
 	}
+	props = append(props, s.Limits.properties()...)
 	g.b.writes.Add(1)
 	done := make(chan string, 1)
 	if _, err := g.b.conn.StartTransientUnitContext(ctx, unit, "fail", props, done); err != nil {
