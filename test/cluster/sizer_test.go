@@ -935,8 +935,20 @@ func TestSizerDeployedWithItsManifests(t *testing.T) {
 // API server has its caBundle; on the pod or on its container, as its
 // --pod-level=auto finds the cluster); the VM then grows to 1500m and the
 // sizer resizes the pod in place: its pod cgroup's weight follows, and a
-// CPUResized Event says so.
+// CPUResized Event says so. The pod runs on the host's node.
 func (e *env) sizeAndResizeVM(t *testing.T, ns string) {
+	t.Helper()
+	e.sizeAndResizeVMOn(t, ns, "1500m", 15*time.Second, func(p *corev1.Pod) *corev1.Pod { return p }, func(uid types.UID, milli int64) (func() int64, int64) {
+		file, want := podShares(uid, milli)
+		return func() int64 { return readInt(t, file) }, want
+	})
+}
+
+// sizeAndResizeVMOn is sizeAndResizeVM with the VM grown to grow, the
+// runner pod placed by place, its pod cgroup's weight read by weight (the
+// reader, and the value the kubelet writes for milli CPUs) and expected
+// within after the VM's change.
+func (e *env) sizeAndResizeVMOn(t *testing.T, ns, grow string, within time.Duration, place func(*corev1.Pod) *corev1.Pod, weight func(uid types.UID, milli int64) (func() int64, int64)) {
 	t.Helper()
 	ctx := context.Background()
 	dyn := dynamicClient(t, e)
@@ -947,32 +959,39 @@ func (e *env) sizeAndResizeVM(t *testing.T, ns string) {
 	}
 	var pod *corev1.Pod
 	poll(t, 30*time.Second, "a runner pod admitted with requests.cpu=1", func() (bool, string, error) {
-		p, err := e.cs.CoreV1().Pods(ns).Create(ctx, neonRunnerPod("vm1-runner", vm), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		p, err := e.cs.CoreV1().Pods(ns).Create(ctx, place(neonRunnerPod("vm1-runner", vm)), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if err != nil {
 			return false, "", err
 		}
 		q, on := cpuRequest(p)
 		return q.String() == "1", "requests.cpu " + q.String() + " on " + on, nil
 	})
-	pod, err = e.cs.CoreV1().Pods(ns).Create(ctx, neonRunnerPod("vm1-runner", vm), metav1.CreateOptions{})
+	pod, err = e.cs.CoreV1().Pods(ns).Create(ctx, place(neonRunnerPod("vm1-runner", vm)), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	attest(t, vms, "vm1", pod.Name)
 	pod = waitRunning(t, e, ns, pod.Name)
+	read, want := weight(pod.UID, 1000)
+	if got := read(); got != want {
+		t.Errorf("the runner pod's cgroup weighs %d as admitted, want %d (1 CPU)", got, want)
+	}
 	cur, err := vms.Get(ctx, "vm1", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = unstructured.SetNestedField(cur.Object, "1500m", "spec", "guest", "cpus", "use")
+	_ = unstructured.SetNestedField(cur.Object, grow, "spec", "guest", "cpus", "use")
 	if _, err := vms.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	file, want := podShares(pod.UID, 1500)
-	poll(t, 15*time.Second, "pod weight for 1500m", func() (bool, string, error) {
-		got := readInt(t, file)
+	growQ := resource.MustParse(grow)
+	read, want = weight(pod.UID, growQ.MilliValue())
+	resized := time.Now()
+	poll(t, within, "pod weight for "+grow, func() (bool, string, error) {
+		got := read()
 		return got == want, fmt.Sprint(got), nil
 	})
+	t.Logf("resized in place to %s: the pod cgroup weighs %d, %v after the VM's change", grow, want, time.Since(resized).Round(100*time.Millisecond))
 	poll(t, 15*time.Second, "a CPUResized Event", func() (bool, string, error) {
 		list, err := e.cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=CPUResized"})
 		if err != nil {

@@ -318,12 +318,17 @@ func inPodSlice(cgs []string, uid string) bool {
 	return len(cgs) > 0
 }
 
-// TestV2NodeServesMisplacedPod: the observe-only agent installed from the
-// lane's manifests runs Ready on both nodes, and on the systemd cgroup v2
-// node, where seed 003's container runs outside its pod's slice and the
-// kubelet's pod CPU misses it, the agent's Summary (what metrics-server
-// reads in its place) has the pod's CPU where its processes really are;
-// the host node's agent does not list the guest's pod.
+// TestV2NodeServesMisplacedPod: the observe-only agent with prevention
+// (the nri overlay: `cgwarden nri` beside it, its handler list edited to
+// the lane's literal-minded runtime, testdata/agent-nri-misplace)
+// installed from the lane's manifests runs Ready on both nodes. On the
+// systemd cgroup v2 node, where seed 003's container (started before the
+// install) runs outside its pod's slice and the kubelet's pod CPU misses
+// it, the agent's Summary (what metrics-server reads in its place) has the
+// pod's CPU where its processes really are; the host node's agent does
+// not list the guest's pod; `kubectl cgwarden audit -A` names the
+// misplaced container. A pod started after the install on the same
+// runtime is placed right by the plugin (the nri item of issue 36).
 func TestV2NodeServesMisplacedPod(t *testing.T) {
 	e := cluster(t)
 	guest := e.guestNode(t)
@@ -331,7 +336,7 @@ func TestV2NodeServesMisplacedPod(t *testing.T) {
 	ns := e.namespace(t)
 	sh := e.guestShell(t, ns, guest)
 	_, before := e.seedOnGuest(t, ns, guest, sh)
-	e.installAgent(t, "testdata/agent")
+	e.installAgent(t, "testdata/agent-nri-misplace")
 	tok := e.nodeReaderToken(t, ns, "reader", "nodes/metrics", "nodes/stats")
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	agentAt := func(hostport string) func(string) (int, string) {
@@ -361,6 +366,39 @@ func TestV2NodeServesMisplacedPod(t *testing.T) {
 	if !strings.Contains(all, "2 of 2 nodes answered") || !misplaced.MatchString(all) {
 		t.Errorf("kubectl cgwarden audit -A: %v: want both nodes answering and the seed's container misplaced on %s", err, guest)
 	}
+
+	// Prevention: `cgwarden nri` beside the agent places a new pod on the
+	// same runtime inside its pod's slice, as cri-containerd-<id>.scope
+	// (the plugin gives the runtime the kubelet's own path); no literal
+	// directory is made at the root, and the kubelet's own pod CPU is the
+	// container's.
+	p, err := e.cs.CoreV1().Pods(ns).Create(context.Background(), seedPod(ns, "placed", guest), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods := e.runningPods(t, ns, "placed", 1, 240*time.Second)
+	id := containerID(pods["placed"])
+	uid := strings.ReplaceAll(string(p.UID), "-", "_")
+	var cgs []string
+	poll(t, 60*time.Second, "the placed pod's loop running", func() (bool, string, error) {
+		cgs = sh.processCgroups(t, "placed")
+		return len(cgs) > 0, "no process", nil
+	})
+	for _, cg := range cgs {
+		if !inPodSlice([]string{cg}, uid) || !strings.HasSuffix(cg, "/cri-containerd-"+id+".scope") {
+			t.Errorf("with the plugin: the placed container's process is in %s, want its pod's slice, as cri-containerd-%s.scope", cg, id)
+		}
+	}
+	if lit := strings.TrimSpace(sh.run(t, "ls /host/cgroup | grep -F 'pod"+uid+".slice:' || true")); lit != "" {
+		t.Errorf("with the plugin the runtime still made a literal cgroup at the root: %s", lit)
+	}
+	kubelet := e.kubeletAt(t, guest)
+	var cpu podCPU
+	poll(t, 120*time.Second, "the guest kubelet's pod CPU for the placed pod", func() (bool, string, error) {
+		cpu = summaryCPU(t, kubelet, ns)["placed"]
+		return cpu.pod > 0.3e9, fmt.Sprintf("%+v", cpu), nil
+	})
+	t.Logf("with the plugin: cgroups %q; the guest kubelet's Summary: pod %.0f, containers %.0f nanocores", cgs, cpu.pod, cpu.containers)
 }
 
 // agentOn is the name of the agent's pod on node.
@@ -668,4 +706,38 @@ func TestV2NodeSeed000Held(t *testing.T) {
 		t.Errorf("the held split is %.2f, want 4 ± 10%%", r)
 	}
 	t.Logf("cpu.weight (file, CPUWeight property): before %v, held %v, kept through a daemon-reload, the kubelet's reset and its restart", before, held)
+}
+
+// TestV2NodeSizerResizesInPlace: the sizer installed from its manifests
+// (TestSizerDeployedWithItsManifests' install: it runs on the host's
+// node) sizes a NeonVM runner pod on the systemd cgroup v2 node at
+// admission and resizes it in place when its VM grows (1 → 1200m); the guest's
+// kubelet (systemd driver) carries the new request to the pod slice's
+// cpu.weight (as systemd's CPUWeight), and a CPUResized Event says so.
+func TestV2NodeSizerResizesInPlace(t *testing.T) {
+	e := cluster(t)
+	guest := e.guestNode(t)
+	importAgentEverywhere(t)
+	ensureCRD(t, dynamicClient(t, e))
+	sys := e.namespace(t)
+	ns := e.namespace(t)
+	e.installSizer(t, sys, ns)
+	sh := e.guestShell(t, ns, guest)
+	// To 1200m, within 60 s: the guest's two CPUs hold its own pods'
+	// requests too (550m when this was written: the kubelet deferred a
+	// resize to 1500m, "Node didn't have enough resource"), and it is
+	// emulated, its kubelet slower to act.
+	e.sizeAndResizeVMOn(t, ns, "1200m", 60*time.Second, func(p *corev1.Pod) *corev1.Pod { return onGuest(p, guest) }, func(uid types.UID, milli int64) (func() int64, int64) {
+		unit := "kubepods-burstable-pod" + strings.ReplaceAll(string(uid), "-", "_") + ".slice"
+		shares := max(milli*1024/1000, 2)
+		return func() int64 {
+			out := strings.Fields(sh.run(t, "cat /host/cgroup/kubepods.slice/kubepods-burstable.slice/"+unit+"/cpu.weight; nsenter -t 1 -m -u -i -n -p -- systemctl show -p CPUWeight --value "+unit))
+			if len(out) != 2 || out[0] != out[1] {
+				t.Logf("%s: cpu.weight and CPUWeight %q", unit, out)
+				return -1
+			}
+			w, _ := strconv.ParseInt(out[0], 10, 64)
+			return w
+		}, 1 + ((shares-2)*9999)/262142
+	})
 }
