@@ -42,7 +42,7 @@ type Limits struct {
 // check refuses values systemd would refuse or that no runtime sets.
 func (l Limits) check() error {
 	switch {
-	case l.CPUWeight != 0 && (l.CPUWeight < 1 || l.CPUWeight > 10000):
+	case l.CPUWeight > 10000:
 		return fmt.Errorf("CPUWeight %d out of 1–10000", l.CPUWeight)
 	case l.CPUQuotaPeriodUSec != 0 && (l.CPUQuotaPeriodUSec < 1000 || l.CPUQuotaPeriodUSec > 1000000):
 		return fmt.Errorf("CPUQuotaPeriodUSec %d out of 1 ms–1 s", l.CPUQuotaPeriodUSec)

@@ -307,6 +307,19 @@ func (e *env) seedOnGuest(t *testing.T, ns, guest string, sh *guestShell) (uid s
 	return uid, before
 }
 
+// guestPodCPU waits until the guest kubelet's Summary gives pod name of ns
+// the CPU of a busy loop (0.3 cores or more) and returns its figures.
+func (e *env) guestPodCPU(t *testing.T, guest, ns, name string) podCPU {
+	t.Helper()
+	kubelet := e.kubeletAt(t, guest)
+	var cpu podCPU
+	poll(t, 120*time.Second, "the guest kubelet's pod CPU for "+name, func() (bool, string, error) {
+		cpu = summaryCPU(t, kubelet, ns)[name]
+		return cpu.pod > 0.3e9, fmt.Sprintf("%+v", cpu), nil
+	})
+	return cpu
+}
+
 // inPodSlice reports whether every one of cgs is beneath the slice of
 // the pod whose UID (with underscores) is uid, and there is one.
 func inPodSlice(cgs []string, uid string) bool {
@@ -392,12 +405,7 @@ func TestV2NodeServesMisplacedPod(t *testing.T) {
 	if lit := strings.TrimSpace(sh.run(t, "ls /host/cgroup | grep -F 'pod"+uid+".slice:' || true")); lit != "" {
 		t.Errorf("with the plugin the runtime still made a literal cgroup at the root: %s", lit)
 	}
-	kubelet := e.kubeletAt(t, guest)
-	var cpu podCPU
-	poll(t, 120*time.Second, "the guest kubelet's pod CPU for the placed pod", func() (bool, string, error) {
-		cpu = summaryCPU(t, kubelet, ns)["placed"]
-		return cpu.pod > 0.3e9, fmt.Sprintf("%+v", cpu), nil
-	})
+	cpu := e.guestPodCPU(t, guest, ns, "placed")
 	t.Logf("with the plugin: cgroups %q; the guest kubelet's Summary: pod %.0f, containers %.0f nanocores", cgs, cpu.pod, cpu.containers)
 }
 
@@ -485,12 +493,8 @@ func TestV2NodeSeed003Repaired(t *testing.T) {
 			t.Errorf("after: %s is not the container's scope cri-containerd-%s.scope", cg, id)
 		}
 	}
+	cpu := e.guestPodCPU(t, guest, ns, "seed")
 	kubelet := e.kubeletAt(t, guest)
-	var cpu podCPU
-	poll(t, 120*time.Second, "the guest kubelet's pod CPU for the seed", func() (bool, string, error) {
-		cpu = summaryCPU(t, kubelet, ns)["seed"]
-		return cpu.pod > 0.3e9, fmt.Sprintf("%+v", cpu), nil
-	})
 	t.Logf("after: cgroups %q; the guest kubelet's Summary: pod %.0f nanocores (before %.0f)", after, cpu.pod, before.pod)
 
 	// systemd keeps the scope it started through three daemon-reloads:
