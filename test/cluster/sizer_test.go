@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cgwarden/cgwarden/internal/realtest"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -633,6 +634,9 @@ func cpuUsage(t *testing.T, uid types.UID) int64 {
 // requests). The sizes are 250m and 1 so that both fit a 2-CPU node.
 func TestSizerVMPodsSplitBySize(t *testing.T) {
 	e := cluster(t)
+	// The module lanes run beside this lane (scripts/test), and their
+	// burner tests pin burners too: one at a time.
+	realtest.LockCPU(t)
 	ctx := context.Background()
 	dyn := dynamicClient(t, e)
 	ensureCRD(t, dyn)
