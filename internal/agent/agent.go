@@ -331,7 +331,9 @@ func (a *Agent) runAdoption(ctx context.Context) {
 		var err error
 		a.app.Do(func() {
 			a.adopt.Meta = p.Meta
-			res, err = a.adopt.ApplyScan(p.Node, a.Loop.Places(), fix.Options{Only: []string{rules.MisplacedContainer}})
+			places := a.Loop.Places()
+			res, err = a.adopt.ApplyScan(p.Node, places, fix.Options{Only: []string{rules.MisplacedContainer},
+				RemoveEmptySource: places.V2 && !a.cfg.KeepEmptySource})
 		})
 		if res != nil && err == nil {
 			a.refused.note(res.Plan)

@@ -42,7 +42,11 @@ type Options struct {
 	NRIMetrics string
 
 	// Fix are the rules kept fixed (none: observe only).
-	Fix        []string
+	Fix []string
+	// KeepEmptySource leaves a misplaced container's cgroup in place on a
+	// cgroup v2 node once adoption has emptied it (by default it is
+	// removed there: see the --keep-empty-source flag).
+	KeepEmptySource bool
 	JournalDir string
 	// MaxTierCPU caps the sizes the BestEffort tier's weight counts (a
 	// CPU quantity; "" for the node's CPUs).

@@ -21,6 +21,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/plan"
 	"github.com/cgwarden/cgwarden/internal/podsource"
+	"github.com/cgwarden/cgwarden/internal/rules"
 	"github.com/cgwarden/cgwarden/internal/serve"
 	"github.com/cgwarden/cgwarden/internal/sizetrust"
 	"github.com/cgwarden/cgwarden/internal/vmsize"
@@ -89,6 +90,7 @@ func (so *serveOptions) addFlags(f *pflag.FlagSet, o *Options) {
 	f.BoolVar(&a.Demand, "demand", false, "also measure every cgroup's CPU demand and serve its fair share (cgwarden_*_cpu_fair_cores); reads every thread's schedstat at each scan, the largest cost of a scan on a busy node")
 	f.StringVar(&a.TrustSizes, "trust-size-annotations", "", "believe the "+vmsize.AnnotationCPU+" annotation of pods in these `NAMESPACES` (comma-separated, or * for all); without it, or beyond it, the annotation counts only while the size policy (ValidatingAdmissionPolicy and binding "+sizetrust.PolicyName+", deploy/kustomize/size-policy) is installed (watched through the API server). VM objects count always; every size is capped at the Node's allocatable CPU. A --pods file is the operator's own input: its sizes are believed, uncapped, as fix believes them")
 	f.StringSliceVar(&a.Fix, "fix", nil, "keep these rules fixed while serving (comma-separated: "+strings.Join(plan.Rules, ", ")+"; default none: observe only)")
+	f.BoolVar(&a.KeepEmptySource, "keep-empty-source", false, "with --fix="+rules.MisplacedContainer+" on a cgroup v2 node, leave the runtime's cgroup in place once its container's processes are adopted (by default it is removed there, as fix --remove-empty-source does: runc answers containerd's process list from that cgroup, and containerd at its restart drops a task whose list is empty, after which the kubelet starts the container again beside its running processes; with the cgroup gone, the list fails and containerd 2.3.4 and later keep the task. Earlier containerd drops it either way: use prevention, components/nri, there). Cgroup v1 nodes keep it: runc answers from the devices hierarchy, which adoption leaves alone")
 	f.StringVar(&a.JournalDir, "journal-dir", journal.DefaultDir, "where the journal of applied changes (and its lock) lives")
 	f.StringVar(&a.MaxTierCPU, "max-tier-cpu", "", "cap on the CPU sizes the BestEffort tier's weight counts (a CPU quantity; default: the node's CPUs)")
 	f.Var(&so.check, "size-check", "how often pod sizes are looked at for changes between scans (with --fix; by default: with pod metadata from the Kubernetes API, when its informers say a pod, a VM object, the size policy or the Node changed, on no timer; with a pods or VMs file, every 250ms; with pod metadata from the CRI, whose sizes change only with new pods, which the holder sees at once from their cgroups, or with none, only at each scan, every --interval)")

@@ -1,7 +1,10 @@
 package fix
 
 import (
+	"fmt"
 	"math"
+	"os"
+	"os/exec"
 	"path"
 	"slices"
 	"strings"
@@ -288,4 +291,60 @@ func orOK(s string) string {
 		return "accepted"
 	}
 	return s
+}
+
+// TestRemoveEmptySourceRefilled: a process the runtime starts in its
+// cgroup after the move and before the cgroup is removed (an exec, say)
+// leaves the cgroup in place, said in the step's note, with no failed
+// run; the next run moves that process and removes the cgroup.
+func TestRemoveEmptySourceRefilled(t *testing.T) {
+	f := newFixture(t)
+	f.seed()
+	src := literalRel(uidA, idA)
+	f.s.Start(src, "sleep", "600")
+	p, pol, err := f.e.Plan(Options{RemoveEmptySource: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rm := slices.IndexFunc(p.Ops, func(op plan.Op) bool { return op.Kind == plan.Rmdir })
+	if rm < 0 {
+		t.Fatalf("the plan removes no cgroup: %+v", p.Ops)
+	}
+	var late *exec.Cmd
+	f.e.Hook = func(s Stage, op int, _ int) {
+		if s == StageIntent && op == rm && late == nil {
+			late = f.s.Start(src, "sleep", "600")
+		}
+	}
+	t.Cleanup(func() { f.e.Revert(true) })
+	res, err := f.e.ApplyPlan(p, pol)
+	if err != nil {
+		t.Fatalf("apply: %v", err)
+	}
+	if late == nil {
+		t.Fatal("the removal was never reached")
+	}
+	var notes []string
+	for _, s := range res.Steps {
+		if s.Op.Kind == plan.Rmdir {
+			notes = append(notes, s.Note)
+		}
+	}
+	if len(notes) == 0 || notes[0] != NoteRmdirBusy {
+		t.Fatalf("the removal's notes %q, want %q first", notes, NoteRmdirBusy)
+	}
+	srcDir := path.Join(f.s.Points[0], f.s.Name, src)
+	if _, err := f.s.Host.ReadDirs(srcDir); err != nil {
+		t.Fatalf("the refilled source: %v, want it in place", err)
+	}
+	f.e.Hook = nil
+	if _, err := f.e.Apply(Options{RemoveEmptySource: true}); err != nil {
+		t.Fatalf("second apply: %v", err)
+	}
+	if _, err := f.s.Host.ReadDirs(srcDir); !isGone(err) {
+		t.Fatalf("after the second run the source: %v, want it gone", err)
+	}
+	if cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", late.Process.Pid)); err != nil || strings.Contains(string(cg), src) {
+		t.Errorf("the late process's cgroups %q (%v): still in the source", cg, err)
+	}
 }

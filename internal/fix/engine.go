@@ -522,10 +522,17 @@ func (e *Engine) applyOne(j *journal.Journal, w *guard, run, boot string, i int,
 		failpoint.Hit("fix/after-write")
 	}
 	gone := opErr != nil && op.IfGone != "" && errors.Is(opErr, fs.ErrNotExist)
-	if gone || opErr != nil && op.Optional && errors.Is(opErr, unix.EINVAL) {
+	// An emptied cgroup that holds processes again when it is removed
+	// (the runtime started one there after the move) stays; the next
+	// run moves them and removes it.
+	busy := opErr != nil && op.Kind == plan.Rmdir && errors.Is(opErr, unix.EBUSY)
+	if gone || busy || opErr != nil && op.Optional && errors.Is(opErr, unix.EINVAL) {
 		sr.Note = "refused by the kernel: " + op.IfRefused
-		if gone {
+		switch {
+		case gone:
 			sr.Note = op.IfGone
+		case busy:
+			sr.Note = NoteRmdirBusy
 		}
 		if _, jerr := j.Append(journal.Entry{Type: journal.Failed, Apply: run, Ref: intent.Seq, Error: opErr.Error(), Note: sr.Note}); jerr != nil {
 			return sr, fail(fmt.Errorf("%v, and that could not be journaled: %w", opErr, jerr))
@@ -763,3 +770,6 @@ func appendUniq(s []int, v int) []int {
 	}
 	return append(s, v)
 }
+
+// NoteRmdirBusy says why an emptied cgroup was not removed.
+const NoteRmdirBusy = "not removed: it holds processes again (started there after the move); the next run moves them and removes it"

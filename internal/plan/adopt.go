@@ -368,7 +368,7 @@ func adoptOne(in Input, hs []Hierarchy, pod *inventory.Pod, c *inventory.Contain
 	if in.RemoveEmptySource {
 		keep := Settings(in.Places.V2)
 		for _, pr := range pairs {
-			ops = append(ops, op(Op{Kind: Rmdir, Path: pr.Source, Keep: keep,
+			ops = append(ops, op(Op{Kind: Rmdir, Path: pr.Source, Keep: keep, IfGone: "gone already: the runtime removed its cgroup",
 				Description: fmt.Sprintf("remove the runtime's emptied cgroup %s (--remove-empty-source)", pr.Source)}))
 		}
 	}
