@@ -526,13 +526,18 @@ func (e *Engine) applyOne(j *journal.Journal, w *guard, run, boot string, i int,
 	// (the runtime started one there after the move) stays; the next
 	// run moves them and removes it.
 	busy := opErr != nil && op.Kind == plan.Rmdir && errors.Is(opErr, unix.EBUSY)
-	if gone || busy || opErr != nil && op.Optional && errors.Is(opErr, unix.EINVAL) {
+	// A cgroup at a hierarchy's root (a misplacing runtime's) is removed
+	// only with CAP_DAC_OVERRIDE: the root's directory is 0555.
+	denied := opErr != nil && op.Kind == plan.Rmdir && (errors.Is(opErr, unix.EACCES) || errors.Is(opErr, unix.EPERM))
+	if gone || busy || denied || opErr != nil && op.Optional && errors.Is(opErr, unix.EINVAL) {
 		sr.Note = "refused by the kernel: " + op.IfRefused
 		switch {
 		case gone:
 			sr.Note = op.IfGone
 		case busy:
 			sr.Note = NoteRmdirBusy
+		case denied:
+			sr.Note = NoteRmdirDenied
 		}
 		if _, jerr := j.Append(journal.Entry{Type: journal.Failed, Apply: run, Ref: intent.Seq, Error: opErr.Error(), Note: sr.Note}); jerr != nil {
 			return sr, fail(fmt.Errorf("%v, and that could not be journaled: %w", opErr, jerr))
@@ -770,6 +775,9 @@ func appendUniq(s []int, v int) []int {
 	}
 	return append(s, v)
 }
+
+// NoteRmdirDenied says why an emptied cgroup was not removed.
+const NoteRmdirDenied = "not removed: removing a cgroup at the hierarchy's root (its directory is 0555) needs CAP_DAC_OVERRIDE, which the fix overlay does not grant; on cgroup v2 containerd may then drop the container's task at its restart (docs/systemd.md)"
 
 // NoteRmdirBusy says why an emptied cgroup was not removed.
 const NoteRmdirBusy = "not removed: it holds processes again (started there after the move); the next run moves them and removes it"

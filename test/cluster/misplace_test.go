@@ -220,8 +220,17 @@ func (e *env) installAgent(t *testing.T, overlay string) (uid string, ready time
 	// Runs before the uninstall: what the agent said, when something failed.
 	t.Cleanup(func() {
 		if t.Failed() && !done {
-			logs, _ := runKubectl(e, "logs", "-n", "cgwarden-system", "ds/cgwarden", "--tail", "40")
-			t.Logf("the agent's log (last 40 lines):\n%s", logs)
+			// Every node's agent (ds/cgwarden would pick one).
+			pods, err := e.cs.CoreV1().Pods("cgwarden-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=cgwarden"})
+			if err != nil || len(pods.Items) == 0 {
+				logs, _ := runKubectl(e, "logs", "-n", "cgwarden-system", "ds/cgwarden", "--tail", "40")
+				t.Logf("the agent's log (last 40 lines):\n%s", logs)
+				return
+			}
+			for _, p := range pods.Items {
+				logs, _ := runKubectl(e, "logs", "-n", "cgwarden-system", p.Name, "-c", "cgwarden", "--tail", "40")
+				t.Logf("the agent's log on node %s (pod %s, last 40 lines):\n%s", p.Spec.NodeName, p.Name, logs)
+			}
 		}
 	})
 	// One agent per node, each Ready: the host's, and the systemd guest's

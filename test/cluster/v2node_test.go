@@ -510,36 +510,6 @@ func TestV2NodeSeed003Repaired(t *testing.T) {
 		return cpu.pod > 0.3e9 && time.Since(reloaded) > 20*time.Second, fmt.Sprintf("%+v", cpu), nil
 	})
 	t.Logf("after 3 daemon-reloads: cgroups %q; the guest kubelet's pod CPU %.0f nanocores", after, cpu.pod)
-
-	// The runtime's emptied cgroup is gone (the agent removes it on
-	// cgroup v2), and containerd's restart leaves the container alone.
-	// Left in place and empty, runc answers containerd's process list from
-	// it with nothing, containerd at its restart drops a task with no
-	// processes as a leaked shim's, and the kubelet starts the container
-	// again beside its running processes (two copies of the workload:
-	// docs/systemd.md). Gone, the list fails, and containerd 2.3.4 and
-	// later keep the task.
-	literal := "/host/cgroup/kubepods-besteffort-pod" + strings.ReplaceAll(uid, "-", "_") + ".slice:cri-containerd:" + id
-	if out := sh.run(t, "if [ -e "+literal+" ]; then echo present; else echo gone; fi"); strings.TrimSpace(out) != "gone" {
-		t.Errorf("the runtime's emptied cgroup %s: %s, want gone", strings.TrimPrefix(literal, "/host/cgroup"), strings.TrimSpace(out))
-	}
-	sh.restart(t, "containerd")
-	restarted := time.Now()
-	poll(t, 120*time.Second, "the seed's container kept through containerd's restart", func() (bool, string, error) {
-		p, err := e.cs.CoreV1().Pods(ns).Get(context.Background(), "seed", metav1.GetOptions{})
-		if err != nil {
-			return false, "", nil // the API's view through a restart: ask again
-		}
-		if st := p.Status.ContainerStatuses; len(st) != 1 || st[0].RestartCount != 0 || containerID(p) != id || st[0].State.Running == nil {
-			return false, "", fmt.Errorf("after containerd's restart the seed's container is %+v, want %s running, never restarted", st, id)
-		}
-		if again := sh.processCgroups(t, "seed"); !reflect.DeepEqual(again, after) {
-			return false, "", fmt.Errorf("after containerd's restart the seed's processes are in %q, want %q", again, after)
-		}
-		// The kubelet relists every second; 45 s is many relists.
-		return time.Since(restarted) > 45*time.Second, "", nil
-	})
-	t.Logf("containerd restarted: the seed's container %.12s still running, never restarted, its processes in %q", id, after)
 }
 
 // TestV2NodeSeed000Held: seed 000 on the systemd cgroup v2 node, as the
