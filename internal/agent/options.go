@@ -47,7 +47,7 @@ type Options struct {
 	// cgroup v2 node once adoption has emptied it (by default it is
 	// removed there: see the --keep-empty-source flag).
 	KeepEmptySource bool
-	JournalDir string
+	JournalDir      string
 	// MaxTierCPU caps the sizes the BestEffort tier's weight counts (a
 	// CPU quantity; "" for the node's CPUs).
 	MaxTierCPU string
