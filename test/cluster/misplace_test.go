@@ -222,9 +222,8 @@ func (e *env) installAgent(t *testing.T, overlay string) (uid string, ready time
 		if t.Failed() && !done {
 			// Every node's agent (ds/cgwarden would pick one).
 			pods, err := e.cs.CoreV1().Pods("cgwarden-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=cgwarden"})
-			if err != nil || len(pods.Items) == 0 {
-				logs, _ := runKubectl(e, "logs", "-n", "cgwarden-system", "ds/cgwarden", "--tail", "40")
-				t.Logf("the agent's log (last 40 lines):\n%s", logs)
+			if err != nil {
+				t.Logf("the agents' logs: listing their pods: %v", err)
 				return
 			}
 			for _, p := range pods.Items {
