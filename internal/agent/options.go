@@ -5,7 +5,9 @@ import (
 	"crypto/tls"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -21,6 +23,12 @@ import (
 // Options are what `cgwarden serve`'s flags say, unchecked.
 type Options struct {
 	Listen, LocalListen string
+	// ListenIP, when set, takes the place of Listen's host: the node's
+	// own address (the downward API's status.hostIP), so that a
+	// host-network agent answers where metrics-server and Prometheus
+	// reach it (the Node's address, the pod's IP) and on no other
+	// address of a node with several.
+	ListenIP string
 	// LocalReader is the ServiceAccount (in Pod's namespace) whose
 	// audience-bound tokens open LocalListen under Authenticate.
 	LocalReader string
@@ -78,7 +86,11 @@ type Options struct {
 
 // Validate checks the options alone.
 func (o *Options) Validate() error {
-	if err := serve.CheckListen(o.Listen, o.AllowRemote); err != nil {
+	listen, err := o.listen()
+	if err != nil {
+		return err
+	}
+	if err := serve.CheckListen(listen, o.AllowRemote); err != nil {
 		return err
 	}
 	if o.LocalListen != "" {
@@ -127,6 +139,9 @@ func (o *Options) Config() (*Config, error) {
 	}
 	c := &Config{Options: *o, NodeName: serve.NodeName(o.NodeName)}
 	var err error
+	if c.Listen, err = o.listen(); err != nil {
+		return nil, err
+	}
 	if c.TrustNamespaces, err = metadata.ParseNamespaces(o.TrustSizes); err != nil {
 		return nil, fmt.Errorf("--trust-size-annotations: %w", err)
 	}
@@ -168,4 +183,21 @@ func (c *Config) sourceConfig() podsource.Config {
 	}
 	return podsource.Config{Mode: mode, CRISocket: c.CRISocket, HostRoot: c.HostRoot,
 		Kubeconfig: c.Kubeconfig, NodeName: c.NodeName, PodsFile: c.PodsFile, WrapTransport: c.WrapTransport}
+}
+
+// listen is the address to serve on: Listen, with ListenIP for its host
+// when set.
+func (o *Options) listen() (string, error) {
+	if o.ListenIP == "" {
+		return o.Listen, nil
+	}
+	ip, err := netip.ParseAddr(o.ListenIP)
+	if err != nil || ip.Zone() != "" {
+		return "", fmt.Errorf("--listen-ip %q: want an IP address, the node's (the downward API's status.hostIP)", o.ListenIP)
+	}
+	_, port, err := net.SplitHostPort(o.Listen)
+	if err != nil {
+		return "", fmt.Errorf("--listen %q: %w", o.Listen, err)
+	}
+	return net.JoinHostPort(ip.String(), port), nil
 }

@@ -20,3 +20,36 @@ func TestOptionsNRIMetricsLoopbackOnly(t *testing.T) {
 		}
 	}
 }
+
+// --listen-ip takes the place of --listen's host, IPv6 included, and
+// refuses what is not an address; the result still needs --allow-remote
+// beyond loopback.
+func TestOptionsListenIP(t *testing.T) {
+	for _, c := range []struct {
+		ip, want string
+		remote   bool
+		err      string
+	}{
+		{"", "0.0.0.0:9530", true, ""},
+		{"10.1.2.3", "10.1.2.3:9530", true, ""},
+		{"fd00::7", "[fd00::7]:9530", true, ""},
+		{"127.0.0.2", "127.0.0.2:9530", false, ""},
+		{"10.1.2.3", "", false, "--allow-remote"},
+		{"node-1", "", true, "--listen-ip"},
+		{"fe80::1%eth0", "", true, "--listen-ip"},
+		{"10.1.2.3:9530", "", true, "--listen-ip"},
+	} {
+		o := Options{Listen: "0.0.0.0:9530", ListenIP: c.ip, AllowRemote: c.remote, Interval: time.Second}
+		cfg, err := o.Config()
+		switch {
+		case c.err != "":
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("--listen-ip %q: %v, want an error naming %s", c.ip, err, c.err)
+			}
+		case err != nil:
+			t.Errorf("--listen-ip %q: %v", c.ip, err)
+		case cfg.Listen != c.want:
+			t.Errorf("--listen-ip %q: listens on %q, want %q", c.ip, cfg.Listen, c.want)
+		}
+	}
+}

@@ -10,7 +10,7 @@ import (
 )
 
 // TestAgentCannotReachTheNRIContainer: issue 38, item 5. The fixing agent
-// (uid 0, no capability, the host's PID namespace) and the nri container
+// (uid 0, DAC_OVERRIDE alone, the host's PID namespace) and the nri container
 // beside it (uid 0, whose NRI socket is root on the node) in one pod
 // (testdata/agent-fix-nri: deploy/kustomize/nri with components/fix).
 // The kernel lets a process open /proc/<pid>/root, environ and fd of
@@ -18,7 +18,9 @@ import (
 // subset of its own; with both at none (before), the agent could reach
 // the nri container's root and its socket. The nri container now holds
 // WAKE_ALARM, which the agent lacks. Read from the host: both uid 0, the
-// agent's CapPrm 0, the nri container's exactly WAKE_ALARM. Then a pod
+// agent's CapPrm what its manifest names (DAC_OVERRIDE, which lets no
+// process reach another's /proc/<pid>/root), the nri container's exactly
+// WAKE_ALARM. Then a pod
 // with the fixing agent's exact securityContext, host namespaces, volumes
 // and mounts (busybox in place of cgwarden, whose image has no shell)
 // sees the nri process (its /proc/<pid>/cgroup reads) but is refused its
@@ -39,7 +41,7 @@ func TestAgentCannotReachTheNRIContainer(t *testing.T) {
 		name string
 		pid  int
 		prm  uint64
-	}{{"cgwarden", agent, 0}, {"nri", nri, 1 << capBits["WAKE_ALARM"]}} {
+	}{{"cgwarden", agent, namedCaps(t, &spec.Containers[0])}, {"nri", nri, 1 << capBits["WAKE_ALARM"]}} {
 		st := status(t, c.pid, "Uid", "CapPrm", "CapEff")
 		t.Logf("container %s (host pid %d): Uid %s CapPrm %s CapEff %s", c.name, c.pid, st["Uid"], st["CapPrm"], st["CapEff"])
 		if uid := strings.Fields(st["Uid"]); len(uid) < 2 || uid[1] != "0" {

@@ -75,7 +75,7 @@ func run(ctx context.Context, cmd string, args []string) error {
 		fs.StringVar(&c.Images, "images", "", "up: the directory of pause.tar and busybox.tar")
 		fs.StringVar(&c.Misplace, "misplace", "", "up: the directory of the misplace runtime")
 		fs.StringVar(&c.Runc, "runc", "", "up: the runc both runtime handlers run (default: $CGWARDEN_CLUSTER_RUNC, or runc on PATH)")
-		fs.StringVar(&c.Node, "node", "localhost", "up: the node's name")
+		fs.StringVar(&c.Node, "node", "127.0.0.1", "up: the node's name (an address: the kubelet takes it as its InternalIP)")
 		fs.IntVar(&c.Ports.Etcd, "etcd-port", c.Ports.Etcd, "etcd's client port")
 		fs.IntVar(&c.Ports.EtcdPeer, "etcd-peer-port", c.Ports.EtcdPeer, "etcd's peer port")
 		fs.IntVar(&c.Ports.APIServer, "apiserver-port", c.Ports.APIServer, "the API server's port")
