@@ -274,7 +274,7 @@ func TestFixAddsOnlyWhatFixingNeeds(t *testing.T) {
 		// DAC_OVERRIDE alone: on cgroup v2 the runtime's emptied cgroup
 		// at the hierarchy's root (0555) is removed after adoption, or a
 		// containerd restart starts the adopted container again (the
-		// lane's TestV2NodeSeed003Repaired fails without it).
+		// lane's TestV2NodeSeedsBeforeAndAfter fails without it).
 		checkLockedAdding(t, what, fSpec, f, []string{"DAC_OVERRIDE"})
 		fsc := f["securityContext"].(map[string]any)
 		if fsc["runAsUser"] != float64(0) {
@@ -295,7 +295,7 @@ func TestFixAddsOnlyWhatFixingNeeds(t *testing.T) {
 			case path == "/host/run/dbus":
 				// systemd's bus: on a systemd cgroup v2 node a move into
 				// a pod is systemd's to make (the lane's
-				// TestV2NodeSeed003Repaired fails without it); read-only.
+				// TestV2NodeSeedsBeforeAndAfter fails without it); read-only.
 				if ok || m["readOnly"] != true {
 					t.Errorf("%s: the bus's directory: %v (observe-only: %v), want it read-only and in fix mode only", what, m, was)
 				}

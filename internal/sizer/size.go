@@ -2,7 +2,6 @@ package sizer
 
 import (
 	"fmt"
-	"strconv"
 
 	"github.com/cgwarden/cgwarden/internal/vmsize"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -30,10 +29,6 @@ func AnnotationSize(s string) (int64, error) {
 	return m, nil
 }
 
-// FormatMilli writes milli-CPU as the API server would ("1", "1500m").
-func FormatMilli(m int64) string {
-	if m%1000 == 0 {
-		return strconv.FormatInt(m/1000, 10)
-	}
-	return strconv.FormatInt(m, 10) + "m"
-}
+// FormatMilli writes milli-CPU as the API server would ("1", "1500m"):
+// the size policy's (vmsize.FormatMilli).
+func FormatMilli(m int64) string { return vmsize.FormatMilli(m) }

@@ -100,8 +100,10 @@ func metricsServerAccount(t *testing.T, e *env, ns string) string {
 }
 
 // startMetricsServer runs a second metrics-server that scrapes the agent
-// (port 9530, its certificate verified against caFile) instead of the
-// kubelet, with the ServiceAccount token of kubeconfig for everything.
+// (port 9530, its certificate verified against caFile; with caFile "",
+// not verified: --kubelet-insecure-tls, as for a self-signed kubelet)
+// instead of the kubelet, with the ServiceAccount token of kubeconfig
+// for everything.
 func startMetricsServer(t *testing.T, kubeconfig, caFile string) {
 	t.Helper()
 	bin := os.Getenv("CGWARDEN_CLUSTER_METRICS_SERVER")
@@ -113,11 +115,15 @@ func startMetricsServer(t *testing.T, kubeconfig, caFile string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	verify := "--kubelet-certificate-authority=" + caFile
+	if caFile == "" {
+		verify = "--kubelet-insecure-tls"
+	}
 	cmd := exec.Command(bin,
 		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", cgwardenMetricsPort), "--cert-dir="+dir,
 		"--kubeconfig="+kubeconfig, "--authentication-kubeconfig="+kubeconfig, "--authorization-kubeconfig="+kubeconfig,
 		"--kubelet-port=9530", "--kubelet-preferred-address-types=Hostname",
-		"--kubelet-certificate-authority="+caFile, "--metric-resolution=15s",
+		verify, "--metric-resolution=15s",
 		// -v=1: why a pod's point is dropped ("Failed getting complete
 		// container metric"), in the log the test prints when it fails.
 		"-v=1")
@@ -425,17 +431,7 @@ func switchAPIService(t *testing.T, e *env, port int) {
 // aggregated API serves the cgwarden-backed metrics-server's sample.
 func checkTopThroughAgent(t *testing.T, e *env, ours *metricsclient.Clientset, ns string) {
 	t.Helper()
-	var out string
-	poll(t, 120*time.Second, "kubectl top pod through the cgwarden-backed metrics-server", func() (bool, string, error) {
-		b, err := exec.Command(e.kubectl, "--kubeconfig", e.kubeconfig, "top", "pod", "-n", ns, "--no-headers").CombinedOutput()
-		out = string(b)
-		if err != nil {
-			return false, fmt.Sprintf("%v: %s", err, out), nil
-		}
-		f := strings.Fields(out)
-		return len(f) >= 3 && f[0] == "burner" && f[1] != "0m", out, nil
-	})
-	t.Logf("kubectl top pod (cgwarden-backed): %s", strings.TrimSpace(out))
+	t.Logf("kubectl top pod (cgwarden-backed): %s", topPod(t, e, ns, "burner"))
 	var same bool
 	var last string
 	for i := 0; i < 10 && !same; i++ {
@@ -456,4 +452,20 @@ func checkTopThroughAgent(t *testing.T, e *env, ours *metricsclient.Clientset, n
 	if !same {
 		t.Errorf("the metrics API does not serve the cgwarden-backed metrics-server's samples: %s", last)
 	}
+}
+
+// topPod is `kubectl top pod` of one pod, once it shows CPU above 0m.
+func topPod(t *testing.T, e *env, ns, pod string) string {
+	t.Helper()
+	var out string
+	poll(t, 120*time.Second, "kubectl top pod "+pod, func() (bool, string, error) {
+		b, err := exec.Command(e.kubectl, "--kubeconfig", e.kubeconfig, "top", "pod", pod, "-n", ns, "--no-headers").CombinedOutput()
+		out = string(b)
+		if err != nil {
+			return false, fmt.Sprintf("%v: %s", err, out), nil
+		}
+		f := strings.Fields(out)
+		return len(f) >= 3 && f[0] == pod && f[1] != "0m", out, nil
+	})
+	return strings.TrimSpace(out)
 }

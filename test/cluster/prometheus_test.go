@@ -132,15 +132,7 @@ func TestPrometheusAlertsOnTheSeeds(t *testing.T) {
 	if out, err := runKubectl(e, "apply", "-k", "testdata/agent-prom-fix"); err != nil {
 		t.Fatalf("kubectl apply -k testdata/agent-prom-fix: %v\n%s", err, out)
 	}
-	poll(t, 120*time.Second, "the agent in fix mode Ready", func() (bool, string, error) {
-		pods, err := e.cs.CoreV1().Pods("cgwarden-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=cgwarden"})
-		if err != nil || len(pods.Items) != 1 {
-			return false, fmt.Sprintf("%d agent pods", len(pods.Items)), err
-		}
-		p := pods.Items[0]
-		ready := slices.ContainsFunc(p.Status.Conditions, func(c corev1.PodCondition) bool { return c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue })
-		return ready && slices.ContainsFunc(p.Spec.Containers[0].Args, func(a string) bool { return strings.HasPrefix(a, "--fix=") }), describe(&p), nil
-	})
+	e.agentsFixing(t, 1)
 	// Resolved because the agent's figures changed, not because a series
 	// went stale while the DaemonSet replaced its pod.
 	sel := func(pod string) string { return fmt.Sprintf(`{node=%q, namespace=%q, pod=%q}`, e.node, ns, pod) }
@@ -304,6 +296,25 @@ func (e *env) startPrometheus(t *testing.T, bin, ns string, lane map[string]stan
 }
 
 func must(b []byte, _ error) string { return string(b) }
+
+// agentsFixing waits until the agent DaemonSet has n pods (one per node),
+// each Ready and run with --fix.
+func (e *env) agentsFixing(t *testing.T, n int) {
+	t.Helper()
+	poll(t, 4*time.Minute, fmt.Sprintf("the agent in fix mode Ready on %d nodes", n), func() (bool, string, error) {
+		pods, err := e.cs.CoreV1().Pods("cgwarden-system").List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=cgwarden"})
+		if err != nil || len(pods.Items) != n {
+			return false, fmt.Sprintf("%d agent pods", len(pods.Items)), err
+		}
+		for _, p := range pods.Items {
+			ready := slices.ContainsFunc(p.Status.Conditions, func(c corev1.PodCondition) bool { return c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue })
+			if !ready || !slices.ContainsFunc(p.Spec.Containers[0].Args, func(a string) bool { return strings.HasPrefix(a, "--fix=") }) {
+				return false, describe(&p), nil
+			}
+		}
+		return true, "", nil
+	})
+}
 
 // remarshal converts a decoded YAML value into out through JSON.
 func remarshal(v, out any) error {
@@ -521,7 +532,11 @@ func (p *prometheus) dashboardQueries(t *testing.T, node string) panelQueries {
 	if err := json.Unmarshal(b, &d); err != nil {
 		t.Fatalf("dashboard: %v", err)
 	}
-	vars := strings.NewReplacer(`$node`, regexp.QuoteMeta(node), `$namespace`, ".*", `$__rate_interval`, "1m", `$__interval`, promInterval.String())
+	// $node as Grafana puts it in a regex matcher: escaped for the regex,
+	// and its backslashes for PromQL's double-quoted string (a node named
+	// by its address, 127.0.0.1, has dots).
+	quoted := strings.ReplaceAll(regexp.QuoteMeta(node), `\`, `\\`)
+	vars := strings.NewReplacer(`$node`, quoted, `$namespace`, ".*", `$__rate_interval`, "1m", `$__interval`, promInterval.String())
 	out := panelQueries{series: map[string]int{}, panel: map[string]string{}}
 	var walk func([]panel)
 	walk = func(ps []panel) {

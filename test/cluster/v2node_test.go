@@ -330,33 +330,89 @@ func inPodSlice(cgs []string, uid string) bool {
 	return len(cgs) > 0
 }
 
-// TestV2NodeServesMisplacedPod: the observe-only agent with prevention
-// (the nri overlay: `cgwarden nri` beside it, its handler list edited to
-// the lane's literal-minded runtime, testdata/agent-nri-misplace)
-// installed from the lane's manifests runs Ready on both nodes. On the
-// systemd cgroup v2 node, where seed 003's container (started before the
-// install) runs outside its pod's slice and the kubelet's pod CPU misses
-// it, the agent's Summary (what metrics-server reads in its place) has the
-// pod's CPU where its processes really are; the host node's agent does
-// not list the guest's pod; `kubectl cgwarden audit -A` names the
-// misplaced container. A pod started after the install on the same
-// runtime is placed right by the plugin (the nri item of issue 36).
-func TestV2NodeServesMisplacedPod(t *testing.T) {
+
+
+// TestV2NodeSeedsBeforeAndAfter: both seeds on the systemd cgroup v2
+// node, before and after, through the product installed from the lane's
+// manifests on both nodes, and seen as users see them: the agent's own
+// Summary, `kubectl top`, `kubectl cgwarden audit -A` and Prometheus's
+// shipped alerts.
+//
+// Before: seed 003's container (the misplace runtime, started before the
+// install) runs outside its pod's slice, so the guest kubelet's pod CPU
+// misses it; seed 000's VM pod (BestEffort, a declared core) beside a
+// Burstable pod is guaranteed next to nothing.
+//
+// Observe-only, with prevention (testdata/agent-prom: the nri overlay,
+// its handler list edited to the lane's literal-minded runtime, the
+// test's size annotations believed): the agent runs Ready on both nodes;
+// on the guest its Summary, read at the Node's address where
+// metrics-server and Prometheus reach it (the agent listens on its node's
+// address only, which leaves the host's 127.0.0.2:9530 to QEMU's
+// forward), has the pod's CPU where its processes really are, and the
+// host node's agent does not list the guest's pod; a metrics-server
+// reading the agents instead of the kubelets serves the misplaced pod's
+// CPU at the kubelet-backed one's figure, and `kubectl top pod` shows it
+// through the aggregation layer; `kubectl cgwarden audit -A` names the
+// misplaced container; Prometheus (deploy/prometheus as shipped, `for:`
+// shortened) scrapes both nodes' agents and fires
+// CgwardenMisplacedContainer and CgwardenVMStarved for the guest node;
+// the dashboard's cgroup table has a v1 cgroupfs node and a v2 systemd
+// one. A pod started after the install on the same runtime is placed
+// right by the plugin.
+//
+// Fix mode (testdata/agent-prom-fix: adoption and weights by size): both
+// alerts resolve because the figures changed. The agent's cgroup
+// namespace is its own (containerd's on v2) and systemd mounts cgroup2
+// with nsdelegate, so a write to cgroup.procs is refused (ENOENT: the
+// first run of the repair, docs/systemd.md); systemd, reached through the
+// bus the fix mode mounts, starts the container's scope in its pod's
+// slice with its processes. After: the loop's processes in
+// cri-containerd-<id>.scope beneath the pod's slice; the guest kubelet's
+// own pod CPU follows them and stays through three daemon-reloads; the
+// runtime's emptied cgroup is removed (the fix overlay's DAC_OVERRIDE),
+// so a restart of containerd keeps the container.
+func TestV2NodeSeedsBeforeAndAfter(t *testing.T) {
+	bin := prometheusBinary(t)
 	e := cluster(t)
 	guest := e.guestNode(t)
 	importAgentEverywhere(t)
+	ctx := context.Background()
 	ns := e.namespace(t)
 	sh := e.guestShell(t, ns, guest)
-	_, before := e.seedOnGuest(t, ns, guest, sh)
-	e.installAgent(t, "testdata/agent-nri-misplace")
+	// Seed 000's pods first: the guest's kubelet starts them while the
+	// seed's pod is made and checked.
+	one := int64(1)
+	for _, p := range []struct{ name, size, request string }{{"vm-1", "1000m", ""}, {"hog", "", "500m"}} {
+		pod := onGuest(&corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: p.name, Labels: map[string]string{"app": p.name}},
+			Spec: corev1.PodSpec{HostNetwork: true, TerminationGracePeriodSeconds: &one, Containers: []corev1.Container{{
+				Name: "vm", Image: busybox, ImagePullPolicy: corev1.PullNever, Command: []string{"sleep", "3600"}}}},
+		}, guest)
+		if p.size != "" {
+			pod.Annotations = map[string]string{"cgwarden.io/cpu": p.size}
+		} else {
+			pod.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(p.request)}
+		}
+		if _, err := e.cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	uid, before := e.seedOnGuest(t, ns, guest, sh)
+	id := containerID(e.runningPods(t, ns, "seed", 1, 10*time.Second)["seed"])
+	for _, name := range []string{"vm-1", "hog"} {
+		e.runningPods(t, ns, name, 1, 240*time.Second)
+	}
+
+	e.installAgent(t, "testdata/agent-prom")
+	prom := e.startPrometheus(t, bin, ns, map[string]standIn{"cgwarden-system": {namespace: "cgwarden-system"}})
+	startMetricsServer(t, metricsServerAccount(t, e, ns), "")
 	tok := e.nodeReaderToken(t, ns, "reader", "nodes/metrics", "nodes/stats")
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	agentAt := func(hostport string) func(string) (int, string) {
 		return func(path string) (int, string) { return agentGetAt(client, hostport, path, tok) }
 	}
-	// At the Node's address, as metrics-server and Prometheus reach it
-	// (the agent listens on its node's address only, so the host node's
-	// leaves 127.0.0.2:9530 to QEMU's forward).
+	// At the Node's address, as metrics-server and Prometheus reach it.
 	guestAgent := agentAt(net.JoinHostPort(guest, "9530"))
 	var got podCPU
 	poll(t, 180*time.Second, "the guest agent's pod CPU for the seed", func() (bool, string, error) {
@@ -367,8 +423,8 @@ func TestV2NodeServesMisplacedPod(t *testing.T) {
 		got = summaryCPU(t, func(string) (int, string) { return code, body }, ns)["seed"]
 		return got.pod > 0.3e9, fmt.Sprintf("%+v", got), nil
 	})
-	t.Logf("after: the guest agent's Summary: pod %.0f, containers %.0f nanocores (the kubelet's pod figure was %.0f)", got.pod, got.containers, before.pod)
-	if _, onHost := summaryCPU(t, agentAt("127.0.0.1:9530"), ns)["seed"]; onHost {
+	t.Logf("observed: the guest agent's Summary: pod %.0f, containers %.0f nanocores (the kubelet's pod figure was %.0f)", got.pod, got.containers, before.pod)
+	if _, onHost := summaryCPU(t, agentAt(net.JoinHostPort(e.node, "9530")), ns)["seed"]; onHost {
 		t.Errorf("the host node's agent lists the guest's pod")
 	}
 	// kubectl cgwarden over the fleet: each node's audit through its
@@ -382,109 +438,85 @@ func TestV2NodeServesMisplacedPod(t *testing.T) {
 		t.Errorf("kubectl cgwarden audit -A: %v: want both nodes answering and the seed's container misplaced on %s", err, guest)
 	}
 
+	// Prometheus: both agents scraped, the fleet's cgroups in the
+	// dashboard's table, both seeds' alerts firing for the guest.
+	poll(t, 60*time.Second, "Prometheus scraping both nodes' agents", func() (bool, string, error) {
+		v, err := prom.query(`up{job="cgwarden"} == 1`)
+		return len(v) == 2, fmt.Sprint(v), err
+	})
+	poll(t, 60*time.Second, "a v1 cgroupfs node and a v2 systemd node, through Prometheus", func() (bool, string, error) {
+		v, err := prom.query(`cgwarden_node_cgroup_info`)
+		seen := map[string]string{}
+		for _, s := range v {
+			seen[s.Metric["node"]] = s.Metric["cgroup_version"] + " " + s.Metric["cgroup_driver"]
+		}
+		return seen[e.node] == "v1 cgroupfs" && seen[guest] == "v2 systemd", fmt.Sprint(seen), err
+	})
+	seedAlert := map[string]string{"node": guest, "namespace": ns, "pod": "seed"}
+	starved := map[string]string{"node": guest, "namespace": ns, "pod": "vm-1"}
+	prom.waitFiring(t, map[string]map[string]string{"CgwardenMisplacedContainer": seedAlert, "CgwardenVMStarved": starved})
+
+	// kubectl top: a metrics-server reading the agents (--kubelet-port
+	// 9530, the guest's at 127.0.0.2) serves the misplaced pod at the
+	// kubelet-backed one's figure, and the aggregation layer serves it.
+	ours, theirs := directMetrics(t, e, cgwardenMetricsPort), directMetrics(t, e, 4443)
+	var sample cpuSample
+	poll(t, 120*time.Second, "the seed's CPU from both metrics-servers", func() (bool, string, error) {
+		a, errA := metricsPodCPU(ours, ns, "seed")
+		b, errB := metricsPodCPU(theirs, ns, "seed")
+		sample = cpuSample{kubelet: b, cgwarden: a}
+		return errA == nil && errB == nil && a > 300 && b > 300, fmt.Sprintf("cgwarden-backed %dm (%v), kubelet-backed %dm (%v)", a, errA, b, errB), nil
+	})
+	if d := sample.cgwarden - sample.kubelet; d > sample.kubelet/4 || -d > sample.kubelet/4 {
+		t.Errorf("the misplaced seed on the v2 node: cgwarden-backed %dm, kubelet-backed %dm: more than 25%% apart", sample.cgwarden, sample.kubelet)
+	}
+	switchAPIService(t, e, cgwardenMetricsPort)
+	top := topPod(t, e, ns, "seed")
+	t.Logf("observed: metrics-servers: cgwarden-backed %dm, kubelet-backed %dm; kubectl top pod (cgwarden-backed): %s", sample.cgwarden, sample.kubelet, top)
+
 	// Prevention: `cgwarden nri` beside the agent places a new pod on the
 	// same runtime inside its pod's slice, as cri-containerd-<id>.scope
 	// (the plugin gives the runtime the kubelet's own path); no literal
 	// directory is made at the root, and the kubelet's own pod CPU is the
 	// container's.
-	p, err := e.cs.CoreV1().Pods(ns).Create(context.Background(), seedPod(ns, "placed", guest), metav1.CreateOptions{})
+	p, err := e.cs.CoreV1().Pods(ns).Create(ctx, seedPod(ns, "placed", guest), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pods := e.runningPods(t, ns, "placed", 1, 240*time.Second)
-	id := containerID(pods["placed"])
-	uid := strings.ReplaceAll(string(p.UID), "-", "_")
+	placedID := containerID(e.runningPods(t, ns, "placed", 1, 240*time.Second)["placed"])
+	placedUID := strings.ReplaceAll(string(p.UID), "-", "_")
 	var cgs []string
 	poll(t, 60*time.Second, "the placed pod's loop running", func() (bool, string, error) {
 		cgs = sh.processCgroups(t, "placed")
 		return len(cgs) > 0, "no process", nil
 	})
 	for _, cg := range cgs {
-		if !inPodSlice([]string{cg}, uid) || !strings.HasSuffix(cg, "/cri-containerd-"+id+".scope") {
-			t.Errorf("with the plugin: the placed container's process is in %s, want its pod's slice, as cri-containerd-%s.scope", cg, id)
+		if !inPodSlice([]string{cg}, placedUID) || !strings.HasSuffix(cg, "/cri-containerd-"+placedID+".scope") {
+			t.Errorf("with the plugin: the placed container's process is in %s, want its pod's slice, as cri-containerd-%s.scope", cg, placedID)
 		}
 	}
-	if lit := strings.TrimSpace(sh.run(t, "ls /host/cgroup | grep -F 'pod"+uid+".slice:' || true")); lit != "" {
+	if lit := strings.TrimSpace(sh.run(t, "ls /host/cgroup | grep -F 'pod"+placedUID+".slice:' || true")); lit != "" {
 		t.Errorf("with the plugin the runtime still made a literal cgroup at the root: %s", lit)
 	}
 	cpu := e.guestPodCPU(t, guest, ns, "placed")
 	t.Logf("with the plugin: cgroups %q; the guest kubelet's Summary: pod %.0f, containers %.0f nanocores", cgs, cpu.pod, cpu.containers)
-}
-
-// agentOn is the name of the agent's pod on node.
-func (e *env) agentOn(t *testing.T, node string) string {
-	t.Helper()
-	pods, err := e.cs.CoreV1().Pods("cgwarden-system").List(context.Background(), metav1.ListOptions{
-		LabelSelector: "app.kubernetes.io/name=cgwarden", FieldSelector: "spec.nodeName=" + node})
-	if err != nil {
+	// The placed pod's loop goes: the fix phase weighs the seeds' pods
+	// without it.
+	if err := e.cs.CoreV1().Pods(ns).Delete(ctx, "placed", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
 		t.Fatal(err)
 	}
-	if len(pods.Items) != 1 {
-		t.Fatalf("%d agent pods on %s", len(pods.Items), node)
-	}
-	return pods.Items[0].Name
-}
 
-// portForward forwards a free port of the host's loopback to port of the
-// pod (kubectl port-forward: the API server's pods/portforward, through
-// the pod's node's kubelet) until the test ends, and returns its
-// host:port.
-func (e *env) portForward(t *testing.T, ns, pod string, port int) string {
-	t.Helper()
-	cmd := exec.Command(e.kubectl, "--kubeconfig", e.kubeconfig, "port-forward", "-n", ns, "pod/"+pod, "--address", "127.0.0.1", fmt.Sprintf(":%d", port))
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
+	// Fix mode: adoption and weights by size.
+	if out, err := runKubectl(e, "apply", "-k", "testdata/agent-prom-fix"); err != nil {
+		t.Fatalf("kubectl apply -k testdata/agent-prom-fix: %v\n%s", err, out)
 	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	// "Forwarding from 127.0.0.1:41234 -> 9530"
-	lines := bufio.NewScanner(out)
-	first := regexp.MustCompile(`Forwarding from (127\.0\.0\.1:\d+) ->`)
-	found := make(chan string, 1)
-	go func() {
-		for lines.Scan() {
-			if m := first.FindStringSubmatch(lines.Text()); m != nil {
-				found <- m[1]
-				break
-			}
-		}
-		_, _ = io.Copy(io.Discard, out)
-	}()
-	select {
-	case hp := <-found:
-		return hp
-	case <-time.After(60 * time.Second):
-		t.Fatalf("kubectl port-forward to %s/%s:%d said nothing in 60 s", ns, pod, port)
-		return ""
-	}
-}
+	e.agentsFixing(t, 2)
+	// Resolved because the agents' figures changed, not because a series
+	// went stale while the DaemonSet replaced its pods.
+	sel := func(pod string) string { return fmt.Sprintf(`{node=%q, namespace=%q, pod=%q}`, guest, ns, pod) }
+	prom.waitResolved(t, "CgwardenMisplacedContainer", seedAlert, "cgwarden_pod_misplaced"+sel("seed"), " == 0")
+	prom.waitResolved(t, "CgwardenVMStarved", starved, "cgwarden_pod_cpu_guaranteed_cores"+sel("vm-1")+" / cgwarden_pod_cpu_declared_cores"+sel("vm-1"), " >= 0.5")
 
-// TestV2NodeSeed003Repaired: seed 003 on the systemd cgroup v2 node,
-// repaired there by the fix-mode agent installed from the lane's
-// manifests (--fix=misplaced-container). Its cgroup namespace is its own
-// (containerd's on v2) and systemd mounts cgroup2 with nsdelegate, so a
-// write to cgroup.procs is refused (ENOENT: the first run of this test,
-// docs/systemd.md); systemd, reached through the bus the fix mode mounts,
-// starts the container's scope in its pod's slice with its processes.
-// After: the loop's processes in cri-containerd-<id>.scope beneath the
-// pod's slice, and the guest kubelet's own pod CPU follows them.
-func TestV2NodeSeed003Repaired(t *testing.T) {
-	e := cluster(t)
-	guest := e.guestNode(t)
-	importAgentEverywhere(t)
-	ns := e.namespace(t)
-	sh := e.guestShell(t, ns, guest)
-	uid, before := e.seedOnGuest(t, ns, guest, sh)
-	pods := e.runningPods(t, ns, "seed", 1, 10*time.Second)
-	id := containerID(pods["seed"])
-	e.installAgent(t, "testdata/agent-adopt")
 	var after []string
 	poll(t, 180*time.Second, "the seed's processes moved into their pod's slice", func() (bool, string, error) {
 		after = sh.processCgroups(t, "seed")
@@ -495,7 +527,7 @@ func TestV2NodeSeed003Repaired(t *testing.T) {
 			t.Errorf("after: %s is not the container's scope cri-containerd-%s.scope", cg, id)
 		}
 	}
-	cpu := e.guestPodCPU(t, guest, ns, "seed")
+	cpu = e.guestPodCPU(t, guest, ns, "seed")
 	kubelet := e.kubeletAt(t, guest)
 	t.Logf("after: cgroups %q; the guest kubelet's Summary: pod %.0f nanocores (before %.0f)", after, cpu.pod, before.pod)
 
