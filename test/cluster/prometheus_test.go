@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -296,6 +297,21 @@ func (e *env) startPrometheus(t *testing.T, bin, ns string, lane map[string]stan
 }
 
 func must(b []byte, _ error) string { return string(b) }
+
+// promValue is the one value of an instant query (the test fails
+// otherwise).
+func promValue(t *testing.T, p *prometheus, expr string) float64 {
+	t.Helper()
+	v, err := p.query(expr)
+	if err != nil || len(v) != 1 {
+		t.Fatalf("%s: %v %v, want one series", expr, v, err)
+	}
+	f, err := strconv.ParseFloat(fmt.Sprint(v[0].Value[1]), 64)
+	if err != nil {
+		t.Fatalf("%s: %v", expr, err)
+	}
+	return f
+}
 
 // agentsFixing waits until the agent DaemonSet has n pods (one per node),
 // each Ready and run with --fix.
