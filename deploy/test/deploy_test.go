@@ -328,8 +328,14 @@ func secondArgs(t *testing.T, objs []object) []string {
 
 func argsOf(t *testing.T, objs []object) []string {
 	t.Helper()
+	return argsOfKind(t, objs, "DaemonSet")
+}
+
+// argsOfKind are the first container's arguments of the object of kind.
+func argsOfKind(t *testing.T, objs []object, kind string) []string {
+	t.Helper()
 	for _, o := range objs {
-		if o["kind"] != "DaemonSet" {
+		if o["kind"] != kind {
 			continue
 		}
 		c := o["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
@@ -339,7 +345,7 @@ func argsOf(t *testing.T, objs []object) []string {
 		}
 		return out
 	}
-	t.Fatal("no DaemonSet")
+	t.Fatalf("no %s", kind)
 	return nil
 }
 
@@ -484,5 +490,50 @@ func TestSizerManifests(t *testing.T) {
 	out, err := exec.Command(cgwarden(t), append([]string{"sizer"}, args...)...).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "run cgwarden-sizer") {
 		t.Errorf("cgwarden sizer: %v\n%s", err, out)
+	}
+}
+
+// sizes.maxPerNamespace is rendered as one --max-size, the same on the
+// agent's DaemonSet and the sizer's Deployment (the agent caps the sizes
+// it believes, the sizer its requests, alike), in the namespaces' order;
+// both binaries accept it; an empty map renders no flag, so the default
+// chart stays the kustomize base.
+func TestMaxSizeOnAgentAndSizer(t *testing.T) {
+	containerArgs := func(objs []object, kind string) []string { return argsOfKind(t, objs, kind) }
+	hasMaxSize := func(args []string) string {
+		for _, a := range args {
+			if strings.HasPrefix(a, "--max-size") {
+				return a
+			}
+		}
+		return ""
+	}
+	bounded := helm(t, map[string]any{"sizer": map[string]any{"enabled": true},
+		"sizes": map[string]any{"maxPerNamespace": map[string]any{"tenant-b": "2500m", "*": 8, "tenant-a": 2}}})
+	const want = "--max-size=*=8,tenant-a=2,tenant-b=2500m"
+	agent, sizer := containerArgs(bounded, "DaemonSet"), containerArgs(bounded, "Deployment")
+	for what, args := range map[string][]string{"the agent": agent, "the sizer": sizer} {
+		if got := hasMaxSize(args); got != want {
+			t.Errorf("%s's --max-size: %q, want %q", what, got, want)
+		}
+	}
+	if out, err := exec.Command(binary(t, "cgwarden-sizer"), append(sizer, "--help")...).CombinedOutput(); err != nil {
+		t.Errorf("cgwarden-sizer %s --help: %v\n%s", strings.Join(sizer, " "), err, out)
+	}
+	if out, err := exec.Command(cgwarden(t), append(agent, "--help")...).CombinedOutput(); err != nil {
+		t.Errorf("cgwarden %s --help: %v\n%s", strings.Join(agent, " "), err, out)
+	}
+	// The sizer refuses a bound it cannot take when it parses its flags,
+	// as the agent does in its Config (internal/agent TestOptionsMaxSize).
+	bad := helm(t, map[string]any{"sizer": map[string]any{"enabled": true}, "sizes": map[string]any{"maxPerNamespace": map[string]any{"tenant": 0}}})
+	out, err := exec.Command(binary(t, "cgwarden-sizer"), append(containerArgs(bad, "Deployment"), "--help")...).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "a size must be above 0") {
+		t.Errorf("cgwarden-sizer with tenant: 0: %v\n%s", err, out)
+	}
+	for what, args := range map[string][]string{"the agent": containerArgs(helm(t, map[string]any{"sizer": map[string]any{"enabled": true}}), "DaemonSet"),
+		"the sizer": containerArgs(helm(t, map[string]any{"sizer": map[string]any{"enabled": true}}), "Deployment")} {
+		if got := hasMaxSize(args); got != "" {
+			t.Errorf("%s has %q with sizes.maxPerNamespace empty", what, got)
+		}
 	}
 }

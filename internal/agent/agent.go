@@ -254,15 +254,19 @@ const sizeTrustWait = 10 * time.Second
 // the same file instead of undoing it. Pods from a live source get the
 // live check (sizetrust): --trust-size-annotations' namespaces, the size
 // policy and the Node's allocatable CPU, read from the API server when
-// there is one.
+// there is one, and --max-size's bounds.
 func (a *Agent) sizeTrust(ctx context.Context, changes *metadata.Changes) func() metadata.Trust {
 	c := a.cfg
 	if t, ok := podsource.Vouched(a.source); ok {
 		a.log.Info("trusted pod sizes", "component", "sizetrust", "annotations", t.Annotations, "trustedBy", t.TrustedBy,
 			"allocatableUnknown", t.AllocatableUnknown)
+		if c.MaxSizes.String() != "" {
+			a.log.Info("--max-size does not bound the sizes of a pods file: the operator's own input, believed as every command believes it",
+				"component", "sizetrust", "maxSizes", c.MaxSizes.String())
+		}
 		return func() metadata.Trust { return t }
 	}
-	ch := &sizetrust.Checker{Node: c.NodeName, Namespaces: c.TrustNamespaces, Log: a.log.With("component", "sizetrust"), Changes: changes}
+	ch := &sizetrust.Checker{Node: c.NodeName, Namespaces: c.TrustNamespaces, MaxSizes: c.MaxSizes, Log: a.log.With("component", "sizetrust"), Changes: changes}
 	if rc, err := apiconn.RESTConfig(c.Kubeconfig, c.WrapTransport); err == nil {
 		if dyn, err := sizetrust.NewClient(rc); err == nil {
 			ch.API = dyn

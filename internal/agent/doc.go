@@ -29,7 +29,8 @@
 // first's writes; the metadata source believes a --pods file as every
 // command does (podsource.Vouched: the operator's input), and of pods
 // read live only the sizes the size-trust checker allows (sizetrust,
-// --trust-size-annotations), logging each size it refuses;
+// --trust-size-annotations), capped at the Node's allocatable CPU and at
+// the namespace's --max-size bound, logging each size it refuses;
 // /healthz and /readyz follow the loop's scans (serve.Server.Looping).
 //
 // Helpers shared with cgwarden-sizer and `cgwarden nri` (the API

@@ -18,6 +18,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/podsource"
 	"github.com/cgwarden/cgwarden/internal/rules"
 	"github.com/cgwarden/cgwarden/internal/serve"
+	"github.com/cgwarden/cgwarden/internal/vmsize"
 )
 
 // Options are what `cgwarden serve`'s flags say, unchecked.
@@ -64,6 +65,9 @@ type Options struct {
 	// without the size policy (--trust-size-annotations: comma-separated,
 	// or * for all).
 	TrustSizes string
+	// MaxSize is --max-size: NAMESPACE=CPU bounds on the sizes believed
+	// for each namespace's pods (vmsize.ParseMaxSizes; "" none).
+	MaxSize string
 
 	HostRoot, PodsFile, VMsFile string
 	// Snapshot names a snapshot served instead of the live host; Feed
@@ -112,6 +116,9 @@ func (o *Options) Validate() error {
 	if _, err := metadata.ParseNamespaces(o.TrustSizes); err != nil {
 		return fmt.Errorf("--trust-size-annotations: %w", err)
 	}
+	if _, err := vmsize.ParseMaxSizes(o.MaxSize); err != nil {
+		return fmt.Errorf("--max-size: %w", err)
+	}
 	return nil
 }
 
@@ -127,6 +134,8 @@ type Config struct {
 	MaxTierMilliCPU int64
 	// TrustNamespaces are TrustSizes parsed.
 	TrustNamespaces string
+	// MaxSizes is MaxSize parsed.
+	MaxSizes vmsize.MaxSizes
 }
 
 // Config validates o and parses what needs parsing.
@@ -144,6 +153,9 @@ func (o *Options) Config() (*Config, error) {
 	}
 	if c.TrustNamespaces, err = metadata.ParseNamespaces(o.TrustSizes); err != nil {
 		return nil, fmt.Errorf("--trust-size-annotations: %w", err)
+	}
+	if c.MaxSizes, err = vmsize.ParseMaxSizes(o.MaxSize); err != nil {
+		return nil, fmt.Errorf("--max-size: %w", err)
 	}
 	if c.TLS, err = serve.LoadTLS(o.TLSCertFile, o.TLSKeyFile); err != nil {
 		return nil, err

@@ -53,3 +53,35 @@ func TestOptionsListenIP(t *testing.T) {
 		}
 	}
 }
+
+// --max-size is parsed once, in Config, by the size policy's parser
+// (vmsize.ParseMaxSizes, the sizer's too), and its errors name the flag
+// and the entry.
+func TestOptionsMaxSize(t *testing.T) {
+	for _, c := range []struct{ in, bounds, err string }{
+		{"", "", ""},
+		{"tenant=2,*=8", "*=8,tenant=2", ""},
+		{"tenant=2,tenant=4", "", "--max-size: namespace tenant is bounded twice"},
+		{"tenant=0", "", `--max-size: entry "tenant=0": bound 0m: a size must be above 0`},
+		{"tenant=-2", "", `--max-size: entry "tenant=-2": CPU quantity "-2" is negative`},
+		{"tenant=100000", "", "above 8192 CPUs"},
+		{"tenant", "", `--max-size: entry "tenant": want NAMESPACE=CPU`},
+		{"tenant=2,", "", "--max-size: entry 2 is empty"},
+	} {
+		o := Options{Listen: "127.0.0.1:9530", Interval: time.Second, MaxSize: c.in}
+		cfg, err := o.Config()
+		switch {
+		case c.err != "":
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("--max-size %q: %v, want an error saying %q", c.in, err, c.err)
+			}
+			if verr := o.Validate(); verr == nil {
+				t.Errorf("--max-size %q: Validate accepts it", c.in)
+			}
+		case err != nil:
+			t.Errorf("--max-size %q: %v", c.in, err)
+		case cfg.MaxSizes.String() != c.bounds:
+			t.Errorf("--max-size %q: bounds %q, want %q", c.in, cfg.MaxSizes.String(), c.bounds)
+		}
+	}
+}

@@ -47,3 +47,40 @@ func TestIgnoredSizeFinding(t *testing.T) {
 		t.Errorf("remedy %q does not name the size policy", f.Remedy)
 	}
 }
+
+// TestSizesCappedAtTheNamespaceBound: a size above its namespace's
+// --max-size bound is listed capped, with the bound as its reason (not an
+// ignored-size finding: the pod keeps a size), and the section names the
+// bounds.
+func TestSizesCappedAtTheNamespaceBound(t *testing.T) {
+	bounds, err := vmsize.ParseMaxSizes("tenant=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := metadata.NewSet([]metadata.Pod{
+		{UID: uidA, Name: "vm-a", Namespace: "tenant", QoS: "besteffort", Annotation: map[string]string{vmsize.AnnotationCPU: "8"}},
+		{UID: uidB, Name: "vm-b", Namespace: "other", QoS: "besteffort", Annotation: map[string]string{vmsize.AnnotationCPU: "8"}},
+	})
+	meta.SetTrust(metadata.Trust{Annotations: metadata.AllNamespaces, TrustedBy: "the size policy is installed", MaxSizes: bounds})
+	s := sizesOf(meta)
+	if s == nil || s.MaxSizes != "tenant=2" || len(s.Pods) != 2 {
+		t.Fatalf("sizes %+v, want both pods and the bounds", s)
+	}
+	for _, p := range s.Pods {
+		switch p.Subject.PodUID {
+		case uidA:
+			if p.Status != "capped" || p.MilliCPU != 2000 || p.Reason != "capped at namespace tenant's --max-size bound tenant=2 (2000m, declared 8000m)" {
+				t.Errorf("the tenant's pod: %+v", p)
+			}
+		case uidB:
+			if p.Status != "taken" || p.MilliCPU != 8000 {
+				t.Errorf("the other namespace's pod: %+v", p)
+			}
+		}
+	}
+	var b strings.Builder
+	writeSizes(&b, s)
+	if !strings.Contains(b.String(), "--max-size tenant=2") {
+		t.Errorf("the text does not name the bounds:\n%s", b.String())
+	}
+}

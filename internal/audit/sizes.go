@@ -17,6 +17,9 @@ type Sizes struct {
 	// why sizes are not capped).
 	AllocatableMilliCPU int64  `json:"allocatableMilliCPU,omitempty"`
 	Uncapped            string `json:"uncapped,omitempty"`
+	// MaxSizes is --max-size, each namespace's bound on its pods' sizes
+	// ("*=8,tenant=2"; absent when none): a size above it is capped.
+	MaxSizes string `json:"maxSizes,omitempty"`
 	// Annotations is where cgwarden.io/cpu is believed: "*", a
 	// comma-separated list of namespaces, or "" for nowhere.
 	Annotations string     `json:"annotations"`
@@ -49,7 +52,7 @@ func sizesOf(meta *metadata.Set) *Sizes {
 		return nil
 	}
 	t := meta.Trust()
-	s := &Sizes{AllocatableMilliCPU: t.AllocatableMilliCPU, Annotations: t.Annotations, Pods: []SizedPod{}}
+	s := &Sizes{AllocatableMilliCPU: t.AllocatableMilliCPU, MaxSizes: t.MaxSizes.String(), Annotations: t.Annotations, Pods: []SizedPod{}}
 	if t.AllocatableMilliCPU <= 0 {
 		s.Uncapped = t.AllocatableUnknown
 		if s.Uncapped == "" {
@@ -147,6 +150,9 @@ func writeSizes(b *strings.Builder, s *Sizes) {
 	}
 	if s.Uncapped != "" {
 		wrap(b, "  ", "  ", "Sizes are not capped at the node's allocatable CPU: "+s.Uncapped+".")
+	}
+	if s.MaxSizes != "" {
+		wrap(b, "  ", "  ", "Sizes are bounded per namespace: --max-size "+s.MaxSizes+".")
 	}
 }
 

@@ -28,7 +28,16 @@ type MetaFlags struct {
 	NodeName   string
 	// TrustSizes is --trust-size-annotations.
 	TrustSizes string
+	// MaxSize is --max-size (vmsize.ParseMaxSizes).
+	MaxSize string
 }
+
+// maxSizeUsage is --max-size's help, the same in serve, audit and
+// inspect (and in cgwarden-sizer: internal/sizercmd).
+const maxSizeUsage = "bound the CPU size believed for each namespace's pods; `BOUNDS` are NAMESPACE=CPU[,NAMESPACE=CPU...], " +
+	"NAMESPACE a namespace or * for every namespace not named, CPU a quantity (8, 2500m); a VM's, a runner's or an annotation's " +
+	"size above its namespace's bound is capped at the bound (the audit's sizes say capped, and why), as every size is at the Node's allocatable CPU. " +
+	"Give cgwarden-sizer the same bounds: it holds its requests to them"
 
 // metaSyncTimeout bounds the wait for the API server's first list of
 // the node's pods in a one-shot command (serve waits 30 s: it has time).
@@ -43,6 +52,7 @@ func addMeta(cmd *cobra.Command, o *Options) {
 	f.StringVar(&o.Meta.Kubeconfig, "kubeconfig", "", "the kubeconfig `FILE` of the Kubernetes metadata source (default: $KUBECONFIG, else ~/.kube/config if it exists, else in-cluster config)")
 	f.StringVar(&o.Meta.NodeName, "node-name", "", "this node's `NAME`, for the Kubernetes source (default: $NODE_NAME, else the hostname)")
 	f.StringVar(&o.Meta.TrustSizes, "trust-size-annotations", "", "with pods from a live source (CRI, Kubernetes API), believe the "+vmsize.AnnotationCPU+" annotation in these `NAMESPACES` (comma-separated, or *); beyond them it counts only when the size policy is installed (checked through the API server). A --pods file is the operator's input: its annotations are believed")
+	f.StringVar(&o.Meta.MaxSize, "max-size", "", "with pods from a live source, "+maxSizeUsage+". A --pods file is not bounded")
 }
 
 // LoadMeta gathers the pod metadata (see podMetadata) and, when given,
@@ -153,7 +163,11 @@ func (o *Options) liveTrust(ctx context.Context, cfg podsource.Config) (metadata
 	if err != nil {
 		return metadata.Trust{}, fmt.Errorf("--trust-size-annotations: %w", err)
 	}
-	ch := &sizetrust.Checker{Node: cfg.NodeName, Namespaces: ns}
+	bounds, err := vmsize.ParseMaxSizes(o.Meta.MaxSize)
+	if err != nil {
+		return metadata.Trust{}, fmt.Errorf("--max-size: %w", err)
+	}
+	ch := &sizetrust.Checker{Node: cfg.NodeName, Namespaces: ns, MaxSizes: bounds}
 	if cfg.Kubeconfig != "" || os.Getenv("KUBERNETES_SERVICE_HOST") != "" {
 		if rc, err := apiconn.RESTConfig(cfg.Kubeconfig, nil); err == nil {
 			if dyn, err := sizetrust.NewClient(rc); err == nil {

@@ -52,11 +52,15 @@ func (s *Set) Origin(uid string) (o Origin, ok bool) {
 	if s == nil {
 		return Origin{}, false
 	}
-	if sz, found := s.sizes[uid]; found {
-		o = Origin{Source: sz.Source, Via: "VM object " + s.via[uid] + " (its status names the pod)", DeclaredMilliCPU: sz.MilliCPU}
-		return s.trust.take(o), true
-	}
 	p, found := s.byUID[uid]
+	if sz, ok := s.sizes[uid]; ok {
+		o = Origin{Source: sz.Source, Via: "VM object " + s.via[uid] + " (its status names the pod)", DeclaredMilliCPU: sz.MilliCPU}
+		ns := ""
+		if found {
+			ns = p.Namespace
+		}
+		return s.trust.take(ns, o), true
+	}
 	if !found {
 		return Origin{}, false
 	}
@@ -64,7 +68,7 @@ func (s *Set) Origin(uid string) (o Origin, ok bool) {
 		o = Origin{Source: c.vm.Kind, Via: fmt.Sprintf("VM object %s (claimed by the pod's %s)", c.vm.ID(), c.how), DeclaredMilliCPU: c.vm.MilliCPU}
 		if s.trust.PodClaims && !c.second {
 			o.Trusted = s.trust.TrustedBy
-			return s.trust.take(o), true
+			return s.trust.take(p.Namespace, o), true
 		}
 		o.Ignored = "not believed: " + c.why + "; the API server checks no pod's ownerReferences or labels"
 		return o, true
@@ -74,7 +78,7 @@ func (s *Set) Origin(uid string) (o Origin, ok bool) {
 		runner = Origin{Source: p.VMSize.Source, Via: "the runner's -vmspec", DeclaredMilliCPU: p.VMSize.MilliCPU}
 		if s.trust.PodClaims {
 			runner.Trusted = s.trust.TrustedBy
-			return s.trust.take(runner), true
+			return s.trust.take(p.Namespace, runner), true
 		}
 		runner.Ignored = "not believed: a pod's own arguments are not its size; no VM object's status names the pod"
 	}
@@ -101,21 +105,28 @@ func (s *Set) Origin(uid string) (o Origin, ok bool) {
 		o.Ignored = err.Error()
 		return o, true
 	}
-	return s.trust.take(o), true
+	return s.trust.take(p.Namespace, o), true
 }
 
-// take checks a stated size and caps it at the node's allocatable CPU.
-func (t Trust) take(o Origin) Origin {
+// take checks a stated size for a pod of namespace ns and caps it at the
+// lower of the node's allocatable CPU and the namespace's --max-size
+// bound (vmsize.Bound.Limit, as the sizer caps its requests).
+func (t Trust) take(ns string, o Origin) Origin {
 	m := o.DeclaredMilliCPU
 	if err := vmsize.Check(m); err != nil {
 		o.Ignored = err.Error()
 		return o
 	}
 	o.MilliCPU = m
-	if t.AllocatableMilliCPU > 0 && m > t.AllocatableMilliCPU {
-		o.MilliCPU = t.AllocatableMilliCPU
-		o.Capped = fmt.Sprintf("capped at the node's allocatable CPU (%sm, declared %sm)",
-			strconv.FormatInt(t.AllocatableMilliCPU, 10), strconv.FormatInt(m, 10))
+	bound := t.MaxSizes.For(ns)
+	limit, byNamespace := bound.Limit(t.AllocatableMilliCPU)
+	if limit > 0 && m > limit {
+		what := "the node's allocatable CPU"
+		if byNamespace {
+			what = bound.String()
+		}
+		o.MilliCPU = limit
+		o.Capped = fmt.Sprintf("capped at %s (%sm, declared %sm)", what, strconv.FormatInt(limit, 10), strconv.FormatInt(m, 10))
 	}
 	return o
 }

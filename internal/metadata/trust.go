@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/cgwarden/cgwarden/internal/vmsize"
 )
 
 // Trust says which declared sizes a Set believes, and caps them. A size
@@ -20,6 +22,9 @@ import (
 //     names — which the agent grants when its size policy (a
 //     ValidatingAdmissionPolicy) is installed, or --trust-size-annotations
 //     names them.
+//
+// Every size believed is capped at the node's allocatable CPU and at its
+// namespace's --max-size bound.
 //
 // Trust is comparable: a source rebuilds its Set when the trust changes.
 type Trust struct {
@@ -42,6 +47,11 @@ type Trust struct {
 	// then says why, and sizes are not capped (only vmsize.MaxMilliCPU holds).
 	AllocatableMilliCPU int64
 	AllocatableUnknown  string
+	// MaxSizes bounds the sizes of each namespace's pods (--max-size, the
+	// operator's): a size above its namespace's bound is capped at it, as
+	// one above the allocatable CPU is (the lower of the two holds). The
+	// zero MaxSizes bounds nothing, as for a pods file.
+	MaxSizes vmsize.MaxSizes
 }
 
 // AllNamespaces in Trust.Annotations believes the annotation everywhere.
@@ -51,7 +61,8 @@ const AllNamespaces = "*"
 // (a pods file, for every command that takes one: podsource.Vouched): the
 // operator vouches for the file, so every annotation, every runner's
 // -vmspec and every VM's label on a pod is believed. The node's allocatable CPU is not in a pods file:
-// sizes are not capped.
+// sizes are not capped, nor bounded by --max-size (the operator's file is
+// the operator's word, as in every command that reads one).
 func OperatorTrust(what string) Trust {
 	return Trust{Annotations: AllNamespaces, TrustedBy: what, PodClaims: true,
 		AllocatableUnknown: "the node's allocatable CPU is not in " + what}

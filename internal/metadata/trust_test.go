@@ -173,3 +173,66 @@ func TestTrustMerge(t *testing.T) {
 		t.Errorf("list over the policy: %+v", got)
 	}
 }
+
+// The namespace's --max-size bound caps every size believed for its
+// pods as the node's allocatable CPU does (the lower of the two holds),
+// and says so; other namespaces keep their sizes, or the "*" bound; a
+// pods file (the operator's trust) is not bounded.
+func TestOriginMaxSize(t *testing.T) {
+	maxSizes := func(s string) vmsize.MaxSizes {
+		m, err := vmsize.ParseMaxSizes(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	// A VM of use 8 whose status names its runner, in each namespace.
+	vmIn := func(ns string) VM {
+		return VM{Kind: "neonvm", Namespace: ns, Name: "db", UID: "vm-uid", MilliCPU: 8000, PodLabel: vmsize.LabelNeonVM, PodName: "p"}
+	}
+	owner := []Owner{{APIVersion: "vm.neon.tech/v1", Kind: "VirtualMachine", Name: "db", UID: "vm-uid"}}
+	tenant2 := maxSizes("tenant=2")
+	cases := []struct {
+		name   string
+		trust  Trust
+		ns     string
+		ann    string // a cgwarden.io/cpu annotation instead of a VM
+		want   int64
+		capped string
+	}{
+		{name: "VM above its namespace's bound", trust: Trust{MaxSizes: tenant2, AllocatableMilliCPU: 64000}, ns: "tenant", want: 2000,
+			capped: "capped at namespace tenant's --max-size bound tenant=2 (2000m, declared 8000m)"},
+		{name: "allocatable unknown: the bound still holds", trust: Trust{MaxSizes: tenant2, AllocatableUnknown: "not read"}, ns: "tenant", want: 2000,
+			capped: "namespace tenant's --max-size bound tenant=2"},
+		{name: "another namespace: not bounded", trust: Trust{MaxSizes: tenant2, AllocatableMilliCPU: 64000}, ns: "other", want: 8000},
+		{name: "another namespace: the * bound", trust: Trust{MaxSizes: maxSizes("tenant=2,*=4"), AllocatableMilliCPU: 64000}, ns: "other", want: 4000,
+			capped: "capped at namespace other's --max-size bound *=4 (4000m, declared 8000m)"},
+		{name: "a bound above the size", trust: Trust{MaxSizes: maxSizes("*=16")}, ns: "tenant", want: 8000},
+		{name: "allocatable below the bound", trust: Trust{MaxSizes: maxSizes("tenant=6"), AllocatableMilliCPU: 3000}, ns: "tenant", want: 3000,
+			capped: "capped at the node's allocatable CPU (3000m, declared 8000m)"},
+		{name: "trusted annotation above the bound", trust: Trust{Annotations: AllNamespaces, MaxSizes: tenant2}, ns: "tenant", ann: "64", want: 2000,
+			capped: "capped at namespace tenant's --max-size bound tenant=2 (2000m, declared 64000m)"},
+		{name: "the operator's pods file: not bounded", trust: OperatorTrust("the pods file"), ns: "tenant", ann: "64", want: 64000},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := Pod{UID: "u", Name: "p", Namespace: c.ns, Owners: owner}
+			if c.ann != "" {
+				p.Owners, p.Annotation = nil, map[string]string{vmsize.AnnotationCPU: c.ann}
+			}
+			s := NewSet([]Pod{p})
+			s.SetTrust(c.trust)
+			if c.ann == "" {
+				s.ApplyVMs([]VM{vmIn(c.ns)})
+			}
+			o, _ := s.Origin("u")
+			sz, ok, err := s.DeclaredSize("u")
+			if !ok || err != nil || sz.MilliCPU != c.want || o.MilliCPU != c.want {
+				t.Fatalf("size %v %v %v (origin %+v), want %dm", sz, ok, err, o, c.want)
+			}
+			if (c.capped == "") != (o.Capped == "") || !strings.Contains(o.Capped, c.capped) {
+				t.Errorf("capped %q, want %q", o.Capped, c.capped)
+			}
+		})
+	}
+}

@@ -55,7 +55,8 @@ type Controller struct {
 	// MaxDelay after the first change of a burst (default 5×Coalesce).
 	Coalesce, MaxDelay time.Duration
 	// MinStep: a resize smaller than this many milli-CPU is not made (0:
-	// every change). A pod below its node's cap is still raised to it.
+	// every change). A pod below its cap (its node's allocatable CPU, or
+	// its namespace's --max-size bound if lower) is still raised to it.
 	MinStep int64
 	// Workers sync that many VMs at once (default 8): each sync is one
 	// PATCH, so throughput is bounded by the client's QPS, not by one
@@ -66,6 +67,9 @@ type Controller struct {
 	EventWindow time.Duration
 	// Recheck is how often an absent VirtualMachine CRD is looked for.
 	Recheck time.Duration
+	// MaxSizes is --max-size: a pod's request is held within its
+	// namespace's bound as within its node's allocatable CPU.
+	MaxSizes vmsize.MaxSizes
 	// RetryBase and RetryMax bound the backoff of a VM whose resize PATCH
 	// failed (429, 5xx, a timeout, a refusal): it is retried RetryBase
 	// after the first failure, twice as long after each next one, at most
@@ -478,7 +482,9 @@ func (c *Controller) allocatable(node string) int64 {
 }
 
 func (c *Controller) syncPod(ctx context.Context, p *corev1.Pod, size, alloc int64, changed time.Time) error {
-	d := WithMinStep(DecideResize(p, size, alloc), c.MinStep, alloc)
+	bound := c.MaxSizes.For(p.Namespace)
+	limit, _ := bound.Limit(alloc)
+	d := WithMinStep(DecideResize(p, size, alloc, bound), c.MinStep, limit)
 	log := c.Log.With("namespace", p.Namespace, "pod", p.Name)
 	switch d.Action {
 	case ActNone, ActSkip:
@@ -524,6 +530,9 @@ func (c *Controller) syncPod(ctx context.Context, p *corev1.Pod, size, alloc int
 		msg += ": " + d.Reason
 	}
 	c.event(p, corev1.EventTypeNormal, ReasonResized, "%s", msg)
+	if d.Reason != "" {
+		log = log.With("reason", d.Reason)
+	}
 	log.Info("resized", "on", d.On(), "from", d.from(), "to", FormatMilli(d.To), "vmSize", FormatMilli(size))
 	return nil
 }

@@ -99,7 +99,7 @@ func TestWithMinStep(t *testing.T) {
 	for _, c := range []struct {
 		name        string
 		d           ResizeDecision
-		step, alloc int64
+		step, limit int64
 		want        Action
 	}{
 		{"no step", resize(1000, 1010), 0, 0, ActResize},
@@ -107,9 +107,10 @@ func TestWithMinStep(t *testing.T) {
 		{"below, down", resize(1000, 901), 100, 0, ActNone},
 		{"at the step", resize(1000, 1100), 100, 0, ActResize},
 		{"below but to the node's cap", resize(3950, 4000), 100, 4000, ActResize},
+		{"below but to the namespace's bound (the lower cap)", resize(1950, 2000), 100, 2000, ActResize},
 		{"not a resize", ResizeDecision{Action: ActPending, From: 1000, To: 1000}, 100, 0, ActPending},
 	} {
-		got := WithMinStep(c.d, c.step, c.alloc)
+		got := WithMinStep(c.d, c.step, c.limit)
 		if got.Action != c.want {
 			t.Errorf("%s: %s (%s), want %s", c.name, got.Action, got.Reason, c.want)
 		}

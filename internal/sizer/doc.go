@@ -25,6 +25,12 @@
 // there, else on its VM container (Level, ChooseLevel, ProbeLevel: decided
 // once at start); the controller resizes a pod where its request is.
 //
+// A request is held within the bound the operator sets on the pod's
+// namespace (--max-size, vmsize.MaxSizes: the agent caps the sizes it
+// believes alike) and, at resize, within its node's allocatable CPU: a
+// size above is set at the lower of the two, and the reason said (a
+// warning at admission, the resize's Event).
+//
 // KubeVirt virt-launcher pods are left alone: KubeVirt sets their requests
 // itself. A pod that already carries a CPU request is never changed at
 // admission. A pod that cannot be sized is admitted unchanged, with a

@@ -39,6 +39,15 @@ type Target struct {
 	PodLevel bool
 }
 
+// sizeOf names what a target's size is, for reasons: "VM size" or
+// "annotation cgwarden.io/cpu".
+func (t Target) sizeOf() string {
+	if t.Source == SourceAnnotation {
+		return "annotation " + vmsize.AnnotationCPU
+	}
+	return "VM size"
+}
+
 // Find decides whether the sizer should size pod. It returns the target,
 // or a reason for leaving the pod alone and whether that reason is worth a
 // warning (a pod that asked to be sized but cannot be) rather than silence

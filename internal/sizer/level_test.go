@@ -21,6 +21,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
+
+	"github.com/cgwarden/cgwarden/internal/vmsize"
 )
 
 // --pod-level: on and off are taken as said; auto sizes at pod level
@@ -179,7 +181,7 @@ func TestDecideResizePodLevel(t *testing.T) {
 		{name: "pending", pod: runningPodLevel("3", "", pending), vm: 3000, action: ActPending, podLevel: true, from: 3000, to: 3000, reason: "Infeasible"},
 		{name: "pod-level memory only: the container's", pod: memOnly, vm: 2000, action: ActResize, from: 1000, to: 2000},
 	} {
-		d := DecideResize(tc.pod, tc.vm, 4000)
+		d := DecideResize(tc.pod, tc.vm, 4000, vmsize.Bound{})
 		if d.Action != tc.action || d.PodLevel != tc.podLevel || !strings.Contains(d.Reason, tc.reason) {
 			t.Errorf("%s: %+v, want %s podLevel=%v %q", tc.name, d, tc.action, tc.podLevel, tc.reason)
 			continue

@@ -20,7 +20,8 @@ import (
 // container. The one difference is by design and is checked too: a VM
 // that states no spec.guest.cpus.use is weighed by the agent at its max,
 // and gets no request from the sizer (a request is a promise to the
-// scheduler).
+// scheduler). With --max-size both hold the size to the bound of the
+// pod's namespace, alike.
 func TestOneSizePolicy(t *testing.T) {
 	vmObj := func(cpus map[string]any, podName string) *unstructured.Unstructured {
 		u := &unstructured.Unstructured{Object: map[string]any{
@@ -53,7 +54,9 @@ func TestOneSizePolicy(t *testing.T) {
 		name      string
 		vm        *unstructured.Unstructured
 		pods      []*corev1.Pod
+		maxSize   string // --max-size, both given the same
 		want      string // the pod sized ("" none)
+		size      int64  // its size, when the case checks it
 		agentOnly int64  // the agent's size where the sizer makes none
 	}{
 		{name: "status names the runner", vm: vmObj(map[string]any{"use": 2.0, "max": 4.0}, "db-runner"),
@@ -66,6 +69,18 @@ func TestOneSizePolicy(t *testing.T) {
 			pods: []*corev1.Pod{forged, labelled}},
 		{name: "no live size", vm: vmObj(map[string]any{"min": 1.0, "max": 4.0}, "db-runner"),
 			pods: []*corev1.Pod{runner}, agentOnly: 4000},
+		// --max-size: the namespace's bound, its "*" default, another
+		// namespace's bound.
+		{name: "above the namespace's bound", vm: vmObj(map[string]any{"use": 8.0, "max": 16.0}, "db-runner"),
+			pods: []*corev1.Pod{forged, runner}, maxSize: "team=2", want: "db-runner", size: 2000},
+		{name: "above the * bound", vm: vmObj(map[string]any{"use": 8.0, "max": 16.0}, "db-runner"),
+			pods: []*corev1.Pod{runner}, maxSize: "other=1,*=2500m", want: "db-runner", size: 2500},
+		{name: "another namespace's bound", vm: vmObj(map[string]any{"use": 8.0, "max": 16.0}, "db-runner"),
+			pods: []*corev1.Pod{runner}, maxSize: "other=1", want: "db-runner", size: 8000},
+		{name: "within the bound", vm: vmObj(map[string]any{"use": 2.0, "max": 16.0}, "db-runner"),
+			pods: []*corev1.Pod{runner}, maxSize: "team=4", want: "db-runner", size: 2000},
+		{name: "no live size, bounded", vm: vmObj(map[string]any{"min": 1.0, "max": 16.0}, "db-runner"),
+			pods: []*corev1.Pod{runner}, maxSize: "team=3", agentOnly: 3000},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -74,8 +89,12 @@ func TestOneSizePolicy(t *testing.T) {
 			for _, p := range tt.pods {
 				meta = append(meta, metadata.FromAPI(p))
 			}
+			bounds, err := vmsize.ParseMaxSizes(tt.maxSize)
+			if err != nil {
+				t.Fatal(err)
+			}
 			set := metadata.NewSet(meta)
-			set.SetTrust(metadata.Trust{Annotations: metadata.AllNamespaces})
+			set.SetTrust(metadata.Trust{Annotations: metadata.AllNamespaces, MaxSizes: bounds})
 			vm, err := vmsize.FromObject(tt.vm.Object, vmsize.Live)
 			if err != nil {
 				t.Fatal(err)
@@ -92,7 +111,7 @@ func TestOneSizePolicy(t *testing.T) {
 			var size int64
 			if r := Runner(vm, tt.pods); r != nil {
 				if size, err = VMSize(tt.vm); err == nil {
-					d := DecideResize(r, size, 0)
+					d := DecideResize(r, size, 0, bounds.For(r.Namespace))
 					sizer[r.Name] = fmt.Sprintf("%dm on %s", d.To, d.Container)
 				}
 			}
@@ -109,6 +128,9 @@ func TestOneSizePolicy(t *testing.T) {
 				want := fmt.Sprintf("%dm on neonvm-runner", agent[tt.want])
 				if len(agent) != 1 || len(sizer) != 1 || sizer[tt.want] != want {
 					t.Errorf("agent %v, sizer %v: want both to size %s alike (%s)", agent, sizer, tt.want, want)
+				}
+				if tt.size != 0 && agent[tt.want] != tt.size {
+					t.Errorf("agent %v, sizer %v: want both to size %s at %dm", agent, sizer, tt.want, tt.size)
 				}
 			}
 		})

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/cgwarden/cgwarden/internal/vmsize"
 )
 
 // Action is what the controller does for one runner pod.
@@ -48,7 +50,7 @@ type ResizeDecision struct {
 	// Burstable with a CPU request and no CPU limit.
 	Added bool
 	// Reason explains ActNotSized, ActPending and ActSkip, and a size cut to
-	// the node's allocatable.
+	// the node's allocatable or to the namespace's --max-size bound.
 	Reason string
 }
 
@@ -72,15 +74,18 @@ func (d ResizeDecision) from() string {
 
 // DecideResize compares a running runner pod's CPU request with its VM's
 // live size, vmMilli, bounded by the node's allocatable CPU, allocMilli (0:
-// unknown, unbounded). It follows the request where the pod has it: a
-// pod-level CPU request (spec.resources, set by the webhook at LevelPod)
-// is resized at pod level, whatever the webhook's Level is now; otherwise
-// only the CPU request of the container the webhook would have sized.
+// unknown, unbounded), and by the bound of the pod's namespace
+// (--max-size, MaxSizes.For; the zero Bound: none): the lower of the two,
+// as the agent caps the size it believes (vmsize.Bound.Limit). It follows
+// the request where the pod has it: a pod-level CPU request
+// (spec.resources, set by the webhook at LevelPod) is resized at pod
+// level, whatever the webhook's Level is now; otherwise only the CPU
+// request of the container the webhook would have sized.
 // Limits and other containers are left. A pod admitted without a CPU
 // request (the webhook down, overloaded or out of time: failurePolicy
 // Ignore) is given one in place when it is Burstable (Added), and
 // reported as ActNotSized when it is BestEffort.
-func DecideResize(pod *corev1.Pod, vmMilli, allocMilli int64) ResizeDecision {
+func DecideResize(pod *corev1.Pod, vmMilli, allocMilli int64, bound vmsize.Bound) ResizeDecision {
 	if pod.DeletionTimestamp != nil {
 		return ResizeDecision{Action: ActSkip, Reason: "being deleted"}
 	}
@@ -98,10 +103,10 @@ func DecideResize(pod *corev1.Pod, vmMilli, allocMilli int64) ResizeDecision {
 		}
 		d.Container, res = pod.Spec.Containers[idx].Name, pod.Spec.Containers[idx].Resources
 	}
-	d.To = vmMilli
-	if allocMilli > 0 && d.To > allocMilli {
-		d.To = allocMilli
-		d.Reason = fmt.Sprintf("VM size %s cut to the node's allocatable %s", FormatMilli(vmMilli), FormatMilli(allocMilli))
+	if to, cut := capped(vmMilli, allocMilli, bound); cut != "" {
+		d.To, d.Reason = to, "VM size "+FormatMilli(vmMilli)+" "+cut
+	} else {
+		d.To = vmMilli
 	}
 	q, ok := res.Requests[corev1.ResourceCPU]
 	if !ok {
@@ -147,6 +152,21 @@ func DecideResize(pod *corev1.Pod, vmMilli, allocMilli int64) ResizeDecision {
 	}
 	d.Action = ActNone
 	return d
+}
+
+// capped is a size within the node's allocatable CPU (alloc; 0: unknown)
+// and its namespace's bound, the lower of the two, and what cut it ("cut
+// to the node's allocatable 4", "cut to namespace tenant's --max-size
+// bound tenant=2"; "" when not cut).
+func capped(milli, alloc int64, bound vmsize.Bound) (int64, string) {
+	limit, byNamespace := bound.Limit(alloc)
+	switch {
+	case limit <= 0 || milli <= limit:
+		return milli, ""
+	case byNamespace:
+		return limit, "cut to " + bound.String()
+	}
+	return limit, "cut to the node's allocatable " + FormatMilli(limit)
 }
 
 // bestEffort reports whether pod is in the BestEffort QoS class, which a
@@ -198,11 +218,12 @@ func resizePatch(d ResizeDecision) []byte {
 
 // WithMinStep turns a resize smaller than step milli-CPU into no action, so
 // that an autoscaler's small moves do not each cost a PATCH, an Event and a
-// kubelet resize. A resize to the node's cap (alloc) is always made: a
-// VM larger than its node must not stay below the cap by less than a step;
-// so is one that adds the pod's first CPU request.
-func WithMinStep(d ResizeDecision, step, alloc int64) ResizeDecision {
-	if d.Action != ActResize || d.Added || step <= 0 || (alloc > 0 && d.To == alloc) {
+// kubelet resize. A resize to the pod's cap (limit: the lower of its
+// node's allocatable CPU and its namespace's bound, vmsize.Bound.Limit) is
+// always made: a VM larger than the cap must not stay below it by less
+// than a step; so is one that adds the pod's first CPU request.
+func WithMinStep(d ResizeDecision, step, limit int64) ResizeDecision {
+	if d.Action != ActResize || d.Added || step <= 0 || (limit > 0 && d.To == limit) {
 		return d
 	}
 	if diff := d.To - d.From; diff < step && -diff < step {

@@ -7,6 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cgwarden/cgwarden/internal/vmsize"
 )
 
 func runningRunner(req, limit string, conds ...corev1.PodCondition) *corev1.Pod {
@@ -33,11 +35,18 @@ func TestDecideResize(t *testing.T) {
 	deleting.DeletionTimestamp = &metav1.Time{}
 	starting := runningRunner("1", "")
 	starting.Status.Phase = corev1.PodPending
+	// runnerPod's namespace, ns, bounded at 2 CPUs (--max-size ns=2).
+	bounds, err := vmsize.ParseMaxSizes("ns=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns2 := bounds.For("ns")
 	tests := []struct {
 		name     string
 		pod      *corev1.Pod
 		vm       int64
 		alloc    int64
+		bound    vmsize.Bound
 		action   Action
 		from, to int64
 		reason   string
@@ -49,6 +58,16 @@ func TestDecideResize(t *testing.T) {
 		{name: "cut to allocatable", pod: runningRunner("1", ""), vm: 8000, alloc: 4000, action: ActResize, from: 1000, to: 4000, reason: "cut to the node's allocatable 4"},
 		{name: "already at allocatable", pod: runningRunner("4", ""), vm: 8000, alloc: 4000, action: ActNone, from: 4000, to: 4000},
 		{name: "allocatable unknown", pod: runningRunner("1", ""), vm: 8000, action: ActResize, from: 1000, to: 8000},
+		// --max-size: the namespace's bound holds as the node's does, the
+		// lower of the two.
+		{name: "cut to the namespace's bound", pod: runningRunner("1", ""), vm: 8000, alloc: 4000, bound: ns2, action: ActResize, from: 1000, to: 2000,
+			reason: "VM size 8 cut to namespace ns's --max-size bound ns=2"},
+		{name: "bound, allocatable unknown", pod: runningRunner("1", ""), vm: 8000, bound: ns2, action: ActResize, from: 1000, to: 2000, reason: "--max-size bound ns=2"},
+		{name: "already at the bound", pod: runningRunner("2", ""), vm: 8000, alloc: 4000, bound: ns2, action: ActNone, from: 2000, to: 2000},
+		{name: "within the bound", pod: runningRunner("1", ""), vm: 1500, alloc: 4000, bound: ns2, action: ActResize, from: 1000, to: 1500},
+		{name: "allocatable below the bound", pod: runningRunner("1", ""), vm: 8000, alloc: 1500, bound: ns2, action: ActResize, from: 1000, to: 1500,
+			reason: "cut to the node's allocatable 1500m"},
+		{name: "shrunk to a lowered bound", pod: runningRunner("3", ""), vm: 3000, alloc: 4000, bound: ns2, action: ActResize, from: 3000, to: 2000, reason: "bound ns=2"},
 		{name: "BestEffort", pod: runningRunner("", ""), vm: 1000, alloc: 4000, action: ActNotSized, reason: "recreate the pod"},
 		{name: "pending infeasible: report, do not retry", pod: runningRunner("3", "", pending("Infeasible")), vm: 3000, alloc: 4000, action: ActPending, from: 3000, to: 3000, reason: "Infeasible"},
 		{name: "pending deferred", pod: runningRunner("3", "", pending("Deferred")), vm: 3000, alloc: 4000, action: ActPending, from: 3000, to: 3000, reason: "Deferred"},
@@ -60,7 +79,7 @@ func TestDecideResize(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d := DecideResize(tt.pod, tt.vm, tt.alloc)
+			d := DecideResize(tt.pod, tt.vm, tt.alloc, tt.bound)
 			if d.Action != tt.action || !strings.Contains(d.Reason, tt.reason) {
 				t.Fatalf("%+v, want %s %q", d, tt.action, tt.reason)
 			}
@@ -112,7 +131,7 @@ func TestDecideResizeAdmittedUnsized(t *testing.T) {
 		{name: "no class in the status, no request", pod: noClass, vm: 1000, action: ActNotSized, reason: "BestEffort"},
 		{name: "another container requests CPU", pod: otherRequests, vm: 1000, action: ActSkip, reason: "has no CPU request"},
 	} {
-		d := DecideResize(tc.pod, tc.vm, 4000)
+		d := DecideResize(tc.pod, tc.vm, 4000, vmsize.Bound{})
 		if d.Action != tc.action || !strings.Contains(d.Reason, tc.reason) {
 			t.Errorf("%s: %+v, want %s %q", tc.name, d, tc.action, tc.reason)
 			continue

@@ -27,6 +27,7 @@ import (
 
 	"github.com/cgwarden/cgwarden/internal/apiconn"
 	"github.com/cgwarden/cgwarden/internal/httpserver"
+	"github.com/cgwarden/cgwarden/internal/vmsize"
 )
 
 // Options configure the sizer (cgwarden-sizer's flags: internal/sizercmd).
@@ -54,6 +55,18 @@ type Options struct {
 	Controller       bool
 	LeaderElect      bool
 	LeaderElectionID string
+	// LeaseDuration, RenewDeadline and RetryPeriod are the leader
+	// election's timings (--leader-elect-lease-duration,
+	// --leader-elect-renew-deadline, --leader-elect-retry-period, as
+	// kube-controller-manager names them; client-go's
+	// LeaderElectionConfig): 0 takes DefaultLeaseDuration,
+	// DefaultRenewDeadline and DefaultRetryPeriod. CheckLeaderElection
+	// says whether client-go will take them.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// MaxSizes is --max-size: the webhook's and the resize controller's
+	// requests are held within the bound of the pod's namespace, as the
+	// agent holds the sizes it believes (vmsize.MaxSizes).
+	MaxSizes vmsize.MaxSizes
 	// Coalesce, MaxDelay, MinStep, Workers, EventWindow and CRDRecheck:
 	// see Controller.
 	Coalesce, MaxDelay, EventWindow, CRDRecheck time.Duration
@@ -85,6 +98,13 @@ var _ VMGetter = dynamicVMs{}
 // Run serves the webhook and runs the resize controller until ctx ends.
 func Run(ctx context.Context, o Options) error {
 	log := o.Log.With("component", "sizer")
+	o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = o.leaderElection()
+	if o.Controller && o.LeaderElect {
+		// Before anything serves: client-go would panic in RunOrDie.
+		if err := CheckLeaderElection(o.LeaseDuration, o.RenewDeadline, o.RetryPeriod); err != nil {
+			return err
+		}
+	}
 	base := o.Log
 	rc, err := apiconn.RESTConfig(o.Kubeconfig, nil)
 	if err != nil {
@@ -115,7 +135,11 @@ func Run(ctx context.Context, o Options) error {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := NewMetrics(reg)
 	mux := http.NewServeMux()
-	mux.Handle("POST /mutate", &Webhook{VMs: cl.webhookVMs, Log: base.With("component", "sizer-webhook"), Timeout: 3 * time.Second, Count: metrics.Admission, Level: level})
+	if o.MaxSizes.String() != "" {
+		log.Info("requests bounded per namespace", "maxSizes", o.MaxSizes.String())
+	}
+	mux.Handle("POST /mutate", &Webhook{VMs: cl.webhookVMs, Log: base.With("component", "sizer-webhook"), Timeout: 3 * time.Second, Count: metrics.Admission, Level: level,
+		MaxSizes: o.MaxSizes})
 	// Live: the server answers at all. Ready: it can answer admissions.
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.Handle("GET /readyz", Ready{Serving: tlsConfig, CA: ca, Now: time.Now})
@@ -141,7 +165,7 @@ func Run(ctx context.Context, o Options) error {
 			Client: cs, Dynamic: dyn, Log: base.With("component", "sizer-controller"), Metrics: metrics,
 			Events:   rec,
 			Coalesce: o.Coalesce, MaxDelay: o.MaxDelay, MinStep: o.MinStep, Workers: o.Workers,
-			EventWindow: o.EventWindow, Recheck: o.CRDRecheck,
+			EventWindow: o.EventWindow, Recheck: o.CRDRecheck, MaxSizes: o.MaxSizes,
 		}
 		go func() { errc <- o.runController(ctx, cs, ctrl, log) }()
 	}
@@ -271,10 +295,11 @@ func (o Options) runController(ctx context.Context, cs kubernetes.Interface, ctr
 	var runErr error
 	leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
 		Lock: lock, ReleaseOnCancel: true, Name: o.LeaderElectionID,
-		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
+		LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline, RetryPeriod: o.RetryPeriod,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(ctx context.Context) {
-				log.Info("leading: resize controller starts", "lease", o.Namespace+"/"+o.LeaderElectionID, "identity", id)
+				log.Info("leading: resize controller starts", "lease", o.Namespace+"/"+o.LeaderElectionID, "identity", id,
+					"leaseDuration", o.LeaseDuration, "renewDeadline", o.RenewDeadline, "retryPeriod", o.RetryPeriod)
 				runErr = ctrl.Run(ctx)
 			},
 			OnStoppedLeading: func() { log.Info("no longer leading: resize controller stops", "identity", id) },
@@ -284,6 +309,56 @@ func (o Options) runController(ctx context.Context, cs kubernetes.Interface, ctr
 		runErr = errors.New("leader election lost")
 	}
 	return runErr
+}
+
+// The leader election's timings by default: kube-controller-manager's
+// and kube-scheduler's (--leader-elect-lease-duration 15s,
+// --leader-elect-renew-deadline 10s, --leader-elect-retry-period 2s). A
+// replica that dies leaves the resize controller stopped until its Lease
+// expires (LeaseDuration after its last renewal) and another replica's
+// next try (RetryPeriod): docs/scale.md, "Failover".
+const (
+	DefaultLeaseDuration = 15 * time.Second
+	DefaultRenewDeadline = 10 * time.Second
+	DefaultRetryPeriod   = 2 * time.Second
+)
+
+// leaderElection is the options' timings, the defaults for those unset.
+func (o Options) leaderElection() (lease, renew, retry time.Duration) {
+	lease, renew, retry = o.LeaseDuration, o.RenewDeadline, o.RetryPeriod
+	if lease == 0 {
+		lease = DefaultLeaseDuration
+	}
+	if renew == 0 {
+		renew = DefaultRenewDeadline
+	}
+	if retry == 0 {
+		retry = DefaultRetryPeriod
+	}
+	return lease, renew, retry
+}
+
+// CheckLeaderElection says, naming the flags, why client-go's
+// leaderelection.NewLeaderElector would refuse these timings (RunOrDie
+// panics with them, once the webhook already serves; this says so at
+// start): each above 0, the lease longer than the renew deadline (a
+// leader must give up before another may take over), and the renew
+// deadline longer than leaderelection.JitterFactor (1.2) times the retry
+// period (a leader tries to renew at least once, jittered, before its
+// deadline).
+func CheckLeaderElection(lease, renew, retry time.Duration) error {
+	switch {
+	case lease <= 0 || renew <= 0 || retry <= 0:
+		return fmt.Errorf("--leader-elect-lease-duration (%v), --leader-elect-renew-deadline (%v) and --leader-elect-retry-period (%v) must be above 0",
+			lease, renew, retry)
+	case lease <= renew:
+		return fmt.Errorf("--leader-elect-lease-duration (%v) must be longer than --leader-elect-renew-deadline (%v): a leader gives up its Lease before another replica may take it",
+			lease, renew)
+	case renew <= time.Duration(leaderelection.JitterFactor*float64(retry)):
+		return fmt.Errorf("--leader-elect-renew-deadline (%v) must be longer than %v × --leader-elect-retry-period (%v), %v: a leader tries to renew at least once, with client-go's jitter, before it gives up",
+			renew, leaderelection.JitterFactor, retry, time.Duration(leaderelection.JitterFactor*float64(retry)))
+	}
+	return nil
 }
 
 // webhookTimeouts bound the sizer's server: the API server waits at most

@@ -112,7 +112,7 @@ func TestSlimRunnerPodDecidesAlike(t *testing.T) {
 		slim := slimPod(t, full)
 		for _, vmMilli := range []int64{1000, 2000, 2500, 3000, 4000} {
 			for _, alloc := range []int64{0, 1500, 64000} {
-				a, b := DecideResize(full, vmMilli, alloc), DecideResize(slim, vmMilli, alloc)
+				a, b := DecideResize(full, vmMilli, alloc, vmsize.Bound{}), DecideResize(slim, vmMilli, alloc, vmsize.Bound{})
 				if a != b {
 					t.Errorf("%s, VM %dm, node %dm: whole pod %+v, slim %+v", name, vmMilli, alloc, a, b)
 				}

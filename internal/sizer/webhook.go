@@ -13,6 +13,8 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/cgwarden/cgwarden/internal/vmsize"
 )
 
 // VMGetter reads a NeonVM VirtualMachine.
@@ -73,6 +75,11 @@ type Webhook struct {
 	// container request: its annotations may name the container, and no
 	// controller resizes it.
 	Level Level
+	// MaxSizes is --max-size: a request above the bound of the pod's
+	// namespace is set at the bound, with a warning saying so. (The
+	// node's allocatable CPU is not known at admission: the pod is not
+	// scheduled yet; the resize controller holds the request to it.)
+	MaxSizes vmsize.MaxSizes
 
 	once  sync.Once
 	slots chan struct{}
@@ -189,6 +196,15 @@ func (h *Webhook) Review(ctx context.Context, req *admissionv1.AdmissionRequest)
 		log.Warn("pod not sized", "reason", err)
 		resp.Warnings = []string{"cgwarden sizer: pod not sized: " + err.Error()}
 		return resp
+	}
+	// The node is not known at admission (the pod is not scheduled):
+	// only the namespace's bound holds here; the resize controller holds
+	// the request to the node's allocatable CPU too.
+	if to, cut := capped(milli, 0, h.MaxSizes.For(pod.Namespace)); cut != "" {
+		why := fmt.Sprintf("%s %s %s", t.sizeOf(), FormatMilli(milli), cut)
+		resp.Warnings = []string{"cgwarden sizer: " + why}
+		log = log.With("reason", why)
+		milli = to
 	}
 	ops, err := Patch(&pod, t, milli)
 	var patch []byte

@@ -14,6 +14,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/buildinfo"
 	"github.com/cgwarden/cgwarden/internal/cliflag"
 	"github.com/cgwarden/cgwarden/internal/sizer"
+	"github.com/cgwarden/cgwarden/internal/vmsize"
 )
 
 // Duration is cgwarden's bounded duration flag.
@@ -57,6 +58,7 @@ func newSizer() *cobra.Command {
 	o := sizer.Options{
 		Listen: ":9443", CASecret: "cgwarden-sizer-ca",
 		Controller: true, LeaderElect: true, LeaderElectionID: "cgwarden-sizer",
+		LeaseDuration: sizer.DefaultLeaseDuration, RenewDeadline: sizer.DefaultRenewDeadline, RetryPeriod: sizer.DefaultRetryPeriod,
 		Workers: 8, QPS: 100, Burst: 200, WebhookQPS: 20, WebhookBurst: 40,
 	}
 	coalesce, recheck := Duration(time.Second), Duration(time.Minute)
@@ -83,10 +85,13 @@ controller resizes a pod where its request is: at pod level if the pod has a pod
 
 The resize controller (one replica, by leader election) watches vm.neon.tech/v1 virtualmachines and
 patches each running runner pod's resize subresource when the VM's use changes, bounded by its node's
-allocatable CPU; without the CRD it idles and looks again every --crd-recheck. A VM is resized
---coalesce after its last change (a trailing debounce, at most --max-delay after the first change of a
-burst), to its size then, with one PATCH; --workers VMs at a time within --kube-api-qps. At most one
-Event per pod and reason per --event-window; the rest are counted on /metrics.
+allocatable CPU and by its namespace's --max-size bound (which holds at admission too); without the CRD
+it idles and looks again every --crd-recheck. A VM is resized --coalesce after its last change (a
+trailing debounce, at most --max-delay after the first change of a burst), to its size then, with one
+PATCH; --workers VMs at a time within --kube-api-qps. At most one Event per pod and reason per
+--event-window; the rest are counted on /metrics. The Lease's timings are kube-controller-manager's
+flags and defaults (--leader-elect-lease-duration 15s, --leader-elect-renew-deadline 10s,
+--leader-elect-retry-period 2s), checked at start.
 
 Without --tls-cert-file it signs its own serving certificate with the CA in Secret --ca-secret, made
 at install (cgwarden-sizer ca, or the Helm chart) together with the webhook configuration's caBundle.
@@ -114,6 +119,11 @@ func runSizer(cmd *cobra.Command, o *sizer.Options, coalesce, recheck Duration) 
 	}
 	if o.LeaderElect && o.Namespace == "" {
 		return fmt.Errorf("--leader-elect needs --namespace (or POD_NAMESPACE) for its Lease")
+	}
+	if o.LeaderElect && o.Controller {
+		if err := sizer.CheckLeaderElection(o.LeaseDuration, o.RenewDeadline, o.RetryPeriod); err != nil {
+			return err
+		}
 	}
 	if coalesce <= 0 || recheck <= 0 {
 		return fmt.Errorf("--coalesce and --crd-recheck must be above 0")
@@ -149,6 +159,28 @@ func (f podLevelFlag) Set(s string) error {
 
 func (podLevelFlag) Type() string { return "auto|on|off" }
 
+// maxSizesFlag is --max-size, parsed as the agent parses it
+// (vmsize.ParseMaxSizes): an error names the entry and why.
+type maxSizesFlag struct{ m *vmsize.MaxSizes }
+
+func (f maxSizesFlag) String() string {
+	if f.m == nil {
+		return ""
+	}
+	return f.m.String()
+}
+
+func (f maxSizesFlag) Set(s string) error {
+	m, err := vmsize.ParseMaxSizes(s)
+	if err != nil {
+		return err
+	}
+	*f.m = m
+	return nil
+}
+
+func (maxSizesFlag) Type() string { return "BOUNDS" }
+
 // sizerFlags binds the sizer's flags to o.
 func sizerFlags(cmd *cobra.Command, o *sizer.Options, coalesce, recheck *Duration) {
 	f := cmd.Flags()
@@ -162,6 +194,10 @@ func sizerFlags(cmd *cobra.Command, o *sizer.Options, coalesce, recheck *Duratio
 	f.BoolVar(&o.Controller, "resize", o.Controller, "run the resize controller")
 	f.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "run the resize controller only in the replica holding the Lease")
 	f.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "the leader election Lease `NAME`")
+	f.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", o.LeaseDuration, "how long a replica waits, after the leader's last renewal, before it takes the Lease (as kube-controller-manager's flag): a leader that dies leaves the resize controller stopped this long, and up to one --leader-elect-retry-period more; longer than --leader-elect-renew-deadline")
+	f.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", o.RenewDeadline, "how long the leader keeps trying to renew its Lease before it stops leading (and the sizer exits, to be restarted); longer than 1.2 × --leader-elect-retry-period")
+	f.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod, "how often a replica tries to take or renew the Lease")
+	f.Var(maxSizesFlag{&o.MaxSizes}, "max-size", "bound the CPU request given to each namespace's pods, at admission and at resize; `BOUNDS` are NAMESPACE=CPU[,NAMESPACE=CPU...], NAMESPACE a namespace or * for every namespace not named, CPU a quantity (8, 2500m); a VM's or an annotation's size above its namespace's bound gets the bound, with a warning at admission and the reason in the resize's Event. Give cgwarden serve the same bounds: the agent caps the sizes it believes alike")
 	f.Var(coalesce, "coalesce", "a trailing debounce: a VM's pods are resized this long after its last size change")
 	f.DurationVar(&o.MaxDelay, "max-delay", 0, "a VM changing without pause is resized at most this long after the first change of a burst (0: 5×--coalesce)")
 	f.Int64Var(&o.MinStep, "min-step", 0, "resizes smaller than this many `MILLICPU` are not made (0: every change; a resize to the node's cap always is)")

@@ -23,6 +23,14 @@ func TestFlagsAndRefusals(t *testing.T) {
 		{[]string{"--log-level", "loud"}, `--log-level "loud"`},
 		{[]string{"sizer"}, "unknown command"},
 		{[]string{"--pod-level", "maybe"}, `--pod-level "maybe": want auto, on or off`},
+		{[]string{"--max-size", "tenant=2,tenant=3"}, `invalid argument "tenant=2,tenant=3" for "--max-size" flag: namespace tenant is bounded twice`},
+		{[]string{"--max-size", "tenant=0"}, `for "--max-size" flag: entry "tenant=0": bound 0m: a size must be above 0`},
+		{[]string{"--max-size", "tenant"}, `for "--max-size" flag: entry "tenant": want NAMESPACE=CPU`},
+		{[]string{"--namespace", "n", "--cert-hosts", "h", "--leader-elect-lease-duration", "10s"},
+			"--leader-elect-lease-duration (10s) must be longer than --leader-elect-renew-deadline (10s)"},
+		{[]string{"--namespace", "n", "--cert-hosts", "h", "--leader-elect-retry-period", "9s"},
+			"--leader-elect-renew-deadline (10s) must be longer than 1.2 × --leader-elect-retry-period (9s), 10.8s"},
+		{[]string{"--namespace", "n", "--cert-hosts", "h", "--leader-elect-retry-period", "0s"}, "must be above 0"},
 	} {
 		t.Setenv("POD_NAMESPACE", "")
 		var out bytes.Buffer
@@ -36,9 +44,16 @@ func TestFlagsAndRefusals(t *testing.T) {
 	cmd := NewCommand(&bytes.Buffer{}, &bytes.Buffer{})
 	for _, f := range []string{"listen", "kubeconfig", "tls-cert-file", "tls-private-key-file", "namespace", "ca-secret", "cert-hosts",
 		"webhook-qps", "webhook-burst", "resize", "leader-elect", "leader-election-id", "coalesce", "max-delay", "min-step", "workers",
-		"kube-api-qps", "kube-api-burst", "event-window", "crd-recheck", "log-level", "pod-level"} {
+		"kube-api-qps", "kube-api-burst", "event-window", "crd-recheck", "log-level", "pod-level", "max-size",
+		"leader-elect-lease-duration", "leader-elect-renew-deadline", "leader-elect-retry-period"} {
 		if cmd.Flags().Lookup(f) == nil {
 			t.Errorf("no --%s", f)
+		}
+	}
+	// The leader election's timings default to kube-controller-manager's.
+	for f, want := range map[string]string{"leader-elect-lease-duration": "15s", "leader-elect-renew-deadline": "10s", "leader-elect-retry-period": "2s"} {
+		if got := cmd.Flags().Lookup(f).DefValue; got != want {
+			t.Errorf("--%s defaults to %s, want %s", f, got, want)
 		}
 	}
 	// The sizer never names its webhook configuration: nothing to set.

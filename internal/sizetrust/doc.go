@@ -3,7 +3,8 @@
 // the namespaces --trust-size-annotations names, or everywhere when the
 // size policy — a ValidatingAdmissionPolicy and its binding, both named
 // PolicyName (deploy/kustomize/size-policy) — is installed; and every size
-// capped at the node's allocatable CPU.
+// capped at the node's allocatable CPU and at its namespace's bound
+// (--max-size, which the Checker passes on as it is given).
 //
 // A Checker watches the policy, its binding and the node's own Node
 // object, each alone (an informer on a list and watch with the field

@@ -66,6 +66,9 @@ type Checker struct {
 	// Namespaces is --trust-size-annotations, as metadata.ParseNamespaces
 	// returns it.
 	Namespaces string
+	// MaxSizes is --max-size: each namespace's bound on its pods' sizes,
+	// which every verdict carries (metadata.Trust.MaxSizes).
+	MaxSizes vmsize.MaxSizes
 	// Every is how long a refused watch waits before it asks again, at
 	// first (DefaultEvery if 0).
 	Every time.Duration
@@ -132,7 +135,7 @@ func (c *Checker) changed() {
 	c.mu.Unlock()
 	if news && c.Log != nil {
 		c.Log.Info("trusted pod sizes", "annotations", orNone(t.Annotations), "trustedBy", t.TrustedBy, "untrusted", t.Untrusted,
-			"allocatableMilliCPU", t.AllocatableMilliCPU, "allocatableUnknown", t.AllocatableUnknown)
+			"allocatableMilliCPU", t.AllocatableMilliCPU, "allocatableUnknown", t.AllocatableUnknown, "maxSizes", orNone(t.MaxSizes.String()))
 	}
 }
 
@@ -144,6 +147,7 @@ func (c *Checker) Trust() metadata.Trust {
 	pol, bind, node, started := c.policy.view(), c.binding.view(), c.node.view(), c.policy != nil
 	c.mu.Unlock()
 	t := metadata.Trust{}.Merge(c.Namespaces, FlagTrust)
+	t.MaxSizes = c.MaxSizes
 	name := "the size policy (ValidatingAdmissionPolicy " + PolicyName + ")"
 	switch by, why := c.policyVerdict(name, started, pol, bind); {
 	case by != "":

@@ -18,6 +18,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/cgwarden/cgwarden/internal/metadata"
+	"github.com/cgwarden/cgwarden/internal/vmsize"
 )
 
 // fakeAPI is client-go's fake dynamic client (an object tracker that
@@ -317,5 +318,24 @@ func TestCheckerKeepsVerdictThroughBlips(t *testing.T) {
 	})
 	if got := ch.Trust(); got.Annotations != metadata.AllNamespaces || got.AllocatableMilliCPU != 1900 {
 		t.Errorf("after a blip: %+v, want the last verdict", got)
+	}
+}
+
+// Every verdict carries --max-size as given, with or without the API
+// server: the bound is the operator's, not something a watch can lose.
+func TestCheckerCarriesMaxSizes(t *testing.T) {
+	m, err := vmsize.ParseMaxSizes("tenant=2,*=8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	without := &Checker{Node: "n1", MaxSizes: m}
+	with := &Checker{API: newFakeAPI(t, nil, nil), Node: "n1", MaxSizes: m}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	with.Start(ctx, 5*time.Second)
+	for name, c := range map[string]*Checker{"no API server": without, "API server": with} {
+		if got := c.Trust(); got.MaxSizes != m || got.MaxSizes.For("tenant").MilliCPU != 2000 {
+			t.Errorf("%s: verdict %+v, want --max-size %s", name, got, m)
+		}
 	}
 }

@@ -3,9 +3,9 @@
 // container each VM kind runs its VM in), how a VM object's CPU size is
 // read, which pod a VM's size belongs to, and which container of that pod
 // is the VM's. The agent (internal/metadata, internal/weights) and the
-// sizer (internal/sizer) both decide from here, so they cannot disagree;
-// so is the upper bound an administrator sets on each namespace's sizes
-// (--max-size, MaxSizes), which both clamp a size to.
+// sizer (internal/sizer) both decide from here, so they cannot disagree.
+// The upper bound an administrator sets on each namespace's sizes
+// (--max-size, MaxSizes) is here too: both clamp a size to it alike.
 //
 // A size buys CPU weight (the agent holds it) or a request (the sizer sets
 // it), so it is given only to the pod a VM's controller attests: the pod

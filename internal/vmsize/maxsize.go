@@ -124,6 +124,9 @@ type Bound struct {
 // String names the bound for the reasons the agent and the sizer give:
 // "namespace tenant's --max-size bound tenant=2".
 func (b Bound) String() string {
+	if b.Namespace == "" {
+		return "the --max-size bound " + b.Entry
+	}
 	return "namespace " + b.Namespace + "'s --max-size bound " + b.Entry
 }
 

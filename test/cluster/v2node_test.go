@@ -330,8 +330,6 @@ func inPodSlice(cgs []string, uid string) bool {
 	return len(cgs) > 0
 }
 
-
-
 // TestV2NodeSeedsBeforeAndAfter: both seeds on the systemd cgroup v2
 // node, before and after, through the product installed from the lane's
 // manifests on both nodes, and seen as users see them: the agent's own

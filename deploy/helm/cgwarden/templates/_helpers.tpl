@@ -29,3 +29,14 @@ tlsConfig:
   {{- end }}
 {{- end -}}
 {{- end -}}
+{{- /* --max-size from sizes.maxPerNamespace (NAMESPACE: CPU), entries in
+the namespaces' order; empty when the map is. The agent and the sizer get
+the same bounds: the agent caps the sizes it believes, the sizer its
+requests (docs/sizing.md, "Per-namespace bounds"). */ -}}
+{{- define "cgwarden.maxSize" -}}
+{{- $entries := list -}}
+{{- range $ns, $cpu := .Values.sizes.maxPerNamespace -}}
+{{- $entries = append $entries (printf "%s=%v" $ns $cpu) -}}
+{{- end -}}
+{{- join "," $entries -}}
+{{- end -}}
