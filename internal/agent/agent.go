@@ -180,8 +180,8 @@ func (a *Agent) completeLive(ctx context.Context, lister podsource.Lister, scfg 
 	// size policy, its binding and the Node (sizetrust), the pods'
 	// informer, the VM objects' watches.
 	changes := metadata.NewChanges()
-	trust := a.sizeTrust(ctx, changes)
-	src := &hold.MetaSource{Lister: noPods{}, VMsFile: c.VMsFile, Trust: trust, Log: a.log.With("component", "sizes")}
+	trust, nodeInfo := a.sizeTrust(ctx, changes)
+	src := &hold.MetaSource{Lister: noPods{}, VMsFile: c.VMsFile, Trust: trust, NodeInfo: nodeInfo, Log: a.log.With("component", "sizes")}
 	// notifying: every source of the sizes says when it changes, so the
 	// holder need not look on a timer.
 	notifying := false
@@ -254,8 +254,10 @@ const sizeTrustWait = 10 * time.Second
 // the same file instead of undoing it. Pods from a live source get the
 // live check (sizetrust): --trust-size-annotations' namespaces, the size
 // policy and the Node's allocatable CPU, read from the API server when
-// there is one, and --max-size's bounds.
-func (a *Agent) sizeTrust(ctx context.Context, changes *metadata.Changes) func() metadata.Trust {
+// there is one, and --max-size's bounds. nodeInfo is what the same Node
+// watch says of the node (its container runtime, for the audit's node
+// header); nil with a pods file, where no Node is watched.
+func (a *Agent) sizeTrust(ctx context.Context, changes *metadata.Changes) (trust func() metadata.Trust, nodeInfo func() metadata.NodeInfo) {
 	c := a.cfg
 	if t, ok := podsource.Vouched(a.source); ok {
 		a.log.Info("trusted pod sizes", "component", "sizetrust", "annotations", t.Annotations, "trustedBy", t.TrustedBy,
@@ -264,7 +266,7 @@ func (a *Agent) sizeTrust(ctx context.Context, changes *metadata.Changes) func()
 			a.log.Info("--max-size does not bound the sizes of a pods file: the operator's own input, believed as every command believes it",
 				"component", "sizetrust", "maxSizes", c.MaxSizes.String())
 		}
-		return func() metadata.Trust { return t }
+		return func() metadata.Trust { return t }, nil
 	}
 	ch := &sizetrust.Checker{Node: c.NodeName, Namespaces: c.TrustNamespaces, MaxSizes: c.MaxSizes, Log: a.log.With("component", "sizetrust"), Changes: changes}
 	if rc, err := apiconn.RESTConfig(c.Kubeconfig, c.WrapTransport); err == nil {
@@ -275,7 +277,7 @@ func (a *Agent) sizeTrust(ctx context.Context, changes *metadata.Changes) func()
 	ctx, cancel := context.WithCancel(ctx)
 	a.closes = append(a.closes, cancel)
 	ch.Start(ctx, sizeTrustWait)
-	return ch.Trust
+	return ch.Trust, ch.NodeInfo
 }
 
 // notifier is a pod source that says when its pods change (the

@@ -234,6 +234,9 @@ type Report struct {
 	Notes []string `json:"notes,omitempty"`
 	// Sizes is where each declared pod size came from (nil: none).
 	Sizes *Sizes `json:"sizes,omitempty"`
+	// NodeInfo is what the Node object says of the node (the container
+	// runtime), from the metadata; JSON puts it in the node header.
+	NodeInfo metadata.NodeInfo `json:"-"`
 }
 
 func (r *Report) add(f Finding) { r.Findings = append(r.Findings, f) }
@@ -250,7 +253,7 @@ func Run(in *Input) *Report {
 	if in.StarvationCores <= 0 {
 		in.StarvationCores = DefaultStarvationCores
 	}
-	r := &Report{Findings: []Finding{}}
+	r := &Report{Findings: []Finding{}, NodeInfo: in.Meta.NodeInfo()}
 	if in.Node == nil {
 		return r
 	}

@@ -9,7 +9,8 @@ import (
 // docs/schemas/audit.schema.json. findings[] keeps the DESIGN.md
 // contract (rule, severity, subject, evidence, message, remedy); node is
 // the same header as inspect's, and counts has one entry per severity,
-// zeros included, so a tool need not count.
+// zeros included, so a tool need not count. The node header also says the
+// container runtime when the metadata knows the Node (Report.NodeInfo).
 type JSONReport struct {
 	Node     inspect.NodeJSON `json:"node"`
 	Counts   Counts           `json:"counts"`
@@ -28,6 +29,7 @@ type Counts struct {
 // JSON is the report of findings on n, for tools.
 func JSON(n *inventory.Node, r *Report) JSONReport {
 	j := JSONReport{Node: inspect.NodeOf(n), Findings: r.Findings, Notes: r.Notes, Sizes: r.Sizes}
+	j.Node.ContainerRuntimeVersion = r.NodeInfo.ContainerRuntimeVersion
 	if j.Findings == nil {
 		j.Findings = []Finding{}
 	}

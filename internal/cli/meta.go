@@ -148,24 +148,27 @@ func (o *Options) listPods(mode string) (*metadata.Set, error) {
 	set := metadata.NewSet(pods)
 	trust, vouched := podsource.Vouched(source)
 	if !vouched {
-		if trust, err = o.liveTrust(ctx, o.sourceConfig(mode)); err != nil {
+		var node metadata.NodeInfo
+		if trust, node, err = o.liveTrust(ctx, o.sourceConfig(mode)); err != nil {
 			return nil, err
 		}
+		set.SetNodeInfo(node)
 	}
 	set.SetTrust(trust)
 	return set, nil
 }
 
 // liveTrust is what a command believes of pods read from the node's
-// runtime or the API server: what serve believes (sizetrust), checked once.
-func (o *Options) liveTrust(ctx context.Context, cfg podsource.Config) (metadata.Trust, error) {
+// runtime or the API server: what serve believes (sizetrust), checked once;
+// and what the Node says of the node, as serve's audit header has it.
+func (o *Options) liveTrust(ctx context.Context, cfg podsource.Config) (metadata.Trust, metadata.NodeInfo, error) {
 	ns, err := metadata.ParseNamespaces(o.Meta.TrustSizes)
 	if err != nil {
-		return metadata.Trust{}, fmt.Errorf("--trust-size-annotations: %w", err)
+		return metadata.Trust{}, metadata.NodeInfo{}, fmt.Errorf("--trust-size-annotations: %w", err)
 	}
 	bounds, err := vmsize.ParseMaxSizes(o.Meta.MaxSize)
 	if err != nil {
-		return metadata.Trust{}, fmt.Errorf("--max-size: %w", err)
+		return metadata.Trust{}, metadata.NodeInfo{}, fmt.Errorf("--max-size: %w", err)
 	}
 	ch := &sizetrust.Checker{Node: cfg.NodeName, Namespaces: ns, MaxSizes: bounds}
 	if cfg.Kubeconfig != "" || os.Getenv("KUBERNETES_SERVICE_HOST") != "" {
@@ -178,7 +181,7 @@ func (o *Options) liveTrust(ctx context.Context, cfg podsource.Config) (metadata
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // one answer, then the watches stop
 	ch.Start(ctx, 10*time.Second)
-	return ch.Trust(), nil
+	return ch.Trust(), ch.NodeInfo(), nil
 }
 
 // sourceConfig fills the source's configuration with the defaults a

@@ -143,3 +143,26 @@ func TestSchemasRejectBrokenConventions(t *testing.T) {
 		t.Errorf("audit schema accepts a report without counts")
 	}
 }
+
+// The audit's node header may say the container runtime (the Node's
+// status.nodeInfo.containerRuntimeVersion); leaving it out (unknown, an
+// older agent) still validates, and an empty string for unknown does not.
+func TestSchemaAuditNodeRuntime(t *testing.T) {
+	s := schemas(t)["audit"]
+	b, err := os.ReadFile("testdata/golden/audit-seed-003.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := validate(t, s, "without the runtime", b); err != nil {
+		t.Errorf("an audit without the runtime: %v", err)
+	}
+	for value, ok := range map[string]bool{`"containerd://2.4.2"`: true, `""`: false, `null`: false} {
+		edited := strings.Replace(string(b), `"kubeRoot": "/kubepods.slice",`, `"kubeRoot": "/kubepods.slice", "containerRuntimeVersion": `+value+`,`, 1)
+		if edited == string(b) {
+			t.Fatal("no kubeRoot in the golden")
+		}
+		if err := validate(t, s, value, []byte(edited)); (err == nil) != ok {
+			t.Errorf("containerRuntimeVersion %s: valid %v, want %v (%v)", value, err == nil, ok, err)
+		}
+	}
+}

@@ -18,9 +18,9 @@ type Lister interface {
 // VMs file (`kubectl get virtualmachines.vm.neon.tech -A -o json`, VMIs)
 // is read again whenever it changes, so a VM's live size (NeonVM's
 // spec.guest.cpus.use, which its autoscaler moves) is a new target. The
-// set is rebuilt only when the pods, the VMs or the trust changed; with
-// an informer lister and Live that is a pointer and a number compared per
-// call.
+// set is rebuilt only when the pods, the VMs, the trust or the Node's
+// info changed; with an informer lister and Live that is a pointer and a
+// number compared per call.
 type MetaSource struct {
 	Lister  Lister
 	VMsFile string
@@ -36,6 +36,10 @@ type MetaSource struct {
 	// for a pods file, else sizetrust.Checker's Trust); nil keeps the
 	// Set's default, the operator's trust.
 	Trust func() metadata.Trust
+	// NodeInfo says what the Node object says of the node
+	// (sizetrust.Checker's NodeInfo), for the audit's node header; nil:
+	// unknown.
+	NodeInfo func() metadata.NodeInfo
 	// Log, when set, hears each declared size the set does not believe,
 	// once per pod and reason (at start, and as sizes or trust change).
 	Log *slog.Logger
@@ -44,6 +48,7 @@ type MetaSource struct {
 	// told is the reason last logged per pod UID.
 	told    map[string]string
 	trust   metadata.Trust
+	node    metadata.NodeInfo
 	live    []metadata.VM
 	liveGen uint64
 	vms     []metadata.VM
@@ -79,13 +84,20 @@ func (m *MetaSource) Sizes(ctx context.Context) (*metadata.Set, error) {
 			m.trust, trustChanged = t, true
 		}
 	}
-	if !podsChanged && !vmsChanged && !trustChanged {
+	nodeChanged := false
+	if m.NodeInfo != nil {
+		if n := m.NodeInfo(); n != m.node {
+			m.node, nodeChanged = n, true
+		}
+	}
+	if !podsChanged && !vmsChanged && !trustChanged && !nodeChanged {
 		return m.set, nil
 	}
 	set := metadata.NewSet(pods)
 	if m.Trust != nil {
 		set.SetTrust(m.trust)
 	}
+	set.SetNodeInfo(m.node)
 	set.ApplyVMs(m.vms)
 	set.ApplyVMs(m.live)
 	m.pods, m.set = pods, set

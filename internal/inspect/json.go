@@ -37,14 +37,18 @@ type Report struct {
 
 // NodeJSON describes the node.
 // Driver and KubeRoot are null on a node without a kubepods hierarchy.
+// ContainerRuntimeVersion is what the Node object says
+// (status.nodeInfo.containerRuntimeVersion), absent when unknown; only
+// the audit's header carries it (audit.JSON), the cgroups cannot tell it.
 type NodeJSON struct {
-	CPUs          int     `json:"cpus"`
-	CgroupVersion string  `json:"cgroupVersion"`
-	Hybrid        bool    `json:"hybrid,omitempty"`
-	Driver        *string `json:"driver"`
-	KubeRoot      *string `json:"kubeRoot"`
-	Cgroups       int     `json:"cgroups"`
-	Pods          int     `json:"pods"`
+	CPUs                    int     `json:"cpus"`
+	CgroupVersion           string  `json:"cgroupVersion"`
+	Hybrid                  bool    `json:"hybrid,omitempty"`
+	Driver                  *string `json:"driver"`
+	KubeRoot                *string `json:"kubeRoot"`
+	ContainerRuntimeVersion string  `json:"containerRuntimeVersion,omitempty"`
+	Cgroups                 int     `json:"cgroups"`
+	Pods                    int     `json:"pods"`
 }
 
 // NodeOf is the node header of inspect's and audit's JSON.

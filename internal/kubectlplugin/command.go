@@ -314,6 +314,8 @@ type NodeReport struct {
 type nodeAudit struct {
 	name     string
 	findings []finding
+	// node is the audit's node header; nil when the agent sent none.
+	node *inspect.NodeJSON
 }
 
 type nodeInspect struct {

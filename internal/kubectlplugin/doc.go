@@ -27,5 +27,8 @@
 // The reports are the documents `cgwarden audit -o json` and `cgwarden
 // inspect -o json` write; this package only selects pods (by namespace)
 // and lays them out, and passes every finding and pod through as the
-// agent wrote it.
+// agent wrote it. The audit table ends with a line per node read from its
+// report's node header (cgroup version, driver, container runtime), each
+// part unknown when the agent did not say: older agents are shown, not
+// failed.
 package kubectlplugin

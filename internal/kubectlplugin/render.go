@@ -27,12 +27,12 @@ func (o *Options) render(results []Result, sel selection, k kind) (doc *ClusterR
 // add selects the pods of one node's report and keeps it.
 func (doc *ClusterReport) add(n *NodeReport, body []byte, sel selection, k kind) error {
 	if k == auditKind {
-		b, rows, err := selectAudit(body, sel)
+		b, rows, node, err := selectAudit(body, sel)
 		if err != nil {
 			return err
 		}
 		n.Report = b
-		doc.audits = append(doc.audits, nodeAudit{name: n.Name, findings: rows})
+		doc.audits = append(doc.audits, nodeAudit{name: n.Name, findings: rows, node: node})
 		return nil
 	}
 	b, rows, err := selectInspect(body, sel)

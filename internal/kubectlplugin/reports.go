@@ -40,18 +40,19 @@ type auditDoc struct {
 }
 
 // selectAudit keeps the selected findings of a node's audit (counts
-// recounted) and returns them decoded for the table.
-func selectAudit(body []byte, sel selection) ([]byte, []finding, error) {
+// recounted) and returns them decoded for the table, with the node header
+// (nil when the agent sent none the plugin can read).
+func selectAudit(body []byte, sel selection) ([]byte, []finding, *inspect.NodeJSON, error) {
 	var doc auditDoc
 	if err := json.Unmarshal(body, &doc); err != nil {
-		return nil, nil, fmt.Errorf("the agent's audit: %w", err)
+		return nil, nil, nil, fmt.Errorf("the agent's audit: %w", err)
 	}
 	kept, rows := doc.Findings[:0], []finding{}
 	doc.Counts = audit.Counts{}
 	for _, raw := range doc.Findings {
 		var f finding
 		if err := json.Unmarshal(raw, &f); err != nil {
-			return nil, nil, fmt.Errorf("the agent's audit: a finding: %w", err)
+			return nil, nil, nil, fmt.Errorf("the agent's audit: a finding: %w", err)
 		}
 		if !sel.all && (f.Subject.PodUID == "" && f.Subject.PodName == "" || f.Subject.Namespace != sel.namespace) {
 			continue
@@ -68,7 +69,19 @@ func selectAudit(body []byte, sel selection) ([]byte, []finding, error) {
 	}
 	doc.Findings = kept
 	out, err := json.Marshal(doc)
-	return out, rows, err
+	return out, rows, nodeHeader(doc.Node), err
+}
+
+// nodeHeader reads the audit's node header for the table's node lines;
+// nil when there is none or it cannot be read (the header passes through
+// to -o json as sent either way: a header the plugin cannot read is not
+// the node's failure).
+func nodeHeader(raw json.RawMessage) *inspect.NodeJSON {
+	var h inspect.NodeJSON
+	if len(raw) == 0 || json.Unmarshal(raw, &h) != nil {
+		return nil
+	}
+	return &h
 }
 
 // selectInspect keeps the selected pods (and sized pods) of a node's

@@ -19,7 +19,8 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 // agentBody is what an agent serving an embedded snapshot (named by its
 // pods file, as `serve --snapshot X --pods X.pods.json` does) answers on
-// path.
+// path; for seed 003 as an agent that reads its Node too (the runtime
+// the Node reports), for the other as one that does not.
 func agentBody(t *testing.T, name, path string) []byte {
 	t.Helper()
 	b, ok := examples.Open(name)
@@ -34,8 +35,10 @@ func agentBody(t *testing.T, name, path string) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
+	meta := metadata.NewSet(pods)
+	meta.SetNodeInfo(metadata.NodeInfo{ContainerRuntimeVersion: nodeRuntime(name)})
 	s := serve.New(serve.Config{NodeName: name})
-	if err := s.FeedSamples(snap.Samples, metadata.NewSet(pods)); err != nil {
+	if err := s.FeedSamples(snap.Samples, meta); err != nil {
 		t.Fatal(err)
 	}
 	w := httptest.NewRecorder()
@@ -44,6 +47,16 @@ func agentBody(t *testing.T, name, path string) []byte {
 		t.Fatalf("%s %s: %d %s", name, path, w.Code, w.Body.String())
 	}
 	return w.Body.Bytes()
+}
+
+// nodeRuntime is the containerRuntimeVersion the Node of an example
+// reports, "" when its agent does not know: seed 003's k3s node ran
+// containerd 1.6.28 (the snapshot's origin line).
+func nodeRuntime(example string) string {
+	if example == "seed-003-k3s-spin" {
+		return "containerd://1.6.28"
+	}
+	return ""
 }
 
 func golden(t *testing.T, name string, got []byte) {
@@ -123,7 +136,7 @@ func TestSelectionKeepsTheAgentsJSON(t *testing.T) {
 	}
 	kept := 0
 	for _, ns := range []string{"default", "kube-system", "db"} {
-		sel, rows, err := selectAudit(body, selection{namespace: ns})
+		sel, rows, _, err := selectAudit(body, selection{namespace: ns})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -155,5 +168,70 @@ func TestSelectionKeepsTheAgentsJSON(t *testing.T) {
 	}
 	if kept != onPods || onPods == 0 {
 		t.Errorf("kept %d findings over the namespaces, want the %d about pods", kept, onPods)
+	}
+}
+
+// The audit table ends with a line per node that answered, saying what
+// its agent's node header says (cgroup version, the kubelet's driver, the
+// container runtime); an agent that does not say (an older one, one that
+// cannot read its Node, one older still without a header) is shown as
+// unknown, not failed, and its report passes to -o json as sent.
+func TestAuditNodeLines(t *testing.T) {
+	body := func(node string) []byte {
+		b := `{"counts":{"error":0,"warning":0,"info":0},"findings":[]`
+		if node != "" {
+			b += `,"node":` + node
+		}
+		return []byte(b + "}")
+	}
+	agents := []struct {
+		name, node, line string
+	}{
+		{"v1-node", `{"cpus":4,"cgroupVersion":"v1","driver":"cgroupfs","kubeRoot":"/kubepods","containerRuntimeVersion":"containerd://1.7.27","cgroups":21,"pods":4}`,
+			"node v1-node: cgroup v1, cgroupfs driver, containerd://1.7.27"},
+		{"127.0.0.2", `{"cpus":2,"cgroupVersion":"v2","driver":"systemd","kubeRoot":"/kubepods.slice","containerRuntimeVersion":"containerd://2.4.2","cgroups":40,"pods":9}`,
+			"node 127.0.0.2: cgroup v2, systemd driver, containerd://2.4.2"},
+		{"hybrid", `{"cpus":4,"cgroupVersion":"v1","hybrid":true,"driver":"systemd","kubeRoot":"/kubepods.slice","containerRuntimeVersion":"cri-o://1.33.1","cgroups":21,"pods":4}`,
+			"node hybrid: cgroup v1 (hybrid), systemd driver, cri-o://1.33.1"},
+		{"no-kubepods", `{"cpus":2,"cgroupVersion":"v2","driver":null,"kubeRoot":null,"cgroups":3,"pods":0}`,
+			"node no-kubepods: cgroup v2, no kubepods hierarchy, runtime unknown"},
+		{"old-agent", `{"cpus":2,"cgroupVersion":"v2","driver":"systemd","kubeRoot":"/kubepods.slice","cgroups":40,"pods":9}`,
+			"node old-agent: cgroup v2, systemd driver, runtime unknown"},
+		{"no-header", "", "node no-header: cgroup version unknown (agent too old)"},
+		{"odd-header", `"v2"`, "node odd-header: cgroup version unknown (agent too old)"},
+	}
+	var results []Result
+	want := "NODE  SEVERITY  RULE  SUBJECT  EVIDENCE\n\n"
+	for _, a := range agents {
+		results = append(results, Result{Agent: Agent{Node: a.name, Namespace: "cgwarden-system", Pod: "cgwarden-" + a.name}, Body: body(a.node)})
+		want += a.line + "\n"
+	}
+	results = append(results, Result{Agent: Agent{Node: "down", Namespace: "cgwarden-system", Pod: "cgwarden-down"}, Err: errString("connection refused")})
+	o := &Options{Output: "table"}
+	doc, failed := o.render(results, selection{all: true}, auditKind)
+	if failed != 1 {
+		t.Errorf("%d failed nodes, want only the one that did not answer", failed)
+	}
+	var b bytes.Buffer
+	if err := o.write(&b, doc, auditKind); err != nil {
+		t.Fatal(err)
+	}
+	if b.String() != want {
+		t.Errorf("table:\n%s\nwant:\n%s", b.String(), want)
+	}
+	for i, n := range doc.Nodes[:len(agents)] {
+		var got struct {
+			Node json.RawMessage `json:"node"`
+		}
+		if err := json.Unmarshal(n.Report, &got); err != nil {
+			t.Fatal(err)
+		}
+		sent := agents[i].node
+		if sent == "" {
+			sent = "null" // no header sent: none written
+		}
+		if string(got.Node) != sent {
+			t.Errorf("%s: -o json's node %s, want it as the agent sent it: %s", n.Name, got.Node, sent)
+		}
 	}
 }

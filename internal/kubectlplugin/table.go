@@ -15,7 +15,9 @@ import (
 
 func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0) }
 
-// writeAuditTable writes NODE SEVERITY RULE SUBJECT EVIDENCE.
+// writeAuditTable writes NODE SEVERITY RULE SUBJECT EVIDENCE, then,
+// after a blank line, one line per node that answered: what its agent
+// says of it (nodeLine).
 func writeAuditTable(w io.Writer, nodes []nodeAudit) error {
 	tw := newTable(w)
 	fmt.Fprintln(tw, "NODE\tSEVERITY\tRULE\tSUBJECT\tEVIDENCE")
@@ -24,7 +26,49 @@ func writeAuditTable(w io.Writer, nodes []nodeAudit) error {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", n.name, f.Severity, f.Rule, f.Subject.String(), oneLine(f.Evidence.Summary))
 		}
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(nodes) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	b.WriteString("\n")
+	for _, n := range nodes {
+		b.WriteString(nodeLine(n) + "\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// nodeLine is what a node's audit header says of the node: its cgroup
+// version, the kubelet's cgroup driver and the container runtime, e.g.
+// "node worker-1: cgroup v2, systemd driver, containerd://2.4.2". What the
+// agent did not say is unknown, never guessed: the runtime comes from the
+// Node object, which an agent reads only with the API server (and agents
+// before it did not send it); a report without a cgroup version is not
+// an agent's this plugin knows.
+func nodeLine(n nodeAudit) string {
+	h := n.node
+	if h == nil || h.CgroupVersion == "" {
+		return fmt.Sprintf("node %s: cgroup version unknown (agent too old)", n.name)
+	}
+	version := h.CgroupVersion
+	if h.Hybrid {
+		version += " (hybrid)"
+	}
+	driver := "no kubepods hierarchy"
+	switch {
+	case h.Driver != nil:
+		driver = *h.Driver + " driver"
+	case h.KubeRoot != nil:
+		driver = "driver unknown"
+	}
+	runtime := h.ContainerRuntimeVersion
+	if runtime == "" {
+		runtime = "runtime unknown"
+	}
+	return oneLine(fmt.Sprintf("node %s: cgroup %s, %s, %s", n.name, version, driver, runtime))
 }
 
 // writeInspectTable writes NODE NAMESPACE POD QOS WEIGHT GUARANTEED USED

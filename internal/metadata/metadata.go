@@ -78,6 +78,7 @@ type Set struct {
 	via         map[string]string // the VM object of each size, by pod UID
 	claims      map[string]claim  // VMs pods claim without the VM's status naming them, by pod UID
 	trust       Trust
+	node        NodeInfo
 }
 
 // NewSet indexes pods. Its Trust is OperatorTrust: pods handed in by

@@ -14,4 +14,8 @@
 // watch the API server refuses (no RBAC for it, or no such API) is asked
 // again after 10 minutes, doubling up to an hour, not at the informer's
 // pace of every 30 s.
+//
+// The Node watch also gives the audit's node header what the Node says of
+// the node itself (Checker.NodeInfo: the container runtime), so that the
+// agent asks the API server nothing more for it.
 package sizetrust

@@ -170,6 +170,27 @@ func (c *Checker) Trust() metadata.Trust {
 	return t
 }
 
+// NodeInfo is what the Node object, as the watch last delivered it, says
+// of the node (the container runtime); the zero NodeInfo while it is
+// unknown: no API server or node name, not read yet, refused, absent. It
+// rides on the Node watch the allocatable CPU is read from.
+func (c *Checker) NodeInfo() metadata.NodeInfo {
+	c.mu.Lock()
+	node := c.node.view()
+	c.mu.Unlock()
+	if node.obj == nil {
+		return metadata.NodeInfo{}
+	}
+	return NodeInfoOf(node.obj)
+}
+
+// NodeInfoOf reads what a Node says of itself: its
+// status.nodeInfo.containerRuntimeVersion ("" when it has none).
+func NodeInfoOf(n *unstructured.Unstructured) metadata.NodeInfo {
+	v, _, _ := unstructured.NestedString(n.Object, "status", "nodeInfo", "containerRuntimeVersion")
+	return metadata.NodeInfo{ContainerRuntimeVersion: v}
+}
+
 // policyVerdict says whether the size policy is installed and in force:
 // by is the reason to trust annotations ("" when not), why the reason not
 // to.

@@ -339,3 +339,48 @@ func TestCheckerCarriesMaxSizes(t *testing.T) {
 		}
 	}
 }
+
+// The Node's container runtime reaches NodeInfo from the watch the
+// allocatable CPU comes from, and follows it: unknown ("", never a guess)
+// without an API server, before the Node is read, for a Node that does
+// not say, and for a node that is not there; another Node's runtime is
+// never taken.
+func TestCheckerNodeInfo(t *testing.T) {
+	withRuntime := func(name, version string) *unstructured.Unstructured {
+		n := node(name, "2")
+		if version != "" {
+			_ = unstructured.SetNestedField(n.Object, version, "status", "nodeInfo", "containerRuntimeVersion")
+		}
+		return n
+	}
+	if got := (&Checker{Node: "n1"}).NodeInfo(); got != (metadata.NodeInfo{}) {
+		t.Errorf("no API server: %+v, want unknown", got)
+	}
+	for _, c := range []struct {
+		name string
+		objs []runtime.Object
+		want string
+	}{
+		{"runtime reported", []runtime.Object{withRuntime("n1", "containerd://2.4.2"), withRuntime("n2", "cri-o://1.33.1")}, "containerd://2.4.2"},
+		{"Node without nodeInfo", []runtime.Object{withRuntime("n1", ""), withRuntime("n2", "cri-o://1.33.1")}, ""},
+		{"Node not there", []runtime.Object{withRuntime("n2", "cri-o://1.33.1")}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := start(t, newFakeAPI(t, c.objs, nil), "").NodeInfo().ContainerRuntimeVersion; got != c.want {
+				t.Errorf("runtime %q, want %q", got, c.want)
+			}
+		})
+	}
+	api := newFakeAPI(t, []runtime.Object{withRuntime("n1", "containerd://2.4.2")}, nil)
+	ch := start(t, api, "")
+	if _, err := api.Resource(nodes).Update(context.Background(), withRuntime("n1", "containerd://2.5.0"), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for ch.NodeInfo().ContainerRuntimeVersion != "containerd://2.5.0" {
+		if time.Now().After(deadline) {
+			t.Fatalf("after containerd's upgrade: %+v", ch.NodeInfo())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

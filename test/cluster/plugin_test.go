@@ -545,10 +545,16 @@ func checkPluginTables(t *testing.T, e *env, dir, kc, ns string, agent *corev1.P
 			t.Errorf("kubectl cgwarden %s: no table: %q", strings.Join(c.args, " "), out)
 			continue
 		}
-		for _, l := range lines[1:] {
+		// audit's table ends, after a blank line, with one line per
+		// node: what its agent says of it.
+		rows, nodeLines, _ := strings.Cut(strings.TrimSpace(out), "\n\n")
+		for _, l := range strings.Split(rows, "\n")[1:] {
 			if !strings.HasPrefix(l, e.node+" ") {
 				t.Errorf("kubectl cgwarden %s: row without the node: %q", strings.Join(c.args, " "), l)
 			}
+		}
+		if c.args[0] == "audit" && !strings.HasPrefix(nodeLines, "node "+e.node+": cgroup ") {
+			t.Errorf("kubectl cgwarden %s: no line for node %s after the table: %q", strings.Join(c.args, " "), e.node, nodeLines)
 		}
 		for _, w := range c.want {
 			if !strings.Contains(out, w) {

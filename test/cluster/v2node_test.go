@@ -437,6 +437,14 @@ func TestV2NodeSeedsBeforeAndAfter(t *testing.T) {
 	if !strings.Contains(all, "2 of 2 nodes answered") || !misplaced.MatchString(all) {
 		t.Errorf("kubectl cgwarden audit -A: %v: want both nodes answering and the seed's container misplaced on %s", err, guest)
 	}
+	// Each node named with its cgroups: this machine's v1 controllers
+	// (beside an empty cgroup2) with the cgroupfs driver, the guest's v2
+	// with systemd's.
+	for _, want := range []string{"node " + e.node + ": cgroup v1 (hybrid), cgroupfs driver", "node " + guest + ": cgroup v2, systemd driver"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("kubectl cgwarden audit -A: no %q", want)
+		}
+	}
 
 	// Prometheus: both agents scraped, the fleet's cgroups in the
 	// dashboard's table, both seeds' alerts firing for the guest.
