@@ -159,8 +159,19 @@ func (w *weigher) pod(p *inventory.Pod, want bool) {
 	if !want {
 		return
 	}
+	podWeight := fairness.PodWeight(w.v2, shares)
+	if w.notSetUp(c, podWeight) {
+		// The kubelet makes a pod's cgroup, then writes its weight: in
+		// between it has the kernel's default. A weight written then
+		// would journal the kernel's default as what was there, and
+		// revert would restore it instead of the kubelet's (the lane's
+		// fault suite caught it: a sized pod made while the agent held
+		// weights weighed 1024 after revert --all, not 2).
+		skip(fmt.Sprintf("its cgroup %s still has the kernel's default weight: the kubelet has not set it up yet; weighed at the next plan", c.Path))
+		return
+	}
 	why := fmt.Sprintf("what the kubelet would write if the pod requested its %s size (%s)", sizeAdj(sz.MilliCPU), sz.Source)
-	w.add(c, Target{Value: fairness.PodWeight(w.v2, shares), Role: RolePod, Pod: p.UID, MilliCPU: sz.MilliCPU,
+	w.add(c, Target{Value: podWeight, Role: RolePod, Pod: p.UID, MilliCPU: sz.MilliCPU,
 		Description: fmt.Sprintf("pod %s (cgroup %s): %s", podName(p), c.Path, why)})
 	vc, why2 := vmContainer(p, w.meta, sz.Source)
 	switch {
@@ -168,10 +179,27 @@ func (w *weigher) pod(p *inventory.Pod, want bool) {
 		w.note(fmt.Sprintf("pod %s: %s; only the pod cgroup is weighted", podName(p), why2))
 	case vc.Misplaced:
 		skip(fmt.Sprintf("its VM container %s lives outside the pod (%s): adopt it first (misplaced-container), then its weight is set", short(vc.ID), vc.Cgroup.Path))
+	case w.notSetUp(vc.Cgroup, w.ctrWeight(shares)):
+		// The runtime's window, as the kubelet's above.
+		skip(fmt.Sprintf("its VM container's cgroup %s still has the kernel's default weight: the runtime has not set it up yet; weighed at the next plan", vc.Cgroup.Path))
 	default:
 		w.add(vc.Cgroup, Target{Value: w.ctrWeight(shares), Role: RoleContainer, Pod: p.UID, Container: vc.ID, MilliCPU: sz.MilliCPU,
 			Description: fmt.Sprintf("VM container %s of pod %s: %s", short(vc.ID), podName(p), why)})
 	}
+}
+
+// notSetUp reports whether cgroup c, of a BestEffort pod (whose weight
+// the kubelet and the runtime set to the minimum, never to the kernel's
+// default), still has the weight the kernel gives a new cgroup, and the
+// target is another: it was made and not yet written. A cgroup that
+// already has the target needs no write, whatever made it so.
+func (w *weigher) notSetUp(c *inventory.Cgroup, target uint64) bool {
+	def := uint64(fairness.DefaultShares)
+	if w.v2 {
+		def = fairness.DefaultWeight
+	}
+	cur := c.Stats.CPU.Weight
+	return cur != nil && *cur == def && target != def
 }
 
 // tier notes what a BestEffort tier's pods add up to and, when want,

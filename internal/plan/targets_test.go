@@ -221,3 +221,110 @@ func TestTierWithoutSizedPodsGoesBackToTheMinimum(t *testing.T) {
 		})
 	}
 }
+
+// A sized BestEffort pod whose cgroup still has the kernel's default
+// weight (the kubelet made it and has not written its minimum yet) gets
+// no target until it has: a write in between would journal the kernel's
+// default as what was there, and revert would restore it. Its tier still
+// counts its size. At the kubelet's minimum, it gets its target.
+func TestPodNotSetUpByTheKubelet(t *testing.T) {
+	for _, c := range []struct {
+		example, pods, uid string
+		def, minimum        uint64
+	}{
+		{"cgroupfs-v2-crio", "cgroupfs-v2-crio.pods.json", "f37bbcbd-1d63-486c-a0ec-6f767fa8cbc7", fairness.DefaultWeight, fairness.SharesToWeightLinear(fairness.MinShares)},
+	} {
+		n, pl, meta := weightsExample(t, c.example, c.pods, "")
+		meta.SetSize(c.uid, metadata.Size{MilliCPU: 2000, Source: "annotation"})
+		var pod *inventory.Cgroup
+		for _, p := range n.Pods {
+			if p.UID == c.uid {
+				pod = p.Cgroup
+			}
+		}
+		if pod == nil {
+			t.Fatalf("%s: no pod %s", c.example, c.uid)
+		}
+		fresh := c.def
+		pod.Stats.CPU.Weight = &fresh
+		p, err := Targets(WeightInput{Node: n, Places: pl, Meta: meta})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := byRole(p)
+		if len(r[RolePod]) != 0 || len(r[RoleTier]) != 1 {
+			t.Errorf("%s: a pod cgroup at the kernel's default %d: targets %+v, want the tier's alone", c.example, c.def, p.Targets)
+		}
+		if len(p.Skipped) != 1 || !strings.Contains(p.Skipped[0].Reason, "has not set it up yet") {
+			t.Errorf("%s: skipped %+v, want the pod, not set up yet", c.example, p.Skipped)
+		}
+		set := c.minimum
+		pod.Stats.CPU.Weight = &set
+		p, err = Targets(WeightInput{Node: n, Places: pl, Meta: meta})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := byRole(p); len(r[RolePod]) != 1 {
+			t.Errorf("%s: a pod cgroup at the kubelet's minimum: targets %+v, want the pod's", c.example, p.Targets)
+		}
+	}
+}
+
+// The same on v1 (seed 000, NeonVM runners at 2 shares): a runner pod's
+// cgroup at the kernel's 1024 gets no target, nor its VM container; a VM
+// container at 1024 inside a pod the kubelet has set up gets none either,
+// while its pod does.
+func TestVMNotSetUpV1(t *testing.T) {
+	n, pl, meta := weightsExample(t, "seed-000-eks-neonvm", "seed-000-eks-neonvm.pods.json", "seed-000-eks-neonvm.vms.json")
+	p, err := Targets(WeightInput{Node: n, Places: pl, Meta: meta})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := byRole(p)
+	if len(r[RolePod]) == 0 || len(r[RoleContainer]) == 0 {
+		t.Fatalf("targets %+v", p.Targets)
+	}
+	// A runner whose target is not the kernel's default (the 1-CPU VM's
+	// is 1024: at it, it needs no write, whoever made it so).
+	var pt Target
+	for _, tg := range r[RolePod] {
+		if tg.Value != fairness.DefaultShares {
+			pt = tg
+		}
+	}
+	podPath, ctrPath := pt.Cgroup, ""
+	for _, ct := range r[RoleContainer] {
+		if ct.Pod == pt.Pod {
+			ctrPath = ct.Cgroup
+		}
+	}
+	if podPath == "" || ctrPath == "" {
+		t.Fatalf("no runner with a target other than 1024 and its VM container: %+v", p.Targets)
+	}
+	cg := map[string]*inventory.Cgroup{}
+	n.Root.Walk(func(c *inventory.Cgroup) { cg[c.Path] = c })
+	fresh, two := uint64(fairness.DefaultShares), uint64(fairness.MinShares)
+	for _, c := range []struct {
+		what           string
+		pod, ctr       *uint64
+		wantPod, wantC bool
+	}{
+		{"pod cgroup at 1024", &fresh, &two, false, false},
+		{"VM container at 1024", &two, &fresh, true, false},
+		{"both set up", &two, &two, true, true},
+	} {
+		cg[podPath].Stats.CPU.Weight, cg[ctrPath].Stats.CPU.Weight = c.pod, c.ctr
+		p, err := Targets(WeightInput{Node: n, Places: pl, Meta: meta})
+		if err != nil {
+			t.Fatal(err)
+		}
+		gotPod, gotC := false, false
+		for _, tg := range p.Targets {
+			gotPod = gotPod || tg.Cgroup == podPath
+			gotC = gotC || tg.Cgroup == ctrPath
+		}
+		if gotPod != c.wantPod || gotC != c.wantC {
+			t.Errorf("%s: pod target %v, container target %v; want %v, %v (skipped %+v)", c.what, gotPod, gotC, c.wantPod, c.wantC, p.Skipped)
+		}
+	}
+}
