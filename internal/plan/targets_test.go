@@ -230,7 +230,7 @@ func TestTierWithoutSizedPodsGoesBackToTheMinimum(t *testing.T) {
 func TestPodNotSetUpByTheKubelet(t *testing.T) {
 	for _, c := range []struct {
 		example, pods, uid string
-		def, minimum        uint64
+		def, minimum       uint64
 	}{
 		{"cgroupfs-v2-crio", "cgroupfs-v2-crio.pods.json", "f37bbcbd-1d63-486c-a0ec-6f767fa8cbc7", fairness.DefaultWeight, fairness.SharesToWeightLinear(fairness.MinShares)},
 	} {
