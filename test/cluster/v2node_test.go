@@ -414,15 +414,21 @@ func TestV2NodeSeedsBeforeAndAfter(t *testing.T) {
 	}
 	// At the Node's address, as metrics-server and Prometheus reach it.
 	guestAgent := agentAt(net.JoinHostPort(guest, "9530"))
-	var got podCPU
-	poll(t, 180*time.Second, "the guest agent's pod CPU for the seed", func() (bool, string, error) {
-		code, body := guestAgent("/stats/summary?only_cpu_and_memory=true")
-		if code != 200 {
-			return false, fmt.Sprintf("%d %.200s", code, body), nil
-		}
-		got = summaryCPU(t, func(string) (int, string) { return code, body }, ns)["seed"]
-		return got.pod > 0.3e9, fmt.Sprintf("%+v", got), nil
-	})
+	// seedServed waits until the guest agent's Summary has the seed's pod
+	// busy (its CPU where its processes really are).
+	seedServed := func(timeout time.Duration, what string) podCPU {
+		var got podCPU
+		poll(t, timeout, what, func() (bool, string, error) {
+			code, body := guestAgent("/stats/summary?only_cpu_and_memory=true")
+			if code != 200 {
+				return false, fmt.Sprintf("%d %.200s", code, body), nil
+			}
+			got = summaryCPU(t, func(string) (int, string) { return code, body }, ns)["seed"]
+			return got.pod > 0.3e9, fmt.Sprintf("%+v", got), nil
+		})
+		return got
+	}
+	got := seedServed(180*time.Second, "the guest agent's pod CPU for the seed")
 	t.Logf("observed: the guest agent's Summary: pod %.0f, containers %.0f nanocores (the kubelet's pod figure was %.0f)", got.pod, got.containers, before.pod)
 	if _, onHost := summaryCPU(t, agentAt(net.JoinHostPort(e.node, "9530")), ns)["seed"]; onHost {
 		t.Errorf("the host node's agent lists the guest's pod")
@@ -609,14 +615,7 @@ func TestV2NodeSeedsBeforeAndAfter(t *testing.T) {
 	t.Logf("containerd restarted: the same container %s running, restart count 0, its processes in %q", id, after)
 	// The agent itself came through: Ready, and serving the pod at its
 	// place (the fault suite's check, on this node).
-	poll(t, 60*time.Second, "the guest agent serving the seed after containerd's restart", func() (bool, string, error) {
-		code, body := guestAgent("/stats/summary?only_cpu_and_memory=true")
-		if code != 200 {
-			return false, fmt.Sprintf("%d %.200s", code, body), nil
-		}
-		got = summaryCPU(t, func(string) (int, string) { return code, body }, ns)["seed"]
-		return got.pod > 0.3e9, fmt.Sprintf("%+v", got), nil
-	})
+	seedServed(60*time.Second, "the guest agent serving the seed after containerd's restart")
 	e.agentsFixing(t, 2)
 }
 
