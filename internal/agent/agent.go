@@ -137,71 +137,21 @@ func (c *Config) Complete(ctx context.Context) (a *Agent, err error) {
 // source with the VM sizes, and the fixers.
 func (a *Agent) completeLive(ctx context.Context, lister podsource.Lister, scfg *serve.Config) error {
 	c := a.cfg
-	host, err := cgroupfs.OpenHost(c.HostRoot)
+	sc, err := a.openScanner(ctx, scfg)
 	if err != nil {
 		return err
-	}
-	a.host = host
-	if len(c.Weights) > 0 || c.Adopt {
-		b, why, err := systemd.OpenNode(ctx, c.HostRoot)
-		if err != nil {
-			a.log.Warn(err.Error())
-		} else {
-			a.log.Info(why)
-		}
-		if b != nil {
-			a.units = b
-			a.closes = append(a.closes, func() { _ = b.Close() })
-		}
-	}
-	sc, err := inventory.Open(host)
-	if err != nil {
-		return err
-	}
-	if c.Base != "" {
-		sc.Base = c.Base
-	}
-	// Every consumer of the loop's pictures (serve, the audit, Events,
-	// the adopter, the holder) is in this process and uses the process
-	// counts of only a few cgroups: the rest are not read at every scan.
-	sc.ProcsWhereUsed = true
-	if !c.FullScans || len(c.Weights) > 0 {
-		if a.hub, err = host.NewHub(); err != nil {
-			return err
-		}
-	}
-	if !c.FullScans {
-		if a.steady, err = inventory.NewSteady(sc, host, inventory.SteadyOptions{Watch: a.hub.Subscribe()}); err != nil {
-			return err
-		}
-		scfg.Collectors = append(scfg.Collectors, serve.SteadyCollector(a.steady))
 	}
 	// changes is what the sizes' sources notify when they change: the
 	// size policy, its binding and the Node (sizetrust), the pods'
 	// informer, the VM objects' watches.
 	changes := metadata.NewChanges()
-	trust, nodeInfo := a.sizeTrust(ctx, changes)
-	src := &hold.MetaSource{Lister: noPods{}, VMsFile: c.VMsFile, Trust: trust, NodeInfo: nodeInfo, Log: a.log.With("component", "sizes")}
-	// notifying: every source of the sizes says when it changes, so the
-	// holder need not look on a timer.
-	notifying := false
-	if n, ok := lister.(notifier); ok {
-		src.Lister, notifying = lister, c.VMsFile == ""
-		a.forward(ctx, n.Changes(), changes)
-	} else if lister != nil {
-		src.Lister = lister
-	}
-	if live := a.liveVMs(ctx); live != nil {
-		src.Live = live
-		a.forward(ctx, live.Changes(), changes)
-		scfg.Collectors = append(scfg.Collectors, vmWatchCollector{live})
-	}
-	scfg.Collectors = append(scfg.Collectors, usageCollector{host})
+	src, notifying := a.sizeSource(ctx, lister, changes, scfg)
+	scfg.Collectors = append(scfg.Collectors, usageCollector{a.host})
 	a.Loop = NewLoop(sc, src.Sizes, audit.Policy{MaxTierMilliCPU: c.MaxTierMilliCPU}, nil, c.Interval, c.Demand, a.log)
 	a.app = newApplier()
 	a.journal = journal.New(c.JournalDir)
 	if len(c.Weights) > 0 {
-		a.holder, err = hold.New(hold.Config{Host: host, Rules: c.Weights, MaxTierMilliCPU: c.MaxTierMilliCPU, Sizes: src.Sizes,
+		a.holder, err = hold.New(hold.Config{Host: a.host, Rules: c.Weights, MaxTierMilliCPU: c.MaxTierMilliCPU, Sizes: src.Sizes,
 			Check: sizeCheck(c.SizeCheck, a.source, c.VMsFile, notifying), Changed: changes.C(), Resync: max(c.Interval, time.Second) * 6, Log: a.log, OnApply: a.applied, Engine: a.engine(),
 			Loop: a.Loop, Watch: a.hub.Subscribe(), Apply: a.app.Do})
 		if err != nil {
@@ -227,11 +177,79 @@ func (a *Agent) completeLive(ctx context.Context, lister podsource.Lister, scfg 
 	}
 	if c.Adopt {
 		a.adopt = a.engine()
-		a.adopt.Evidence = evidence(host, lister)
+		a.adopt.Evidence = evidence(a.host, lister)
 		a.adoptions = make(chan *Picture, 1)
 		a.Loop.Subscribe(a.offerAdoption)
 	}
 	return nil
+}
+
+// openScanner opens the host, systemd where the agent writes (weights,
+// adoption), the one scanner, the Hub of cgroup events and, unless every
+// scan is full, the steady scan that follows the Hub.
+func (a *Agent) openScanner(ctx context.Context, scfg *serve.Config) (*inventory.Scanner, error) {
+	c := a.cfg
+	host, err := cgroupfs.OpenHost(c.HostRoot)
+	if err != nil {
+		return nil, err
+	}
+	a.host = host
+	if len(c.Weights) > 0 || c.Adopt {
+		b, why, err := systemd.OpenNode(ctx, c.HostRoot)
+		if err != nil {
+			a.log.Warn(err.Error())
+		} else {
+			a.log.Info(why)
+		}
+		if b != nil {
+			a.units = b
+			a.closes = append(a.closes, func() { _ = b.Close() })
+		}
+	}
+	sc, err := inventory.Open(host)
+	if err != nil {
+		return nil, err
+	}
+	if c.Base != "" {
+		sc.Base = c.Base
+	}
+	// Every consumer of the loop's pictures (serve, the audit, Events,
+	// the adopter, the holder) is in this process and uses the process
+	// counts of only a few cgroups: the rest are not read at every scan.
+	sc.ProcsWhereUsed = true
+	if !c.FullScans || len(c.Weights) > 0 {
+		if a.hub, err = host.NewHub(); err != nil {
+			return nil, err
+		}
+	}
+	if !c.FullScans {
+		if a.steady, err = inventory.NewSteady(sc, host, inventory.SteadyOptions{Watch: a.hub.Subscribe()}); err != nil {
+			return nil, err
+		}
+		scfg.Collectors = append(scfg.Collectors, serve.SteadyCollector(a.steady))
+	}
+	return sc, nil
+}
+
+// sizeSource is the metadata source with the VM sizes and whether every
+// source of the sizes notifies changes (so the holder need not look on a
+// timer); each source's changes are forwarded to changes.
+func (a *Agent) sizeSource(ctx context.Context, lister podsource.Lister, changes *metadata.Changes, scfg *serve.Config) (src *hold.MetaSource, notifying bool) {
+	c := a.cfg
+	trust, nodeInfo := a.sizeTrust(ctx, changes)
+	src = &hold.MetaSource{Lister: noPods{}, VMsFile: c.VMsFile, Trust: trust, NodeInfo: nodeInfo, Log: a.log.With("component", "sizes")}
+	if n, ok := lister.(notifier); ok {
+		src.Lister, notifying = lister, c.VMsFile == ""
+		a.forward(ctx, n.Changes(), changes)
+	} else if lister != nil {
+		src.Lister = lister
+	}
+	if live := a.liveVMs(ctx); live != nil {
+		src.Live = live
+		a.forward(ctx, live.Changes(), changes)
+		scfg.Collectors = append(scfg.Collectors, vmWatchCollector{live})
+	}
+	return src, notifying
 }
 
 // engine is a fix engine of the agent: journaled applies through the host.

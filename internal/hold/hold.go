@@ -541,26 +541,16 @@ func (h *Holder) replan(ctx context.Context, first *offer) {
 	}
 }
 
+// replanOnce is one round of replan: the scan, the plan and its writes,
+// then the watches on what it holds. again asks for another round.
 func (h *Holder) replanOnce(ctx context.Context, from *offer) (again bool, err error) {
-	var n *inventory.Node
-	var meta *metadata.Set
-	if from != nil {
-		n, meta = from.node, from.meta
-	} else {
-		h.mu.Lock()
-		h.fresh++
-		h.mu.Unlock()
-		if n, meta, err = h.loop.Fresh(ctx); err != nil {
-			return false, err
-		}
+	n, meta, err := h.scanFor(ctx, from)
+	if err != nil {
+		return false, err
 	}
 	places := h.loop.Places()
-	var units plan.Units
-	if h.cfg.Engine.Units != nil {
-		units = h.cfg.Engine.Units
-	}
 	p, pol, err := plan.Weights(plan.WeightInput{Node: n, Places: places, FS: h.cfg.Host, Meta: meta,
-		Only: h.cfg.Rules, MaxTierMilliCPU: h.cfg.MaxTierMilliCPU, Units: units})
+		Only: h.cfg.Rules, MaxTierMilliCPU: h.cfg.MaxTierMilliCPU, Units: h.cfg.Engine.Units})
 	if err != nil {
 		return false, err
 	}
@@ -571,8 +561,6 @@ func (h *Holder) replanOnce(ctx context.Context, from *offer) (again bool, err e
 	}
 	h.lastMeta, h.lastSize = meta, sizeKey(meta)
 
-	// Watch the target files, and the tiers and sized pods for cgroups
-	// that come and go.
 	now := time.Now()
 	// A held target the plan found reset (the kubelet's write, its event
 	// not handled yet): restored and counted as an event's would be, after
@@ -580,17 +568,44 @@ func (h *Holder) replanOnce(ctx context.Context, from *offer) (again bool, err e
 	for _, p := range resets {
 		h.overwrite(p, now)
 	}
-	want := map[string]plan.Target{}
-	dirs := map[string]bool{}
-	for _, t := range p.Targets {
-		want[t.Path] = t
-		if t.Role != plan.RoleContainer {
-			dirs[path.Dir(t.Path)] = true
-		}
-	}
+	// Watch the target files, and the tiers and sized pods for cgroups
+	// that come and go.
 	point := places.CPU
 	if places.V2 {
 		point = places.Unified
+	}
+	missing, err := h.watchTargets(p.Targets, pol, now)
+	if err != nil {
+		return false, err
+	}
+	added, gone, err := h.watchDirs(watchedDirs(n, p.Targets, point))
+	if err != nil {
+		return false, err
+	}
+	return missing || gone || h.unseenChildren(n, added, point), nil
+}
+
+// scanFor is the picture a round plans from: the offered one, else a
+// fresh scan asked of the loop.
+func (h *Holder) scanFor(ctx context.Context, from *offer) (*inventory.Node, *metadata.Set, error) {
+	if from != nil {
+		return from.node, from.meta, nil
+	}
+	h.mu.Lock()
+	h.fresh++
+	h.mu.Unlock()
+	return h.loop.Fresh(ctx)
+}
+
+// watchedDirs is every directory whose children the holder watches: the
+// parents of the targets that are not containers' own (tiers, pods), and
+// the BestEffort tier.
+func watchedDirs(n *inventory.Node, targets []plan.Target, point string) map[string]bool {
+	dirs := map[string]bool{}
+	for _, t := range targets {
+		if t.Role != plan.RoleContainer {
+			dirs[path.Dir(t.Path)] = true
+		}
 	}
 	if n.KubeRoot != nil {
 		for _, c := range n.KubeRoot.Children {
@@ -599,7 +614,20 @@ func (h *Holder) replanOnce(ctx context.Context, from *offer) (again bool, err e
 			}
 		}
 	}
+	return dirs
+}
+
+// watchTargets makes the held files the plan's targets: a file no longer
+// a target is let go (kept in gone for its reset count), a held one whose
+// value changed advances its record, a new one is watched. missing says a
+// target vanished before its watch (the plan is stale).
+func (h *Holder) watchTargets(targets []plan.Target, pol plan.Policy, now time.Time) (missing bool, err error) {
+	want := make(map[string]plan.Target, len(targets))
+	for _, t := range targets {
+		want[t.Path] = t
+	}
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	for p, f := range h.files {
 		if _, ok := want[p]; !ok {
 			h.w.Remove(p)
@@ -607,7 +635,6 @@ func (h *Holder) replanOnce(ctx context.Context, from *offer) (again bool, err e
 			h.gone[p] = f
 		}
 	}
-	var added []string
 	for p, t := range want {
 		v := strconv.FormatUint(t.Value, 10)
 		if f, ok := h.files[p]; ok {
@@ -619,17 +646,21 @@ func (h *Holder) replanOnce(ctx context.Context, from *offer) (again bool, err e
 		}
 		if err := h.w.Add(p, cgroupfs.EventModify); err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
-				again = true
+				missing = true
 				continue
 			}
-			h.mu.Unlock()
 			return false, err
 		}
 		h.files[p] = &held{t: t, want: v, since: now, cur: float64(t.Value), curAt: now}
 	}
 	h.replans++
 	h.trees = pol.Trees
-	h.mu.Unlock()
+	return missing, nil
+}
+
+// watchDirs watches exactly dirs for children made and removed. added
+// are the newly watched; gone says one vanished before its watch.
+func (h *Holder) watchDirs(dirs map[string]bool) (added []string, gone bool, err error) {
 	for d := range h.dirs {
 		if !dirs[d] {
 			h.w.Remove(d)
@@ -642,34 +673,39 @@ func (h *Holder) replanOnce(ctx context.Context, from *offer) (again bool, err e
 		}
 		if err := h.w.Add(d, cgroupfs.EventCreate|cgroupfs.EventDelete); err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
-				again = true
+				gone = true
 				continue
 			}
-			return false, err
+			return nil, false, err
 		}
 		h.dirs[d] = true
 		added = append(added, d)
 	}
-	// A child made before its parent's watch raised no event: list it.
+	return added, gone, nil
+}
+
+// unseenChildren says whether a newly watched directory has a child the
+// scan did not know: made before the watch, it raised no event, so it is
+// listed here.
+func (h *Holder) unseenChildren(n *inventory.Node, added []string, point string) bool {
 	for _, d := range added {
 		kids, err := h.cfg.Host.ReadDirs(d)
 		if err != nil {
 			continue
 		}
-		c := n.Find(strings.TrimPrefix(d, strings.TrimSuffix(point, "/")))
 		var known []string
-		if c != nil {
+		if c := n.Find(strings.TrimPrefix(d, strings.TrimSuffix(point, "/"))); c != nil {
 			for _, k := range c.Children {
 				known = append(known, k.Name())
 			}
 		}
 		for _, k := range kids {
 			if !slices.Contains(known, k) {
-				again = true
+				return true
 			}
 		}
 	}
-	return again, nil
+	return false
 }
 
 // apply writes a weight plan: the files never written before through

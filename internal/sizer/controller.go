@@ -108,6 +108,41 @@ type Controller struct {
 // Run watches until ctx ends. Without the VirtualMachine CRD it idles,
 // saying so, and looks again every Recheck.
 func (c *Controller) Run(ctx context.Context) error {
+	c.setDefaults()
+	if !c.awaitCRD(ctx) {
+		return nil
+	}
+	c.Log.Info("resize controller watching vm.neon.tech/v1 virtualmachines", "coalesce", c.Coalesce, "maxDelay", c.MaxDelay, "workers", c.Workers, "minStep", c.MinStep,
+		"retryBase", c.RetryBase, "retryMax", c.RetryMax)
+
+	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(retryLimiter(c.RetryBase, c.RetryMax),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "cgwarden-sizer"})
+	defer c.queue.ShutDown()
+	factories, synced, err := c.watch()
+	if err != nil {
+		return err
+	}
+	for _, f := range factories {
+		f.Start(ctx.Done())
+		defer f.Shutdown()
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return ctx.Err()
+	}
+	go func() {
+		<-ctx.Done()
+		c.queue.ShutDown()
+	}()
+	var wg sync.WaitGroup
+	for range c.Workers {
+		wg.Go(func() { c.work(ctx) })
+	}
+	wg.Wait()
+	return nil
+}
+
+// setDefaults fills the tunables left at zero and the controller's state.
+func (c *Controller) setDefaults() {
 	if c.Coalesce <= 0 {
 		c.Coalesce = 2 * time.Second
 	}
@@ -136,36 +171,72 @@ func (c *Controller) Run(ctx context.Context) error {
 	c.evs = eventLimit{Window: c.EventWindow}
 	c.reported = map[types.UID]string{}
 	c.retrying = map[string]time.Time{}
-	log := c.Log
+}
+
+// awaitCRD waits, idle, until the VirtualMachine CRD is installed
+// (checked every Recheck); false when ctx ends first.
+func (c *Controller) awaitCRD(ctx context.Context) bool {
 	for said := false; ; said = true {
 		ok, err := c.crdPresent()
 		if err != nil {
-			log.Warn("cannot tell whether the VirtualMachine CRD is installed", "err", err)
+			c.Log.Warn("cannot tell whether the VirtualMachine CRD is installed", "err", err)
 		}
 		if ok {
-			break
+			return true
 		}
 		if !said {
-			log.Info("no vm.neon.tech/v1 virtualmachines in this cluster: resize controller idle", "recheck", c.Recheck)
+			c.Log.Info("no vm.neon.tech/v1 virtualmachines in this cluster: resize controller idle", "recheck", c.Recheck)
 		}
 		select {
 		case <-ctx.Done():
-			return nil
+			return false
 		case <-time.After(c.Recheck):
 		}
 	}
-	log.Info("resize controller watching vm.neon.tech/v1 virtualmachines", "coalesce", c.Coalesce, "maxDelay", c.MaxDelay, "workers", c.Workers, "minStep", c.MinStep,
-		"retryBase", c.RetryBase, "retryMax", c.RetryMax)
+}
 
-	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(retryLimiter(c.RetryBase, c.RetryMax),
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: "cgwarden-sizer"})
-	defer c.queue.ShutDown()
+// factory is what Run needs of an informer factory, typed or dynamic.
+type factory interface {
+	Start(stop <-chan struct{})
+	Shutdown()
+}
+
+// watch sets up the three informers (VMs, runner pods, nodes' allocatable
+// CPU), their listers and their handlers, and returns their factories to
+// start and what says they have synced.
+func (c *Controller) watch() ([]factory, []cache.InformerSynced, error) {
 	dyn := dynamicinformer.NewDynamicSharedInformerFactory(c.Dynamic, 0)
 	vmInf := dyn.ForResource(VirtualMachines)
 	if err := vmInf.Informer().SetTransform(slimVM); err != nil {
-		return fmt.Errorf("VM informer: %w", err)
+		return nil, nil, fmt.Errorf("VM informer: %w", err)
 	}
 	c.vms = vmInf.Lister()
+	if _, err := vmInf.Informer().AddEventHandler(c.vmHandler()); err != nil {
+		return nil, nil, fmt.Errorf("VM informer: %w", err)
+	}
+	kf := informers.NewSharedInformerFactoryWithOptions(c.Client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.LabelSelector = vmsize.LabelNeonVM
+	}), informers.WithTransform(slimRunnerPod))
+	podInf := kf.Core().V1().Pods()
+	if err := podInf.Informer().AddIndexers(cache.Indexers{podsByVM: podVMKey}); err != nil {
+		return nil, nil, fmt.Errorf("pod informer: %w", err)
+	}
+	c.pods = podInf.Informer().GetIndexer()
+	if _, err := podInf.Informer().AddEventHandler(c.podHandler()); err != nil {
+		return nil, nil, fmt.Errorf("pod informer: %w", err)
+	}
+	// Nodes' allocatable CPU from an informer that keeps nothing else of a
+	// Node (no GET per resize; a few hundred bytes per node).
+	nf := informers.NewSharedInformerFactoryWithOptions(c.Client, 0, informers.WithTransform(nodeAllocatableOnly))
+	nodeInf := nf.Core().V1().Nodes()
+	c.nodes = nodeInf.Lister()
+	return []factory{dyn, kf, nf},
+		[]cache.InformerSynced{vmInf.Informer().HasSynced, podInf.Informer().HasSynced, nodeInf.Informer().HasSynced}, nil
+}
+
+// vmHandler queues a VM after the coalescing delay when it is added or
+// changes; a new size starts its resize from no backoff.
+func (c *Controller) vmHandler() cache.ResourceEventHandler {
 	enqueue := func(obj any, resized bool) {
 		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
 			if resized {
@@ -175,7 +246,7 @@ func (c *Controller) Run(ctx context.Context) error {
 			c.queue.AddAfter(key, c.Coalesce)
 		}
 	}
-	if _, err := vmInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	return cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { enqueue(o, true) },
 		UpdateFunc: func(old, o any) { enqueue(o, sizeChanged(old, o)) },
 		DeleteFunc: func(o any) {
@@ -184,23 +255,13 @@ func (c *Controller) Run(ctx context.Context) error {
 				c.resetRetry(key)
 			}
 		},
-	}); err != nil {
-		return fmt.Errorf("VM informer: %w", err)
 	}
-	kf := informers.NewSharedInformerFactoryWithOptions(c.Client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.LabelSelector = vmsize.LabelNeonVM
-	}), informers.WithTransform(slimRunnerPod))
-	podInf := kf.Core().V1().Pods()
-	if err := podInf.Informer().AddIndexers(cache.Indexers{podsByVM: podVMKey}); err != nil {
-		return fmt.Errorf("pod informer: %w", err)
-	}
-	c.pods = podInf.Informer().GetIndexer()
-	// Nodes' allocatable CPU from an informer that keeps nothing else of a
-	// Node (no GET per resize; a few hundred bytes per node).
-	nf := informers.NewSharedInformerFactoryWithOptions(c.Client, 0, informers.WithTransform(nodeAllocatableOnly))
-	nodeInf := nf.Core().V1().Nodes()
-	c.nodes = nodeInf.Lister()
-	podEnqueue := func(obj any) {
+}
+
+// podHandler queues a runner pod's VM when the pod is added or changes
+// and forgets what was reported of a pod that went.
+func (c *Controller) podHandler() cache.ResourceEventHandler {
+	enqueue := func(obj any) {
 		if p, ok := obj.(*corev1.Pod); ok && p.Labels[vmsize.LabelNeonVM] != "" {
 			// A pod that starts running, or whose resize status
 			// changes, is looked at again; through the same delay, so a
@@ -209,8 +270,8 @@ func (c *Controller) Run(ctx context.Context) error {
 			c.queue.AddAfter(p.Namespace+"/"+p.Labels[vmsize.LabelNeonVM], c.Coalesce)
 		}
 	}
-	if _, err := podInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: podEnqueue, UpdateFunc: func(_, o any) { podEnqueue(o) },
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: enqueue, UpdateFunc: func(_, o any) { enqueue(o) },
 		DeleteFunc: func(o any) {
 			if t, ok := o.(cache.DeletedFinalStateUnknown); ok {
 				o = t.Obj
@@ -219,28 +280,7 @@ func (c *Controller) Run(ctx context.Context) error {
 				c.forget(p.UID)
 			}
 		},
-	}); err != nil {
-		return fmt.Errorf("pod informer: %w", err)
 	}
-	dyn.Start(ctx.Done())
-	kf.Start(ctx.Done())
-	nf.Start(ctx.Done())
-	defer dyn.Shutdown()
-	defer kf.Shutdown()
-	defer nf.Shutdown()
-	if !cache.WaitForCacheSync(ctx.Done(), vmInf.Informer().HasSynced, podInf.Informer().HasSynced, nodeInf.Informer().HasSynced) {
-		return ctx.Err()
-	}
-	go func() {
-		<-ctx.Done()
-		c.queue.ShutDown()
-	}()
-	var wg sync.WaitGroup
-	for range c.Workers {
-		wg.Go(func() { c.work(ctx) })
-	}
-	wg.Wait()
-	return nil
 }
 
 // work takes VMs off the queue until it shuts down. The queue never hands
