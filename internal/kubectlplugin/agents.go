@@ -3,6 +3,7 @@ package kubectlplugin
 import (
 	"context"
 	"fmt"
+	"io"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -114,4 +115,59 @@ func onNodes(agents []Agent, nodes map[string]bool) []Agent {
 		}
 	}
 	return out
+}
+
+// fillRuntimes completes the node lines of an audit table: a node whose
+// agent did not name its container runtime (an agent without the Node's
+// RBAC, as deploy/kustomize/base installs it, or an older one) gets the
+// runtime its kubelet reports in the Node's status.nodeInfo, read as
+// the user (`kubectl get nodes -o wide` shows the same). A user who may
+// not read Nodes keeps "runtime unknown", told once.
+func fillRuntimes(ctx context.Context, errOut io.Writer, nodes corev1client.NodesGetter, audits []nodeAudit) {
+	want := map[string]bool{}
+	for _, a := range audits {
+		if a.node != nil && a.node.CgroupVersion != "" && a.node.ContainerRuntimeVersion == "" {
+			want[a.name] = true
+		}
+	}
+	if len(want) == 0 {
+		return
+	}
+	got, err := nodeRuntimes(ctx, nodes, want)
+	if err != nil {
+		fmt.Fprintf(errOut, "the container runtime of the nodes whose agents did not name it (read from their Nodes): %v\n", err)
+	}
+	for i := range audits {
+		if r := got[audits[i].name]; r != "" && want[audits[i].name] {
+			audits[i].node.ContainerRuntimeVersion = r
+		}
+	}
+}
+
+// nodeRuntimes reads the container runtime of each wanted node: one GET
+// for one node, else one paged Node LIST keeping only the wanted nodes'
+// runtimes (the pages bound the memory, as for the pods of a namespace).
+func nodeRuntimes(ctx context.Context, nodes corev1client.NodesGetter, want map[string]bool) (map[string]string, error) {
+	out := map[string]string{}
+	if len(want) == 1 {
+		for name := range want {
+			n, err := nodes.Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return out, err
+			}
+			out[name] = n.Status.NodeInfo.ContainerRuntimeVersion
+		}
+		return out, nil
+	}
+	p := pager.New(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		return nodes.Nodes().List(ctx, o)
+	})
+	p.PageSize = namespacePage
+	err := p.EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
+		if n, ok := obj.(*corev1.Node); ok && want[n.Name] {
+			out[n.Name] = n.Status.NodeInfo.ContainerRuntimeVersion
+		}
+		return nil
+	})
+	return out, err
 }

@@ -229,6 +229,9 @@ func (o *Options) run(ctx context.Context, out, errOut io.Writer, k kind) error 
 	results := FetchAll(ctx, agents, op,
 		FetchOptions{Path: k.path, Prover: prover, Parallel: o.Parallel, Timeout: o.Timeout, Port: o.AgentPort})
 	doc, failed := o.render(results, sel, k)
+	if k == auditKind && o.Output != "json" {
+		fillRuntimes(ctx, errOut, core, doc.audits)
+	}
 	for _, n := range doc.Nodes {
 		if n.Error != "" {
 			fmt.Fprintf(errOut, "node %s: %s\n", n.Name, n.Error)

@@ -2,14 +2,26 @@ package kubectlplugin
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
 	"github.com/cgwarden/cgwarden/internal/examples"
+	"github.com/cgwarden/cgwarden/internal/inspect"
 	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/serve"
 	"github.com/cgwarden/cgwarden/internal/snapshot"
@@ -233,5 +245,65 @@ func TestAuditNodeLines(t *testing.T) {
 		if string(got.Node) != sent {
 			t.Errorf("%s: -o json's node %s, want it as the agent sent it: %s", n.Name, got.Node, sent)
 		}
+	}
+}
+
+// TestFillRuntimes: a node line whose agent did not name the runtime
+// gets it from the Node (one GET for one node, a LIST for more); one the
+// agent named keeps the agent's; a user who may not read Nodes keeps
+// "runtime unknown" and is told.
+func TestFillRuntimes(t *testing.T) {
+	node := func(name, runtime string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{ContainerRuntimeVersion: runtime}}}
+	}
+	header := func(runtime string) *inspect.NodeJSON {
+		return &inspect.NodeJSON{CgroupVersion: "v2", ContainerRuntimeVersion: runtime}
+	}
+	for _, c := range []struct {
+		name      string
+		audits    []nodeAudit
+		forbid    bool
+		want      []string
+		verbs     []string
+		wantError bool
+	}{
+		{name: "one node", audits: []nodeAudit{{name: "a", node: header("")}, {name: "b", node: header("cri-o://1.33.1")}},
+			want: []string{"containerd://2.4.2", "cri-o://1.33.1"}, verbs: []string{"get"}},
+		{name: "two nodes", audits: []nodeAudit{{name: "a", node: header("")}, {name: "c", node: header("")}, {name: "old", node: nil}},
+			want: []string{"containerd://2.4.2", "containerd://1.7.27", ""}, verbs: []string{"list"}},
+		{name: "nothing to fill", audits: []nodeAudit{{name: "b", node: header("cri-o://1.33.1")}},
+			want: []string{"cri-o://1.33.1"}},
+		{name: "forbidden", audits: []nodeAudit{{name: "a", node: header("")}, {name: "c", node: header("")}}, forbid: true,
+			want: []string{"", ""}, verbs: []string{"list"}, wantError: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cs := fake.NewClientset(node("a", "containerd://2.4.2"), node("b", "docker://28"), node("c", "containerd://1.7.27"))
+			if c.forbid {
+				cs.PrependReactor("*", "nodes", func(k8stesting.Action) (bool, kruntime.Object, error) {
+					return true, nil, apierrors.NewForbidden(corev1.Resource("nodes"), "", errors.New("no"))
+				})
+			}
+			var errOut bytes.Buffer
+			fillRuntimes(context.Background(), &errOut, cs.CoreV1(), c.audits)
+			for i, a := range c.audits {
+				got := ""
+				if a.node != nil {
+					got = a.node.ContainerRuntimeVersion
+				}
+				if got != c.want[i] {
+					t.Errorf("node %s: runtime %q, want %q", a.name, got, c.want[i])
+				}
+			}
+			var verbs []string
+			for _, a := range cs.Actions() {
+				verbs = append(verbs, a.GetVerb())
+			}
+			if !slices.Equal(verbs, c.verbs) {
+				t.Errorf("requests %v, want %v", verbs, c.verbs)
+			}
+			if told := strings.Contains(errOut.String(), "forbidden"); told != c.wantError {
+				t.Errorf("stderr %q", errOut.String())
+			}
+		})
 	}
 }
