@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -21,6 +22,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/retry"
+
+	"github.com/cgwarden/cgwarden/internal/fairness"
 )
 
 // The size policy as shipped, and the sizer's identity it lets through.
@@ -413,4 +416,108 @@ func TestAgentIgnoresUntrustedSizes(t *testing.T) {
 	if w := readInt(t, filepath.Join(root, "kubepods/besteffort", wf)); w != kubelet {
 		t.Errorf("BestEffort tier: %s %d, want the kubelet's %d", wf, w, kubelet)
 	}
+}
+
+// TestAgentBoundsSizesPerNamespace: --max-size, an administrator's bound
+// on each namespace's sizes (issue 38), on the fix-mode agent that
+// believes every size annotation (testdata/agent-fix), its DaemonSet
+// given `--max-size=<ns>=500m`. In the bounded namespace a pod declaring
+// 4 CPUs is sized 500m and weighed so, one declaring 250m keeps it; in
+// another namespace a pod declaring 1500m keeps it. The agent's audit
+// names the cap and its source. (The lane's overlay has no RBAC on the
+// Node, so no allocatable cap is known: TestSizePolicy has that cap.)
+func TestAgentBoundsSizesPerNamespace(t *testing.T) {
+	e := cluster(t)
+	ctx := context.Background()
+	bounded, other := e.namespace(t), e.namespace(t)
+	type sized struct{ ns, name, cpu string }
+	pods := []sized{{bounded, "big", "4"}, {bounded, "small", "250m"}, {other, "big", "1500m"}}
+	uids := map[sized]string{}
+	for _, p := range pods {
+		got, err := e.cs.CoreV1().Pods(p.ns).Create(ctx, bestEffort(p.name, map[string]string{"cgwarden.io/cpu": p.cpu}, nil), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		uids[p] = string(got.UID)
+	}
+	for _, p := range pods {
+		poll(t, 120*time.Second, "pod "+p.ns+"/"+p.name+" running", func() (bool, string, error) {
+			q, err := e.cs.CoreV1().Pods(p.ns).Get(ctx, p.name, metav1.GetOptions{})
+			return err == nil && q.Status.Phase == corev1.PodRunning, "", err
+		})
+	}
+	node, err := e.cs.CoreV1().Nodes().Get(ctx, e.node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if alloc := node.Status.Allocatable.Cpu().MilliValue(); alloc < 1500 {
+		t.Fatalf("the node's allocatable CPU is %dm: the test's sizes need 1500m", alloc)
+	}
+	importAgentImage(t)
+	// testdata/agent-fix with the bound added, as an administrator adds a
+	// flag to the shipped manifests: an overlay of it.
+	bound := "--max-size=" + bounded + "=500m"
+	overlay := t.TempDir()
+	abs, err := filepath.Abs("testdata/agent-fix")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := filepath.Rel(overlay, abs) // kustomize takes no absolute base
+	if err != nil {
+		t.Fatal(err)
+	}
+	kustomization := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - %s
+patches:
+  - target:
+      kind: DaemonSet
+      name: cgwarden
+    patch: |-
+      - op: add
+        path: /spec/template/spec/containers/0/args/-
+        value: %s
+`, base, bound)
+	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(kustomization), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.installAgent(t, overlay)
+	tok := e.agentReaderToken(t)
+	want := map[sized]int64{pods[0]: 500, pods[1]: 250, pods[2]: 1500}
+	poll(t, 90*time.Second, "the agent's audit: the bounded namespace's 4 CPUs sized 500m, the other namespace's 1500m kept", func() (bool, string, error) {
+		s, state, err := agentSizes(tok)
+		if err != nil || s == nil {
+			return false, fmt.Sprint(state, err), nil
+		}
+		ok := true
+		var why []string
+		for _, p := range pods {
+			from, status, reason, milli, found := s.sizeOf(p.ns, p.name)
+			why = append(why, fmt.Sprintf("%s/%s: %s %s %dm (%s)", p.ns, p.name, from, status, milli, reason))
+			ok = ok && found && from == "annotation" && milli == want[p]
+			switch p {
+			case pods[0]:
+				ok = ok && status == "capped" && strings.Contains(reason, "500m") && strings.Contains(reason, bounded)
+			default:
+				ok = ok && status == "taken"
+			}
+		}
+		return ok, strings.Join(why, "; "), nil
+	})
+	root, wf := cgroupRoot()
+	poll(t, 60*time.Second, "the pods weighed for their bounded sizes", func() (bool, string, error) {
+		ok := true
+		var why []string
+		for _, p := range pods {
+			w := readInt(t, filepath.Join(root, "kubepods/besteffort/pod"+uids[p], wf))
+			target := want[p] * 1024 / 1000 // the kubelet's cpu.shares of a request
+			if wf == "cpu.weight" {
+				target = int64(fairness.SharesToWeightLinear(uint64(target)))
+			}
+			ok = ok && w == target
+			why = append(why, fmt.Sprintf("%s/%s %s %d, want %d", p.ns, p.name, wf, w, target))
+		}
+		return ok, strings.Join(why, "; "), nil
+	})
 }
