@@ -18,6 +18,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/agent"
 	"github.com/cgwarden/cgwarden/internal/fairness"
 	"github.com/cgwarden/cgwarden/internal/metadata"
+	"github.com/cgwarden/cgwarden/internal/poll"
 	"github.com/cgwarden/cgwarden/internal/realtest"
 )
 
@@ -109,13 +110,10 @@ func TestAgentFixModeUnderChurn(t *testing.T) {
 	}
 	waitTier := func(what string) {
 		t.Helper()
-		deadline := time.Now().Add(15 * time.Second)
-		for tree.Weight(tier) != target() {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: tier weight %d, want %d", what, tree.Weight(tier), target())
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		poll.Every(10*time.Millisecond).Until(t, 15*time.Second, what, func() (bool, string, error) {
+			w, want := tree.Weight(tier), target()
+			return w == want, fmt.Sprintf("tier weight %d, want %d", w, want), nil
+		})
 	}
 	waitTier("first plan")
 
@@ -236,12 +234,10 @@ func secondAgentWaits(t *testing.T, twoDirs bool) {
 	waitTier := func(what string, want uint64, limit time.Duration) time.Duration {
 		t.Helper()
 		from := time.Now()
-		for tree.Weight(tier) != want {
-			if time.Since(from) > limit {
-				t.Fatalf("%s: tier weight %d, want %d", what, tree.Weight(tier), want)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		poll.Every(5*time.Millisecond).Until(t, limit, what, func() (bool, string, error) {
+			w := tree.Weight(tier)
+			return w == want, fmt.Sprintf("tier weight %d, want %d", w, want), nil
+		})
 		return time.Since(from)
 	}
 	_, stopA := start("100", io.Discard)

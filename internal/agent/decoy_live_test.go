@@ -1,6 +1,7 @@
 package agent_test
 
 import (
+	"fmt"
 	"log/slog"
 	"os"
 	"path"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/cgwarden/cgwarden/internal/agent"
 	"github.com/cgwarden/cgwarden/internal/metadata"
+	"github.com/cgwarden/cgwarden/internal/poll"
 	"github.com/cgwarden/cgwarden/internal/realtest"
 )
 
@@ -78,18 +80,14 @@ func TestAgentRefusesAnAdoptionDecoy(t *testing.T) {
 	// like the container.
 	shell := s.Start("tenant/shell", "sh", "-c", "sleep 3600 & wait").Process.Pid
 	intruder := 0
-	deadline := time.Now().Add(5 * time.Second)
-	for intruder == 0 {
+	poll.Every(10*time.Millisecond).UntilTrue(t, 5*time.Second, "the tenant shell's sleep", func() bool {
 		for _, pid := range scratchPIDs(s, "tenant/shell") {
 			if pid != shell {
 				intruder = pid
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the tenant shell started no sleep in 5 s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return intruder != 0
+	})
 	s.Move(decoy, intruder)
 	waitMetric(t, a, `(?m)^cgwarden_adoption_refused 1$`, 10*time.Second)
 	time.Sleep(10 * o.Interval) // ten more runs
@@ -149,11 +147,8 @@ func cpuCgroupOf(t *testing.T, pid int) string {
 // waitCgroup waits until pid is in cgroup cg.
 func waitCgroup(t *testing.T, pid int, cg string, timeout time.Duration, what string) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for cpuCgroupOf(t, pid) != cg {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: process %d in %s after %v, want %s", what, pid, cpuCgroupOf(t, pid), timeout, cg)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Every(20*time.Millisecond).Until(t, timeout, what, func() (bool, string, error) {
+		now := cpuCgroupOf(t, pid)
+		return now == cg, fmt.Sprintf("process %d in %s, want %s", pid, now, cg), nil
+	})
 }

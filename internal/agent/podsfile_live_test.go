@@ -27,6 +27,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/journal"
 	"github.com/cgwarden/cgwarden/internal/layout"
 	"github.com/cgwarden/cgwarden/internal/metadata"
+	"github.com/cgwarden/cgwarden/internal/poll"
 	"github.com/cgwarden/cgwarden/internal/realtest"
 )
 
@@ -109,10 +110,10 @@ func TestServeSaysWhichSizeItStopsBelieving(t *testing.T) {
 		Lister: pods, Log: slog.New(slog.NewTextHandler(&logs, nil))}
 	startAgent(t, o)
 	tier := realtest.Kube + "/besteffort"
-	deadline := time.Now().Add(15 * time.Second)
-	for tree.Weight(tier) == fixed[tier] && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Every(20*time.Millisecond).Until(t, 15*time.Second, "the tier moved from what fix set (to the kubelet's minimum: the annotations are not believed from a live source)", func() (bool, string, error) {
+		w := tree.Weight(tier)
+		return w != fixed[tier], fmt.Sprintf("tier at %d", w), nil
+	})
 	if got := tree.Weight(tier); got != tree.PodWeight(fairness.MinShares) {
 		t.Fatalf("tier at %d: want the kubelet's %d (the annotations are not believed from a live source)", got, tree.PodWeight(fairness.MinShares))
 	}
@@ -230,18 +231,11 @@ func verdicts(m *metadata.Set) []string {
 func waitMetric(t *testing.T, a *agent.Agent, re string, timeout time.Duration) {
 	t.Helper()
 	rx := regexp.MustCompile(re)
-	deadline := time.Now().Add(timeout)
-	for {
+	poll.Every(50*time.Millisecond).UntilTrue(t, timeout, "/metrics matching "+re, func() bool {
 		rec := httptest.NewRecorder()
 		a.Server.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-		if rx.MatchString(rec.Body.String()) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/metrics has no %s after %s", re, timeout)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return rx.MatchString(rec.Body.String())
+	})
 }
 
 // writePodsFile writes pods as `kubectl get pods -A -o json` would: the

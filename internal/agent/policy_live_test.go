@@ -10,6 +10,7 @@ import (
 
 	"github.com/cgwarden/cgwarden/internal/agent"
 	"github.com/cgwarden/cgwarden/internal/audit"
+	"github.com/cgwarden/cgwarden/internal/poll"
 	"github.com/cgwarden/cgwarden/internal/realtest"
 	"github.com/cgwarden/cgwarden/internal/rules"
 )
@@ -37,29 +38,25 @@ func TestAuditAgreesWithTheHolderUnderATierCap(t *testing.T) {
 	// shows the tier as it stays.
 	var report *audit.Report
 	var weight uint64
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	poll.Every(20*time.Millisecond).Until(t, 20*time.Second, "a held-weights finding at the tier's weight on disk", func() (bool, string, error) {
 		pic := a.Loop.Latest()
 		w := tree.Weight(tier)
 		if pic != nil && w != tree.PodWeight(2) {
 			if held, ok := find(pic.Report, rules.HeldWeights); ok {
 				if v, _ := held.Evidence.Get("tierWeight"); fmt.Sprint(v) == fmt.Sprint(w) {
 					report, weight = pic.Report, w
-					break
+					return true, "", nil
 				}
 			}
 		}
-		if time.Now().After(deadline) {
-			var rules []string
-			if pic != nil {
-				for _, f := range pic.Report.Findings {
-					rules = append(rules, f.Rule+": "+f.Evidence.Summary)
-				}
+		var rules []string
+		if pic != nil {
+			for _, f := range pic.Report.Findings {
+				rules = append(rules, f.Rule+": "+f.Evidence.Summary)
 			}
-			t.Fatalf("no held-weights finding at the tier's weight on disk (%d) within 20 s; the last audit:\n%s", w, strings.Join(rules, "\n"))
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return false, fmt.Sprintf("the tier at %d; the last audit:\n%s", w, strings.Join(rules, "\n")), nil
+	})
 	for _, f := range report.Findings {
 		if f.Rule == rules.TierDrift && strings.HasSuffix(f.Subject.Cgroup, "besteffort") {
 			t.Errorf("the audit calls the tier the holder holds (%d) a drift: %s", weight, f.Evidence.Summary)

@@ -1,6 +1,7 @@
 package agent_test
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"syscall"
@@ -11,6 +12,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/fairness"
 	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/podsource"
+	"github.com/cgwarden/cgwarden/internal/poll"
 	"github.com/cgwarden/cgwarden/internal/realtest"
 )
 
@@ -69,13 +71,10 @@ func BenchmarkIdleFixModeSizeCheck(b *testing.B) {
 		a := completeAgent(b, o)
 		stop := a.Start(b.Context())
 		defer func() { stop(); a.Close() }()
-		deadline := time.Now().Add(30 * time.Second)
-		for tree.Weight(realtest.Kube+"/besteffort") != target {
-			if time.Now().After(deadline) {
-				b.Fatalf("%s: the tier never reached %d", name, target)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		poll.Every(50*time.Millisecond).Until(b, 30*time.Second, fmt.Sprintf("%s: the tier at %d", name, target), func() (bool, string, error) {
+			w := tree.Weight(realtest.Kube + "/besteffort")
+			return w == target, fmt.Sprintf("the tier at %d", w), nil
+		})
 		time.Sleep(2 * time.Second) // the first plan's writes and events settle
 		c0, t0 := processCPU(b), time.Now()
 		time.Sleep(window)

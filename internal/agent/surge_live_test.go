@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cgwarden/cgwarden/internal/agent"
+	"github.com/cgwarden/cgwarden/internal/poll"
 	"github.com/cgwarden/cgwarden/internal/realtest"
 )
 
@@ -61,8 +63,7 @@ func TestSurgeAgentsShareTheirAddresses(t *testing.T) {
 	// Each probe on a new connection, as the kubelet's: the kernel spreads
 	// them over both listeners.
 	seen := map[string]int{}
-	deadline := time.Now().Add(20 * time.Second)
-	for (seen["fixing"] == 0 || seen["standby"] == 0) && time.Now().Before(deadline) {
+	poll.Every(10*time.Millisecond).Until(t, 20*time.Second, "/readyz on "+listen+" while both agents run: answers from the fixing and the standing-by agent", func() (bool, string, error) {
 		code, body := get(t, listen, "/readyz")
 		switch {
 		case code == 200 && strings.Contains(body, "standby"):
@@ -72,12 +73,9 @@ func TestSurgeAgentsShareTheirAddresses(t *testing.T) {
 		default:
 			seen[body]++
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return seen["fixing"] > 0 && seen["standby"] > 0, fmt.Sprint(seen), nil
+	})
 	t.Logf("/readyz answers while both run: %v", seen)
-	if seen["fixing"] == 0 || seen["standby"] == 0 {
-		t.Fatalf("/readyz on %s while both agents run: %v; want answers from the fixing and the standing-by agent", listen, seen)
-	}
 	if code, _ := get(t, local, "/audit"); code != 200 {
 		t.Errorf("--local-listen %s /audit: %d", local, code)
 	}
@@ -124,15 +122,8 @@ func get(t *testing.T, addr, p string) (int, string) {
 // accepts.
 func waitAnswer(t *testing.T, addr string, ok func(string) bool, what string) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	poll.Every(50*time.Millisecond).Until(t, 15*time.Second, what, func() (bool, string, error) {
 		code, body := get(t, addr, "/readyz")
-		if code == 200 && ok(body) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %d %q", what, code, body)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return code == 200 && ok(body), fmt.Sprintf("%d %q", code, body), nil
+	})
 }

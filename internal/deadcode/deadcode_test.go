@@ -37,6 +37,7 @@ var testsOnly = map[string]string{
 // testSupport are packages of this module for tests alone: no binary
 // calls them, by design.
 var testSupport = map[string]string{
+	"internal/poll":     "the tests' one bounded wait for a condition (poll.Until)",
 	"internal/realtest": "scratch cgroups and the skip-or-fail rule of real-kernel tests",
 }
 

@@ -8,8 +8,8 @@
 //   - From the binaries alone (`go tool deadcode ./...`, whose roots are
 //     cmd/cgwarden, cmd/cgwarden-sizer and cmd/kubectl-cgwarden): no
 //     production function is called by tests only, so that the code the
-//     tests exercise is the code that runs (issue 37). Package realtest,
-//     test support by design, is left out.
+//     tests exercise is the code that runs (issue 37). Packages realtest
+//     and poll, test support by design, are left out.
 //
 // Each test has a short allowlist, every entry with the reason it stays
 // (a separate module — test/scale, test/cluster — uses it, say); an entry

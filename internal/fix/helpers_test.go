@@ -17,6 +17,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/journal"
 	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/plan"
+	"github.com/cgwarden/cgwarden/internal/poll"
 	"github.com/cgwarden/cgwarden/internal/realtest"
 )
 
@@ -209,13 +210,10 @@ func (f *fixture) memUser(rel string) *exec.Cmd {
 	os.Unsetenv(envRole)
 	// Generous: under emulation on a loaded machine touching the pages
 	// takes many seconds.
-	deadline := time.Now().Add(90 * time.Second)
-	for f.memory(rel) < memUserBytes {
-		if time.Now().After(deadline) {
-			f.t.Fatalf("memory user in %s: only %d bytes charged after 90s", rel, f.memory(rel))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Every(20*time.Millisecond).Until(f.t, 90*time.Second, fmt.Sprintf("memory user in %s charged %d bytes", rel, memUserBytes), func() (bool, string, error) {
+		n := f.memory(rel)
+		return n >= memUserBytes, fmt.Sprintf("only %d bytes charged", n), nil
+	})
 	return cmd
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/hold"
 	"github.com/cgwarden/cgwarden/internal/journal"
 	"github.com/cgwarden/cgwarden/internal/metadata"
+	"github.com/cgwarden/cgwarden/internal/poll"
 	"github.com/cgwarden/cgwarden/internal/realtest"
 	"github.com/cgwarden/cgwarden/internal/rules"
 )
@@ -61,28 +62,19 @@ func TestAdoptionFollowsAMisplacingRuntime(t *testing.T) {
 		start := time.Now()
 		p := s.Start(literal, "sleep", "3600")
 		want := path.Join(s.Name, "kubepods.slice", "kubepods-pod"+strings.ReplaceAll(uid, "-", "_")+".slice", "cri-containerd-"+id+".scope")
-		for {
+		poll.Every(10*time.Millisecond).Until(t, time.Until(start.Add(5*time.Second)), fmt.Sprintf("container %d: its process in %s within 5 s", i, want), func() (bool, string, error) {
 			cg := cpuCgroup(t, p.Process.Pid)
-			if cg == want {
-				t.Logf("container %d: adopted %s after %s", i, want, time.Since(start).Round(time.Millisecond))
-				break
-			}
-			if time.Since(start) > 5*time.Second {
-				t.Fatalf("container %d: its process is still in %s after 5 s, want %s", i, cg, want)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return cg == want, "in " + cg, nil
+		})
+		t.Logf("container %d: adopted %s after %s", i, want, time.Since(start).Round(time.Millisecond))
 		// With nothing misplaced now, the next run finds nothing to do;
 		// wait for it before the runtime misplaces the next container
 		// (without the wait, on a loaded machine, the next container can
 		// come before any run saw the node clean).
 		clean := runs(hold.AdoptClean)
-		for runs(hold.AdoptClean) == clean {
-			if time.Since(start) > 10*time.Second {
-				t.Fatalf("container %d: no clean adoption run within 10 s after it was adopted", i)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		poll.Every(10*time.Millisecond).UntilTrue(t, time.Until(start.Add(10*time.Second)), fmt.Sprintf("container %d: a clean adoption run within 10 s after it was made", i), func() bool {
+			return runs(hold.AdoptClean) != clean
+		})
 	}
 	halt()
 	// /metrics counts the runs that moved the containers and the
@@ -129,13 +121,12 @@ func TestAdoptionCountsFailedRuns(t *testing.T) {
 		v, _ := metric(t, a, "cgwarden_adoption_runs_total", map[string]string{"result": result})
 		return v
 	}
+	// One bound of 20 s for both waits, this one and the adoption's.
 	deadline := time.Now().Add(20 * time.Second)
-	for runs(hold.AdoptFailed) < 3 {
-		if time.Now().After(deadline) {
-			t.Fatal("fewer than 3 failed runs counted in 20 s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.Every(10*time.Millisecond).Until(t, 20*time.Second, "3 failed runs counted", func() (bool, string, error) {
+		n := runs(hold.AdoptFailed)
+		return n >= 3, fmt.Sprintf("%v failed runs", n), nil
+	})
 	if a, c := runs(hold.AdoptAdopted), runs(hold.AdoptClean); a != 0 || c != 0 {
 		t.Errorf("adopted %v, clean %v runs counted while the journal was locked; want 0 and 0", a, c)
 	}
@@ -148,12 +139,9 @@ func TestAdoptionCountsFailedRuns(t *testing.T) {
 	if err := j.Unlock(); err != nil {
 		t.Fatal(err)
 	}
-	for runs(hold.AdoptAdopted) < 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("no adoption run within 20 s once the journal was free")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.Every(10*time.Millisecond).UntilTrue(t, time.Until(deadline), "an adoption run once the journal was free, within the 20 s", func() bool {
+		return runs(hold.AdoptAdopted) >= 1
+	})
 }
 
 // podSlices makes the scratch's kubelet root and the pods' slices of uids

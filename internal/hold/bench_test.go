@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cgwarden/cgwarden/internal/poll"
 	"github.com/cgwarden/cgwarden/internal/realtest"
 )
 
@@ -38,11 +39,7 @@ func BenchmarkHoldSteadyState(b *testing.B) {
 	// file (hold.DefaultCheck).
 	o.MaxTierCPU, o.Interval = "1000", time.Minute
 	a, _ := startAgent(b, o)
-	for deadline := time.Now().Add(30 * time.Second); !planned(b, a); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			b.Fatal("the holder made no plan within 30 s")
-		}
-	}
+	poll.Every(10*time.Millisecond).UntilTrue(b, 30*time.Second, "the holder's first plan", func() bool { return planned(b, a) })
 	time.Sleep(time.Second) // the first plan's writes and scan are not the steady state
 	var files []string
 	for _, vm := range tree.VMs {

@@ -21,6 +21,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/fix"
 	"github.com/cgwarden/cgwarden/internal/journal"
 	"github.com/cgwarden/cgwarden/internal/metadata"
+	"github.com/cgwarden/cgwarden/internal/poll"
 	"github.com/cgwarden/cgwarden/internal/realtest"
 )
 
@@ -105,18 +106,12 @@ func TestHolderKilledAfterARestore(t *testing.T) {
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
 
 	target := tree.PodWeight(fairness.MinShares + fairness.MilliCPUToShares(1000) + fairness.MilliCPUToShares(2000) + fairness.MilliCPUToShares(4000))
-	deadline := time.Now().Add(30 * time.Second)
 	// The first plan applied and its run closed in the journal.
-	settled := func() bool {
+	poll.Every(10*time.Millisecond).Until(t, 30*time.Second, fmt.Sprintf("the holder setting the tier to %d, its run closed in the journal", target), func() (bool, string, error) {
 		e := journalEntries(t, jdir)
-		return tree.Weight(tier) == target && len(e) > 0 && e[len(e)-1].Type == journal.End
-	}
-	for !settled() {
-		if time.Now().After(deadline) {
-			t.Fatalf("the holder did not set the tier to %d in 30s (it is %d): %s", target, tree.Weight(tier), stderr.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		w := tree.Weight(tier)
+		return w == target && len(e) > 0 && e[len(e)-1].Type == journal.End, fmt.Sprintf("the tier at %d: %s", w, stderr.String()), nil
+	})
 	lines := len(journalEntries(t, jdir))
 	s.Write(tier, tree.WeightFile(), strconv.FormatUint(minimum, 10)) // the kubelet's reset
 	select {

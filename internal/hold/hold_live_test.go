@@ -11,6 +11,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/fix"
 	"github.com/cgwarden/cgwarden/internal/hold"
 	"github.com/cgwarden/cgwarden/internal/metadata"
+	"github.com/cgwarden/cgwarden/internal/poll"
 	"github.com/cgwarden/cgwarden/internal/realtest"
 	"github.com/cgwarden/cgwarden/internal/vmsize"
 )
@@ -74,15 +75,10 @@ func (r *rig) tierTarget(sizes ...int64) uint64 {
 }
 
 // waitFor polls cond every millisecond until it holds and returns the time
-// since from; it fails the test after limit.
+// since from; it fails the test limit after from.
 func (r *rig) waitFor(what string, from time.Time, limit time.Duration, cond func() bool) time.Duration {
 	r.t.Helper()
-	for !cond() {
-		if time.Since(from) > limit {
-			r.t.Fatalf("%s: not within %v", what, limit)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	poll.Every(time.Millisecond).UntilTrue(r.t, time.Until(from.Add(limit)), fmt.Sprintf("%s, within %v", what, limit), cond)
 	return time.Since(from)
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/fix"
 	"github.com/cgwarden/cgwarden/internal/hold"
 	"github.com/cgwarden/cgwarden/internal/metadata"
+	"github.com/cgwarden/cgwarden/internal/poll"
 	"github.com/cgwarden/cgwarden/internal/realtest"
 	"github.com/cgwarden/cgwarden/internal/vmsize"
 )
@@ -46,12 +47,7 @@ func TestOfferedScansNeedNoScansOfTheirOwn(t *testing.T) {
 	waitFor := func(what string, limit time.Duration, cond func() bool) {
 		t.Helper()
 		from := time.Now()
-		for !cond() {
-			if time.Since(from) > limit {
-				t.Fatalf("%s: not within %v", what, limit)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		poll.Every(5*time.Millisecond).UntilTrue(t, limit, what, cond)
 		t.Logf("%s in %v", what, time.Since(from).Round(time.Millisecond))
 	}
 	replans := func() float64 { v, _ := metric(t, a, "cgwarden_weight_replans_total", nil); return v }

@@ -1,6 +1,7 @@
 package hold_test
 
 import (
+	"fmt"
 	"os"
 	"path"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/fix"
 	"github.com/cgwarden/cgwarden/internal/kubelettree"
 	"github.com/cgwarden/cgwarden/internal/layout"
+	"github.com/cgwarden/cgwarden/internal/poll"
 	"github.com/cgwarden/cgwarden/internal/realtest"
 	"github.com/cgwarden/cgwarden/internal/systemd"
 )
@@ -69,17 +71,13 @@ func TestSystemdHolderHoldsThroughUnits(t *testing.T) {
 		}
 		return strings.TrimSpace(string(b)), v
 	}
-	held := func() bool { f, p := tier(); return f == strconv.FormatUint(want, 10) && p == want }
 	waitHeld := func(what string, limit time.Duration) time.Duration {
 		t.Helper()
 		from := time.Now()
-		for !held() {
-			if time.Since(from) > limit {
-				f, p := tier()
-				t.Fatalf("%s: the tier is not held within %v: cpu.weight %s, CPUWeight %d, want %d", what, limit, f, p, want)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		poll.Every(5*time.Millisecond).Until(t, limit, what+": the tier held", func() (bool, string, error) {
+			f, p := tier()
+			return f == strconv.FormatUint(want, 10) && p == want, fmt.Sprintf("cpu.weight %s, CPUWeight %d, want %d", f, p, want), nil
+		})
 		return time.Since(from)
 	}
 	waitHeld("the first plan", 60*time.Second)

@@ -14,6 +14,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/plan"
+	"github.com/cgwarden/cgwarden/internal/poll"
 	"github.com/cgwarden/cgwarden/internal/realtest"
 	"github.com/cgwarden/cgwarden/internal/rules"
 )
@@ -57,18 +58,14 @@ func newDecoyRig(t *testing.T, withPause bool) *decoyRig {
 	}
 	r.ctr = s.Start(r.literal, "sleep", "3600").Process.Pid
 	shell := s.Start("tenant/shell", "sh", "-c", "sleep 3600 & wait").Process.Pid
-	deadline := time.Now().Add(5 * time.Second)
-	for r.intruder == 0 {
+	poll.Every(10*time.Millisecond).UntilTrue(t, 5*time.Second, "the tenant shell's sleep", func() bool {
 		for _, pid := range pids(s, "tenant/shell") {
 			if pid != shell {
 				r.intruder = pid
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the tenant shell started no sleep in 5 s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return r.intruder != 0
+	})
 	s.Move(r.decoy, r.intruder)
 	return r
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/fairness"
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/layout"
+	"github.com/cgwarden/cgwarden/internal/poll"
 	"github.com/cgwarden/cgwarden/internal/realtest"
 )
 
@@ -506,23 +507,19 @@ func freeze(t *testing.T, pids map[string]int) {
 			t.Fatalf("stop %d: %v", pid, err)
 		}
 	}
-	deadline := time.Now().Add(time.Minute)
-	for _, pid := range pids {
-		for {
+	poll.Every(time.Millisecond).Until(t, time.Minute, "every burner stopped", func() (bool, string, error) {
+		for _, pid := range pids {
 			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 			if err != nil {
-				t.Fatal(err)
+				return false, "", err
 			}
 			// The state follows the ")" that ends the command name.
-			if i := strings.LastIndexByte(string(b), ')'); i >= 0 && i+2 < len(b) && (b[i+2] == 'T' || b[i+2] == 't') {
-				break
+			if i := strings.LastIndexByte(string(b), ')'); i < 0 || i+2 >= len(b) || (b[i+2] != 'T' && b[i+2] != 't') {
+				return false, fmt.Sprintf("burner %d not stopped: %s", pid, b), nil
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("burner %d did not stop in a minute: %s", pid, b)
-			}
-			time.Sleep(time.Millisecond)
 		}
-	}
+		return true, "", nil
+	})
 }
 
 // thaw resumes every burner.
@@ -570,25 +567,21 @@ func procSample(t *testing.T, pids map[string]int) map[string]float64 {
 // (/proc/<pid>/status VmRSS), or fails after a minute.
 func waitResident(t *testing.T, pid int, n int) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
+	poll.Every(20*time.Millisecond).Until(t, time.Minute, fmt.Sprintf("memory user at %d bytes resident", n), func() (bool, string, error) {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 		if err != nil {
-			t.Fatalf("memory user: %v", err)
+			return false, "", err
 		}
 		for _, l := range strings.Split(string(b), "\n") {
 			if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
 				kb, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
 				if kb*1024 >= n {
-					return
+					return true, "", nil
 				}
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("memory user did not reach %d bytes resident in a minute:\n%s", n, b)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return false, "\n" + string(b), nil
+	})
 }
 
 func ptr[T any](p *T) any {

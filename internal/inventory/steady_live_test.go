@@ -14,6 +14,7 @@ import (
 
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/layout"
+	"github.com/cgwarden/cgwarden/internal/poll"
 	"github.com/cgwarden/cgwarden/internal/realtest"
 	"github.com/cgwarden/cgwarden/internal/stats"
 )
@@ -393,16 +394,10 @@ func TestSteadyCountersAreFresh(t *testing.T) {
 	last := *get().Stats.CPU.UsageNs
 	for i := range 3 {
 		var fresh uint64
-		for deadline := time.Now().Add(10 * time.Second); ; {
+		poll.Every(50*time.Millisecond).Until(t, 10*time.Second, fmt.Sprintf("the burner's usage past %d ns", last), func() (bool, string, error) {
 			fresh = freshUsage(t, s, usageFile)
-			if fresh > last {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the burner's usage stayed at %d ns for 10 s", last)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return fresh > last, fmt.Sprintf("%d ns", fresh), nil
+		})
 		c := get()
 		if u := *c.Stats.CPU.UsageNs; u < fresh {
 			t.Fatalf("round %d: steady scan read usage %d ns, below the %d ns read afresh just before: a kept descriptor gave a stale figure", i, u, fresh)

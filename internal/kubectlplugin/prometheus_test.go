@@ -21,6 +21,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/realtest"
 
 	"github.com/cgwarden/cgwarden/internal/inspect"
+	"github.com/cgwarden/cgwarden/internal/poll"
 )
 
 // prometheusBinary is Debian's prometheus (package prometheus, which .ci/run
@@ -97,7 +98,7 @@ func startPrometheus(t *testing.T, targets map[string]string) string {
 		}
 	})
 	base := "http://" + listen
-	waitFor(t, 60*time.Second, "Prometheus ready", func() bool {
+	poll.Every(200*time.Millisecond).UntilTrue(t, 60*time.Second, "Prometheus ready", func() bool {
 		resp, err := http.Get(base + "/-/ready")
 		if err != nil {
 			return false
@@ -132,17 +133,6 @@ func promScalar(t *testing.T, base, q string) float64 {
 	}
 	v, _ := strconv.ParseFloat(fmt.Sprint(r.Data.Result[0].Value[1]), 64)
 	return v
-}
-
-func waitFor(t *testing.T, limit time.Duration, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, limit)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }
 
 func getJSON(t *testing.T, u string, v any) {
@@ -187,7 +177,7 @@ func TestPrometheusFleet(t *testing.T) {
 		targets[n] = startServe(t, bin, n)
 	}
 	base := startPrometheus(t, targets)
-	waitFor(t, 90*time.Second, "both agents scraped and the recording rules evaluated", func() bool {
+	poll.Every(200*time.Millisecond).UntilTrue(t, 90*time.Second, "both agents scraped and the recording rules evaluated", func() bool {
 		return promScalar(t, base, `count(up{job="cgwarden"} == 1)`) == 2 &&
 			promScalar(t, base, `count(node:cgwarden_pod_misplaced:sum)`) == 2 &&
 			promScalar(t, base, `count(up{job="cgwarden"} == 0)`) == 1

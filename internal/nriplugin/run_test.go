@@ -14,6 +14,8 @@ import (
 
 	nri "github.com/containerd/nri/pkg/adaptation"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cgwarden/cgwarden/internal/poll"
 )
 
 // runtimeSide is NRI's own runtime half (what containerd and CRI-O embed),
@@ -49,15 +51,12 @@ func create(t *testing.T, r *nri.Adaptation, handler string) string {
 // registered), or fails after timeout.
 func waitPlaced(t *testing.T, r *nri.Adaptation, timeout time.Duration) string {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if got := create(t, r, "spin"); got != "" {
-			return got
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("no placement within %v: the plugin did not register", timeout)
-	return ""
+	var got string
+	poll.Every(50*time.Millisecond).Until(t, timeout, "a placement (the plugin registered)", func() (bool, string, error) {
+		got = create(t, r, "spin")
+		return got != "", "not placed", nil
+	})
+	return got
 }
 
 // The plugin against NRI's real runtime side over its socket: started

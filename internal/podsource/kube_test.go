@@ -3,6 +3,7 @@ package podsource
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/cgwarden/cgwarden/internal/poll"
 )
 
 func apiPod(name, uid, node, ctrID string) *corev1.Pod {
@@ -63,17 +66,10 @@ func TestKubernetesInformerOnThisNode(t *testing.T) {
 	if _, err := cs.CoreV1().Pods("default").Create(ctx, apiPod("late", "11111111-2222-3333-4444-555555555555", "node-a", "abc"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		pods, _ = k.Pods(ctx)
-		if len(pods) == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the watched pod never arrived: %d pods", len(pods))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Every(20*time.Millisecond).Until(t, 10*time.Second, "the watched pod arriving", func() (bool, string, error) {
+		pods, _ := k.Pods(ctx)
+		return len(pods) == 2, fmt.Sprintf("%d pods", len(pods)), nil
+	})
 }
 
 // flakyPods fails to list until up is set, like an API server that is not
@@ -104,17 +100,10 @@ func TestKubernetesSourceRecoversAfterTimeout(t *testing.T) {
 		t.Fatalf("Pods before sync: %v", err)
 	}
 	f.up.Store(true)
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	poll.Every(50*time.Millisecond).Until(t, 15*time.Second, "the source recovering", func() (bool, string, error) {
 		pods, err := k.Pods(ctx)
-		if err == nil && len(pods) == 1 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("never recovered: %v %v", pods, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err == nil && len(pods) == 1, fmt.Sprintf("%v %v", pods, err), nil
+	})
 }
 
 // TestKubernetesSourceNotifiesChanges: the source's Changes fire when a

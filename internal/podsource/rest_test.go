@@ -14,6 +14,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cgwarden/cgwarden/internal/poll"
 )
 
 // apiServer answers the two requests a pods informer makes, in the API
@@ -75,20 +77,10 @@ current-context: c
 	if err != nil || name != Kubernetes {
 		t.Fatal(name, err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	poll.Every(20*time.Millisecond).Until(t, 10*time.Second, "list and watch giving 2 pods", func() (bool, string, error) {
 		pods, err := l.Pods(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(pods) == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("list and watch gave %d pods, want 2: %+v", len(pods), pods)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return len(pods) == 2, fmt.Sprintf("%d pods: %+v", len(pods), pods), err
+	})
 	api.mu.Lock()
 	defer api.mu.Unlock()
 	for i, sel := range api.selectors {

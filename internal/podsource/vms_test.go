@@ -21,6 +21,7 @@ import (
 
 	"github.com/cgwarden/cgwarden/internal/hold"
 	"github.com/cgwarden/cgwarden/internal/metadata"
+	"github.com/cgwarden/cgwarden/internal/poll"
 	"github.com/cgwarden/cgwarden/internal/vmsize"
 )
 
@@ -78,18 +79,6 @@ func cmpRef(a, b metadata.VMRef) int {
 	return 1
 }
 
-// eventually waits (up to 10 s) for cond; the watches start and stop in
-// goroutines of their own.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("not reached within 10 s: %s", what)
-}
-
 var quiet = slog.New(slog.DiscardHandler)
 
 func servesAll(schema.GroupVersionResource) (bool, error) { return true, nil }
@@ -123,7 +112,7 @@ func TestVMWatchesAreCountedByPods(t *testing.T) {
 
 	r1 := runner("p1", "a", "db")
 	v.Track([]metadata.Pod{plain, r1})
-	eventually(t, "the watch of a/db started", func() bool { return slices.Equal(f.watched(), []metadata.VMRef{db}) })
+	poll.Every(5*time.Millisecond).UntilTrue(t, 10*time.Second, "the watch of a/db started", func() bool { return slices.Equal(f.watched(), []metadata.VMRef{db}) })
 	if v.Watches() != 1 {
 		t.Errorf("Watches() = %d, want 1", v.Watches())
 	}
@@ -143,7 +132,7 @@ func TestVMWatchesAreCountedByPods(t *testing.T) {
 
 	// The last pod goes: the watch stops.
 	v.Track(nil)
-	eventually(t, "the watch of a/db stopped", func() bool { return len(f.watched()) == 0 })
+	poll.Every(5*time.Millisecond).UntilTrue(t, 10*time.Second, "the watch of a/db stopped", func() bool { return len(f.watched()) == 0 })
 	if v.Watches() != 0 {
 		t.Errorf("Watches() = %d after the last pod went", v.Watches())
 	}
@@ -156,7 +145,7 @@ func TestVMWatchesAreCountedByPods(t *testing.T) {
 	launcher := metadata.Pod{UID: "p4", Namespace: "c", Name: "virt-launcher-x", Labels: map[string]string{vmsize.LabelKubeVirt: "fedora"}}
 	v.Track([]metadata.Pod{owned, launcher})
 	want := []metadata.VMRef{{Kind: "kubevirt", Namespace: "c", Name: "fedora"}, {Kind: "neonvm", Namespace: "b", Name: "db"}, {Kind: "neonvm", Namespace: "b", Name: "db-owner"}}
-	eventually(t, fmt.Sprintf("watches of %v", want), func() bool { return slices.Equal(f.watched(), want) })
+	poll.Every(5*time.Millisecond).UntilTrue(t, 10*time.Second, fmt.Sprintf("watches of %v", want), func() bool { return slices.Equal(f.watched(), want) })
 
 	// The runner's label changes to a new VM: its old VM's watch stops,
 	// the owner's stays (the pod still references it).
@@ -164,7 +153,7 @@ func TestVMWatchesAreCountedByPods(t *testing.T) {
 	moved.Labels = map[string]string{vmsize.LabelNeonVM: "db2"}
 	v.Track([]metadata.Pod{moved, launcher})
 	want = []metadata.VMRef{{Kind: "kubevirt", Namespace: "c", Name: "fedora"}, {Kind: "neonvm", Namespace: "b", Name: "db-owner"}, {Kind: "neonvm", Namespace: "b", Name: "db2"}}
-	eventually(t, fmt.Sprintf("watches of %v", want), func() bool { return slices.Equal(f.watched(), want) })
+	poll.Every(5*time.Millisecond).UntilTrue(t, 10*time.Second, fmt.Sprintf("watches of %v", want), func() bool { return slices.Equal(f.watched(), want) })
 }
 
 // listedPods is a lister that returns the same slice until set.
@@ -202,7 +191,7 @@ func TestVMSizeChangesReachSizes(t *testing.T) {
 		t.Fatal("a size before the VM was read")
 	}
 	db := metadata.VMRef{Kind: "neonvm", Namespace: "a", Name: "db"}
-	eventually(t, "the watch of a/db started", func() bool { return f.sink(db) != nil })
+	poll.Every(5*time.Millisecond).UntilTrue(t, 10*time.Second, "the watch of a/db started", func() bool { return f.sink(db) != nil })
 	f.sink(db).set(neonVMObject("a", "db", int64(2)))
 	if sz, ok := sizeOf(); !ok || sz != (metadata.Size{MilliCPU: 2000, Source: "neonvm"}) {
 		t.Fatalf("size %+v %v, want 2000m from the VM", sz, ok)
@@ -303,7 +292,7 @@ func TestVMDiscoveryIsLazyAndUnlocked(t *testing.T) {
 	}
 	v.Track([]metadata.Pod{{UID: "p0", Namespace: "a", Name: "web"}})
 	v.Track([]metadata.Pod{runner("p1", "a", "db")})
-	eventually(t, "discovery asked", func() bool { return len(askedNow()) == 1 })
+	poll.Every(5*time.Millisecond).UntilTrue(t, 10*time.Second, "discovery asked", func() bool { return len(askedNow()) == 1 })
 	done := make(chan struct{})
 	go func() {
 		v.Track([]metadata.Pod{runner("p1", "a", "db"), runner("p2", "a", "db")})
@@ -318,7 +307,7 @@ func TestVMDiscoveryIsLazyAndUnlocked(t *testing.T) {
 	}
 	close(release)
 	db := metadata.VMRef{Kind: "neonvm", Namespace: "a", Name: "db"}
-	eventually(t, "the watch of a/db started once the kind is served", func() bool { return f.sink(db) != nil })
+	poll.Every(5*time.Millisecond).UntilTrue(t, 10*time.Second, "the watch of a/db started once the kind is served", func() bool { return f.sink(db) != nil })
 	if got := askedNow(); !slices.Equal(got, []string{"vm.neon.tech", "vm.neon.tech", "vm.neon.tech"}) {
 		t.Errorf("discovery asked %v, want vm.neon.tech three times (KubeVirt is referenced by no pod)", got)
 	}
@@ -370,7 +359,7 @@ func TestNodeWatchesItsPodsVMsThroughTheClients(t *testing.T) {
 		sz, _, _ := set.DeclaredSize("p1")
 		return sz.MilliCPU
 	}
-	eventually(t, "the VM's size 2000m", func() bool { return size() == 2000 })
+	poll.Every(5*time.Millisecond).UntilTrue(t, 10*time.Second, "the VM's size 2000m", func() bool { return size() == 2000 })
 	for _, a := range dyn.Actions() {
 		var fs string
 		switch act := a.(type) {
@@ -395,14 +384,14 @@ func TestNodeWatchesItsPodsVMsThroughTheClients(t *testing.T) {
 	if _, err := dyn.Resource(vmGVR).Namespace("a").Update(ctx, u, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the VM's new use 3500m", func() bool { return size() == 3500 })
+	poll.Every(5*time.Millisecond).UntilTrue(t, 10*time.Second, "the VM's new use 3500m", func() bool { return size() == 3500 })
 	if vms, _ := v.VMs(); len(vms) != 1 || vms[0].Name != "db" {
 		t.Errorf("VMs %+v, want db only", vms)
 	}
 	if err := cs.CoreV1().Pods("a").Delete(ctx, "db-runner", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the VM forgotten with its pod", func() bool {
+	poll.Every(5*time.Millisecond).UntilTrue(t, 10*time.Second, "the VM forgotten with its pod", func() bool {
 		size()
 		vms, _ := v.VMs()
 		return len(vms) == 0 && v.Watches() == 0
@@ -438,7 +427,7 @@ func TestKubeSourceSliceChangesOnlyWithMetadata(t *testing.T) {
 		t.Fatal(err)
 	}
 	var now []metadata.Pod
-	eventually(t, "the new label", func() bool {
+	poll.Every(5*time.Millisecond).UntilTrue(t, 10*time.Second, "the new label", func() bool {
 		now, _ = k.Pods(ctx)
 		return len(now) == 1 && now[0].Labels["tier"] == "gold"
 	})

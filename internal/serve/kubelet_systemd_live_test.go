@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/common/model"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
+	"github.com/cgwarden/cgwarden/internal/poll"
 	"github.com/cgwarden/cgwarden/internal/realtest"
 )
 
@@ -274,9 +275,9 @@ func TestSystemdKubeletInspectNamesItsTree(t *testing.T) {
 // from then on no container burns CPU or grows its memory.
 func burntAt(t *testing.T, pods []realtest.KubeletPod, timeout time.Duration) time.Time {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		var last time.Time
+	var last time.Time
+	poll.Every(2*time.Second).Until(t, timeout, "every container saying burnt", func() (bool, string, error) {
+		last = time.Time{}
 		var missing []string
 		for _, p := range pods {
 			for _, c := range p.Spec.Containers {
@@ -289,14 +290,9 @@ func burntAt(t *testing.T, pods []realtest.KubeletPod, timeout time.Duration) ti
 				}
 			}
 		}
-		if len(missing) == 0 {
-			return last
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("containers that never said burnt in %v: %v", timeout, missing)
-		}
-		time.Sleep(2 * time.Second)
-	}
+		return len(missing) == 0, fmt.Sprintf("not yet: %v", missing), nil
+	})
+	return last
 }
 
 // logLine finds text in a container's log files (CRI format: time,

@@ -2,6 +2,7 @@ package serve_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/metadata"
+	"github.com/cgwarden/cgwarden/internal/poll"
 	"github.com/cgwarden/cgwarden/internal/realtest"
 	"github.com/cgwarden/cgwarden/internal/serve"
 )
@@ -122,21 +124,18 @@ func runLiveWith(t *testing.T, s *realtest.Scratch, rel string, meta *metadata.S
 
 func waitRSS(t *testing.T, cmd *exec.Cmd, bytes int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	poll.Every(20*time.Millisecond).Until(t, 10*time.Second, fmt.Sprintf("memory user at %d bytes resident", bytes), func() (bool, string, error) {
 		b, err := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/statm")
-		if err == nil {
-			f := strings.Fields(string(b))
-			if len(f) < 2 {
-				t.Fatalf("malformed statm %q", b)
-			}
-			if pages, err := strconv.Atoi(f[1]); err == nil && pages*4096 >= bytes {
-				return
-			}
+		if err != nil {
+			return false, err.Error(), nil
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("memory user never reached %d bytes resident", bytes)
+		f := strings.Fields(string(b))
+		if len(f) < 2 {
+			return false, "", fmt.Errorf("malformed statm %q", b)
+		}
+		pages, err := strconv.Atoi(f[1])
+		return err == nil && pages*4096 >= bytes, fmt.Sprintf("statm %q", b), nil
+	})
 }
 
 func scrape(t *testing.T, url string) map[string]*dto.MetricFamily {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cgwarden/cgwarden/internal/poll"
 	"github.com/cgwarden/cgwarden/internal/realtest"
 )
 
@@ -35,20 +36,14 @@ func startServeBin(t testing.TB, exe string, args ...string) (string, *exec.Cmd)
 	cmd := exec.Command(exe, append([]string{"serve", "--listen", "127.0.0.1:0", "--metadata", "none"}, args...)...)
 	cmd.Env = append(os.Environ(), "CGWARDEN_RUN_CLI=1", "CGWARDEN_MEMORY_USER=")
 	url := "http://" + realtest.StartServe(t, cmd)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	poll.Every(50*time.Millisecond).Until(t, 30*time.Second, "cgwarden serve ready", func() (bool, string, error) {
 		resp, err := http.Get(url + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
+		if err != nil {
+			return false, err.Error(), nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("cgwarden serve never became ready")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		resp.Body.Close()
+		return resp.StatusCode == 200, resp.Status, nil
+	})
 	return url, cmd
 }
 

@@ -3,6 +3,7 @@ package serve
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -11,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cgwarden/cgwarden/internal/poll"
 )
 
 func TestLoadTLS(t *testing.T) {
@@ -94,22 +97,18 @@ func TestListenWaitsForTheAddress(t *testing.T) {
 	default:
 	}
 	busy.Close() // the old agent goes
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	poll.Every(100*time.Millisecond).Until(t, 5*time.Second, "serving once the address was freed", func() (bool, string, error) {
 		resp, err := http.Get("http://" + addr + "/")
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if string(b) != "new\n" {
-				t.Fatalf("answered %q", b)
-			}
-			break
+		if err != nil {
+			return false, err.Error(), nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not serving %v after the address was freed: %v", 5*time.Second, err)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(b) != "new\n" {
+			return false, "", fmt.Errorf("answered %q", b)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return true, "", nil
+	})
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("ServeEndpoints after ctx ended: %v", err)

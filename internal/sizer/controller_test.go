@@ -27,6 +27,8 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+
+	"github.com/cgwarden/cgwarden/internal/poll"
 )
 
 // The controller against fake clients: it idles without the CRD; with it,
@@ -81,15 +83,15 @@ func TestControllerResizesThroughSubresource(t *testing.T) {
 	go func() { done <- c.Run(ctx) }()
 
 	// Idle while discovery has no CRD: looked for again every Recheck.
-	waitFor(t, 5*time.Second, "the CRD looked for twice", func() (bool, string) {
-		return looked.Load() >= 2, fmt.Sprintf("%d looks", looked.Load())
+	poll.Every(10*time.Millisecond).Until(t, 5*time.Second, "the CRD looked for twice", func() (bool, string, error) {
+		return looked.Load() >= 2, fmt.Sprintf("%d looks", looked.Load()), nil
 	})
 	crd.Store(true)
 	// Found: the informers synced and the initial sync of both VMs done,
 	// which the BestEffort runner's CPUNotSized Event marks (vm1's runner
 	// is at its size already: no patch, no Event).
-	waitFor(t, 10*time.Second, "the initial sync's CPUNotSized Event", func() (bool, string) {
-		return len(events.Events) >= 1, "no Event yet"
+	poll.Every(10*time.Millisecond).Until(t, 10*time.Second, "the initial sync's CPUNotSized Event", func() (bool, string, error) {
+		return len(events.Events) >= 1, "no Event yet", nil
 	})
 
 	// A burst of ten changes 100 ms apart, longer than the 500 ms window
@@ -106,10 +108,10 @@ func TestControllerResizesThroughSubresource(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond) // the burst's pace, not a wait for anything
 	}
-	waitFor(t, 10*time.Second, "the burst's resize", func() (bool, string) {
+	poll.Every(10*time.Millisecond).Until(t, 10*time.Second, "the burst's resize", func() (bool, string, error) {
 		mu.Lock()
 		defer mu.Unlock()
-		return len(patches) >= 1, "no patch yet"
+		return len(patches) >= 1, "no patch yet", nil
 	})
 	// No second patch in the window after it: the burst is one resize.
 	time.Sleep(c.Coalesce)
@@ -144,23 +146,6 @@ func TestControllerResizesThroughSubresource(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
-	}
-}
-
-// waitFor polls cond every 10 ms until it holds, and fails the test with
-// cond's last word after timeout.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, msg := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after %v: %s", what, timeout, msg)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -230,7 +215,7 @@ func TestControllerRetriesRefusedResizes(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
 
-	waitFor(t, 10*time.Second, "every pod at its VM's size", func() (bool, string) {
+	poll.Every(10*time.Millisecond).Until(t, 10*time.Second, "every pod at its VM's size", func() (bool, string, error) {
 		off := 0
 		var example string
 		for name, use := range sizes {
@@ -239,7 +224,7 @@ func TestControllerRetriesRefusedResizes(t *testing.T) {
 			}
 			p, err := cs.CoreV1().Pods("ns").Get(ctx, name+"-runner", metav1.GetOptions{})
 			if err != nil {
-				return false, err.Error()
+				return false, err.Error(), nil
 			}
 			q := p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]
 			if q.MilliValue() != int64(use*1000) {
@@ -247,7 +232,7 @@ func TestControllerRetriesRefusedResizes(t *testing.T) {
 				example = fmt.Sprintf("%s requests %s, want %v", p.Name, q.String(), use)
 			}
 		}
-		return off == 0, fmt.Sprintf("%d not yet (%s)", off, example)
+		return off == 0, fmt.Sprintf("%d not yet (%s)", off, example), nil
 	})
 	mu.Lock()
 	for name := range sizes {
@@ -406,8 +391,8 @@ func TestControllerVMChangeEndsBackoff(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
-	waitFor(t, 10*time.Second, "the first resize refused and put back", func() (bool, string) {
-		return testutil.ToFloat64(c.Metrics.resizes.WithLabelValues("retried")) == 1, "not yet"
+	poll.Every(10*time.Millisecond).Until(t, 10*time.Second, "the first resize refused and put back", func() (bool, string, error) {
+		return testutil.ToFloat64(c.Metrics.resizes.WithLabelValues("retried")) == 1, "not yet", nil
 	})
 	changed := time.Now()
 	u, err := dyn.Resource(VirtualMachines).Namespace("ns").Get(ctx, "vm1", metav1.GetOptions{})
@@ -418,18 +403,18 @@ func TestControllerVMChangeEndsBackoff(t *testing.T) {
 	if _, err := dyn.Resource(VirtualMachines).Namespace("ns").Update(ctx, u, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the pod at the new size", func() (bool, string) {
+	poll.Every(10*time.Millisecond).Until(t, 10*time.Second, "the pod at the new size", func() (bool, string, error) {
 		got, err := cs.CoreV1().Pods("ns").Get(ctx, p.Name, metav1.GetOptions{})
 		if err != nil {
-			return false, err.Error()
+			return false, err.Error(), nil
 		}
 		q := got.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]
-		return q.MilliValue() == 3000, "requests " + q.String()
+		return q.MilliValue() == 3000, "requests " + q.String(), nil
 	})
 	t.Logf("resized %v after the change", time.Since(changed).Round(time.Millisecond))
-	waitFor(t, 10*time.Second, "no VM waiting for a retry", func() (bool, string) {
+	poll.Every(10*time.Millisecond).Until(t, 10*time.Second, "no VM waiting for a retry", func() (bool, string, error) {
 		n := testutil.ToFloat64(c.Metrics.retrying)
-		return n == 0, fmt.Sprintf("cgwarden_sizer_retrying_vms %v", n)
+		return n == 0, fmt.Sprintf("cgwarden_sizer_retrying_vms %v", n), nil
 	})
 	mu.Lock()
 	if want := []string{string(resizePatch(ResizeDecision{Container: "neonvm-runner", To: 2000})), string(resizePatch(ResizeDecision{Container: "neonvm-runner", To: 3000}))}; !slices.Equal(patches, want) {

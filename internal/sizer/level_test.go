@@ -22,6 +22,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/cgwarden/cgwarden/internal/poll"
 	"github.com/cgwarden/cgwarden/internal/vmsize"
 )
 
@@ -226,18 +227,18 @@ func TestControllerResizesAtPodLevel(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
 	var got *corev1.Pod
-	waitFor(t, 10*time.Second, "the pod's own request at 1500m", func() (bool, string) {
+	poll.Every(10*time.Millisecond).Until(t, 10*time.Second, "the pod's own request at 1500m", func() (bool, string, error) {
 		var err error
 		if got, err = cs.CoreV1().Pods("ns").Get(ctx, p.Name, metav1.GetOptions{}); err != nil {
-			return false, err.Error()
+			return false, err.Error(), nil
 		}
 		q := got.Spec.Resources.Requests[corev1.ResourceCPU]
-		return q.MilliValue() == 1500, "spec.resources.requests.cpu " + q.String()
+		return q.MilliValue() == 1500, "spec.resources.requests.cpu " + q.String(), nil
 	})
 	if _, ok := got.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]; ok {
 		t.Error("the container was given a request")
 	}
-	waitFor(t, 5*time.Second, "a CPUResized Event", func() (bool, string) { return len(events.Events) > 0, "none" })
+	poll.Every(10*time.Millisecond).Until(t, 5*time.Second, "a CPUResized Event", func() (bool, string, error) { return len(events.Events) > 0, "none", nil })
 	if e := <-events.Events; !strings.Contains(e, ReasonResized) || !strings.Contains(e, "1 → 1500m on the pod") {
 		t.Errorf("Event %q", e)
 	}

@@ -21,6 +21,8 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+
+	"github.com/cgwarden/cgwarden/internal/poll"
 )
 
 // Issue 39: under overload the webhook admits a pod unsized
@@ -90,21 +92,21 @@ func TestControllerSizesPodsAdmittedUnsized(t *testing.T) {
 		}
 		return container, pod, nil
 	}
-	waitFor(t, 10*time.Second, "both Burstable pods sized", func() (bool, string) {
+	poll.Every(10*time.Millisecond).Until(t, 10*time.Second, "both Burstable pods sized", func() (bool, string, error) {
 		bc, bp, err := cpuOf("burstable")
 		if err != nil {
-			return false, err.Error()
+			return false, err.Error(), nil
 		}
 		pc, pp, err := cpuOf("podlevel")
 		if err != nil {
-			return false, err.Error()
+			return false, err.Error(), nil
 		}
 		return bc == "1500m" && bp == "" && pc == "" && pp == "2",
-			fmt.Sprintf("burstable: container %q pod %q; podlevel: container %q pod %q", bc, bp, pc, pp)
+			fmt.Sprintf("burstable: container %q pod %q; podlevel: container %q pod %q", bc, bp, pc, pp), nil
 	})
 	// Every pod's first sync is done once the three have an Event each.
-	waitFor(t, 5*time.Second, "an Event for each pod", func() (bool, string) {
-		return len(events.Events) >= 3, fmt.Sprintf("%d Events", len(events.Events))
+	poll.Every(10*time.Millisecond).Until(t, 5*time.Second, "an Event for each pod", func() (bool, string, error) {
+		return len(events.Events) >= 3, fmt.Sprintf("%d Events", len(events.Events)), nil
 	})
 	cancel()
 	if err := <-done; err != nil {

@@ -3,6 +3,7 @@ package sizetrust
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/cgwarden/cgwarden/internal/metadata"
+	"github.com/cgwarden/cgwarden/internal/poll"
 	"github.com/cgwarden/cgwarden/internal/vmsize"
 )
 
@@ -180,13 +182,10 @@ func TestChecker(t *testing.T) {
 // waitTrust waits until the checker's verdict satisfies ok.
 func waitTrust(t *testing.T, ch *Checker, what string, ok func(metadata.Trust) bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !ok(ch.Trust()) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still %+v", what, ch.Trust())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.Every(10*time.Millisecond).Until(t, 30*time.Second, what, func() (bool, string, error) {
+		tr := ch.Trust()
+		return ok(tr), fmt.Sprintf("%+v", tr), nil
+	})
 }
 
 // The verdict follows the objects as they change, through the watches
@@ -289,29 +288,21 @@ func TestCheckerKeepsVerdictThroughBlips(t *testing.T) {
 	// The API server goes away: each watch ends as too old (the
 	// informer must list again), and each list fails.
 	api.fail(errors.New("dial tcp: connection refused"))
+	// One bound of 30 s for the watches and the lists again.
 	deadline := time.Now().Add(30 * time.Second)
-	for {
+	poll.Every(10*time.Millisecond).Until(t, 30*time.Second, "3 watches", func() (bool, string, error) {
 		api.mu.Lock()
 		n := len(api.watches)
 		api.mu.Unlock()
-		if n == 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d watches, want 3", n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return n == 3, fmt.Sprintf("%d watches", n), nil
+	})
 	for _, w := range api.watches {
 		w.Error(&apierrors.NewResourceExpired("too old").ErrStatus)
 	}
 	for _, r := range []string{policies.Resource, bindings.Resource, nodes.Resource} {
-		for api.count("list", r) < 2 {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s not listed again after its watch expired", r)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		poll.Every(10*time.Millisecond).UntilTrue(t, time.Until(deadline), r+" listed again after its watch expired, within the 30 s", func() bool {
+			return api.count("list", r) >= 2
+		})
 	}
 	waitTrust(t, ch, "the failed lists seen", func(metadata.Trust) bool {
 		return ch.policy.view().err != nil && ch.binding.view().err != nil && ch.node.view().err != nil
@@ -376,11 +367,8 @@ func TestCheckerNodeInfo(t *testing.T) {
 	if _, err := api.Resource(nodes).Update(context.Background(), withRuntime("n1", "containerd://2.5.0"), metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for ch.NodeInfo().ContainerRuntimeVersion != "containerd://2.5.0" {
-		if time.Now().After(deadline) {
-			t.Fatalf("after containerd's upgrade: %+v", ch.NodeInfo())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.Every(10*time.Millisecond).Until(t, 30*time.Second, "the node info after containerd's upgrade", func() (bool, string, error) {
+		ni := ch.NodeInfo()
+		return ni.ContainerRuntimeVersion == "containerd://2.5.0", fmt.Sprintf("%+v", ni), nil
+	})
 }

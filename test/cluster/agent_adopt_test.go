@@ -13,6 +13,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cgwarden/cgwarden/internal/poll"
 )
 
 // burner burns a little CPU in bursts (about a tenth of a core here).
@@ -63,7 +65,7 @@ func TestAgentAdoptsMisplacedContainers(t *testing.T) {
 	// The kubelet reads the pod's own cgroup (only the idle sandbox is
 	// there) and its containers from the runtime.
 	var before map[string]podCPU
-	poll(t, 120*time.Second, "the kubelet's CPU of the busy containers", func() (bool, string, error) {
+	poll.Until(t, 120*time.Second, "the kubelet's CPU of the busy containers", func() (bool, string, error) {
 		before = summaryCPU(t, kubelet, ns)
 		ok := len(before) == 2
 		for _, v := range before {
@@ -88,7 +90,7 @@ func TestAgentAdoptsMisplacedContainers(t *testing.T) {
 			t.Errorf("pod %s: adopted %v after the agent was Ready, want within one interval (%v + %v)", p.Name, d, agentInterval, adoptionSlack)
 		}
 	}
-	poll(t, 120*time.Second, "the kubelet's own pod CPU above 0", func() (bool, string, error) {
+	poll.Until(t, 120*time.Second, "the kubelet's own pod CPU above 0", func() (bool, string, error) {
 		now := summaryCPU(t, kubelet, ns)
 		ok := len(now) == 2
 		for _, v := range now {
@@ -114,7 +116,7 @@ func TestAgentAdoptsMisplacedContainers(t *testing.T) {
 		t.Fatal(err)
 	}
 	var fresh *corev1.Pod
-	poll(t, 120*time.Second, "the Deployment's new pod running", func() (bool, string, error) {
+	poll.Until(t, 120*time.Second, "the Deployment's new pod running", func() (bool, string, error) {
 		for name, p := range e.runningPods(t, ns, "busy", 2, 120*time.Second) {
 			if name != gone.Name && name != kept.Name {
 				fresh = p
@@ -132,7 +134,7 @@ func TestAgentAdoptsMisplacedContainers(t *testing.T) {
 		_ = syscall.Kill(atoi(pid), syscall.SIGKILL)
 	}
 	var restarted *corev1.Pod
-	poll(t, 120*time.Second, "the killed container restarted", func() (bool, string, error) {
+	poll.Until(t, 120*time.Second, "the killed container restarted", func() (bool, string, error) {
 		p, err := e.cs.CoreV1().Pods(ns).Get(ctx, kept.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, "", err
@@ -169,7 +171,7 @@ func TestAgentAdoptsMisplacedContainers(t *testing.T) {
 	if err := e.cs.AppsV1().Deployments(ns).Delete(ctx, "busy", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, 120*time.Second, "the literal cgroups of the test's pods gone", func() (bool, string, error) {
+	poll.Until(t, 120*time.Second, "the literal cgroups of the test's pods gone", func() (bool, string, error) {
 		left := literalsOf(t, uids)
 		return len(left) == 0, strings.Join(left, " "), nil
 	})
@@ -213,7 +215,7 @@ func cpuCgroupOf(pid string) string {
 // reason (and type, when not empty) on pod p.
 func (e *env) waitCgwardenEvent(t *testing.T, p *corev1.Pod, reason, typ string) {
 	t.Helper()
-	poll(t, 30*time.Second, "a "+reason+" Event on "+p.Name, func() (bool, string, error) {
+	poll.Until(t, 30*time.Second, "a "+reason+" Event on "+p.Name, func() (bool, string, error) {
 		evs, err := e.cs.CoreV1().Events(p.Namespace).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + p.Name})
 		if err != nil {
 			return false, "", err

@@ -12,6 +12,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cgwarden/cgwarden/internal/poll"
 )
 
 // manyPods is how many misplaced pods TestAgentEventsBounded makes at
@@ -161,7 +163,7 @@ func TestAgentEventsBounded(t *testing.T) {
 		// the node with 100 pods being torn down.
 		from := time.Now()
 		_ = e.cs.AppsV1().Deployments(ns).Delete(context.Background(), "many", metav1.DeleteOptions{})
-		poll(t, 5*time.Minute, "the many pods gone", func() (bool, string, error) {
+		poll.Until(t, 5*time.Minute, "the many pods gone", func() (bool, string, error) {
 			l, err := e.cs.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
 			if err != nil {
 				return false, "", err
@@ -173,7 +175,7 @@ func TestAgentEventsBounded(t *testing.T) {
 
 	installed := time.Now()
 	_, ready, _ := e.installAgent(t, "testdata/agent-adopt")
-	poll(t, 3*time.Minute, "every pod adopted", func() (bool, string, error) {
+	poll.Until(t, 3*time.Minute, "every pod adopted", func() (bool, string, error) {
 		left := 0
 		for _, p := range pods {
 			if ok, _ := adopted(root, p, containerID(p)); !ok {
@@ -190,7 +192,7 @@ func TestAgentEventsBounded(t *testing.T) {
 	// write 10 s later, which a loaded API server makes happen).
 	var settled eventTally
 	last, since := -1, time.Now()
-	poll(t, 4*time.Minute, "the Events settled", func() (bool, string, error) {
+	poll.Until(t, 4*time.Minute, "the Events settled", func() (bool, string, error) {
 		settled = e.tallyEvents(t, ns, pods, installed)
 		if settled.total != last {
 			last, since = settled.total, time.Now()

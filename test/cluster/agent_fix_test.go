@@ -11,6 +11,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cgwarden/cgwarden/internal/poll"
 )
 
 // TestAgentHoldsVMWeights: the agent in fix mode with two BestEffort pods
@@ -64,7 +66,7 @@ func TestAgentHoldsVMWeights(t *testing.T) {
 	cpus = node.Status.Capacity.Cpu().MilliValue()
 	wantTier := 2 + min(shares(1000)+shares(4000), shares(cpus))
 	start := time.Now()
-	poll(t, 90*time.Second, "weights by size on the node's cgroups", func() (bool, string, error) {
+	poll.Until(t, 90*time.Second, "weights by size on the node's cgroups", func() (bool, string, error) {
 		got := fmt.Sprintf("tier %d (want %d)", weight(tierRel), wantTier)
 		ok := weight(tierRel) == wantTier
 		for name, milli := range sized {
@@ -86,7 +88,7 @@ func TestAgentHoldsVMWeights(t *testing.T) {
 	t.Logf("weights by size %v after kubectl apply", time.Since(start).Round(time.Second))
 	// It wrote them as root without any capability (components/fix).
 	checkFixModeAgent(t, e)
-	poll(t, 60*time.Second, "the fix-mode agent Ready", func() (bool, string, error) {
+	poll.Until(t, 60*time.Second, "the fix-mode agent Ready", func() (bool, string, error) {
 		err := e.staysReady("cgwarden-system", "app.kubernetes.io/name=cgwarden", 0)
 		return err == nil, fmt.Sprint(err), nil
 	})
@@ -140,7 +142,7 @@ func TestAgentHoldsVMWeights(t *testing.T) {
 
 	// Events: the fix on each pod.
 	for name := range sized {
-		poll(t, 30*time.Second, "an Event of the fix on "+name, func() (bool, string, error) {
+		poll.Until(t, 30*time.Second, "an Event of the fix on "+name, func() (bool, string, error) {
 			evs, err := e.cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
 			if err != nil {
 				return false, "", err
@@ -169,7 +171,7 @@ func tail(s string, n int) string {
 // podRunning waits (up to 120 s) until the pod ns/name runs.
 func (e *env) podRunning(t *testing.T, ns, name string) {
 	t.Helper()
-	poll(t, 120*time.Second, "pod "+name+" running", func() (bool, string, error) {
+	poll.Until(t, 120*time.Second, "pod "+name+" running", func() (bool, string, error) {
 		p, err := e.cs.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {
 			return false, "", err

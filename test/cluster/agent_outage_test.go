@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/cgwarden/cgwarden/internal/poll"
 	"github.com/cgwarden/cgwarden/test/cluster/lab"
 )
 
@@ -137,7 +138,7 @@ func TestAgentRidesOutAPIServerOutage(t *testing.T) {
 	running := time.Now()
 	// client-go's informer lists again after its back-off (up to 30 s
 	// after failures), so allow a minute.
-	poll(t, 60*time.Second, "the agent serving the pod made after the outage", func() (bool, string, error) {
+	poll.Until(t, 60*time.Second, "the agent serving the pod made after the outage", func() (bool, string, error) {
 		code, body := get("/stats/summary")
 		return code == 200 && podNamed.MatchString(body), fmt.Sprintf("%d", code), nil
 	})
@@ -182,7 +183,7 @@ func (e *env) agentReader(t *testing.T, ns string) func(path string) (int, strin
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	get := func(path string) (int, string) { return agentGet(client, path, tok) }
 	// The new binding reaches the API server's authorizer within seconds.
-	poll(t, 30*time.Second, "the reader allowed by the agent", func() (bool, string, error) {
+	poll.Until(t, 30*time.Second, "the reader allowed by the agent", func() (bool, string, error) {
 		code, body := get("/stats/summary")
 		return code == 200, fmt.Sprintf("%d %.100s", code, body), nil
 	})

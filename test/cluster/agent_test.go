@@ -25,6 +25,7 @@ import (
 	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/cgwarden/cgwarden/internal/fairness"
+	"github.com/cgwarden/cgwarden/internal/poll"
 )
 
 const agentImage = "cgwarden.local/cgwarden:test"
@@ -184,7 +185,7 @@ func TestAgentInstallAuthUninstall(t *testing.T) {
 	})
 	start := time.Now()
 	var agentUID string
-	poll(t, 60*time.Second, "the agent Ready", func() (bool, string, error) {
+	poll.Until(t, 60*time.Second, "the agent Ready", func() (bool, string, error) {
 		pods, err := e.cs.CoreV1().Pods("cgwarden-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=cgwarden"})
 		if err != nil {
 			return false, "", err
@@ -294,7 +295,7 @@ func TestAgentInstallAuthUninstall(t *testing.T) {
 		t.Fatalf("kubectl delete -k: %v\n%s", err, out)
 	}
 	deleted = true
-	poll(t, 120*time.Second, "the agent's namespace gone", func() (bool, string, error) {
+	poll.Until(t, 120*time.Second, "the agent's namespace gone", func() (bool, string, error) {
 		_, err := e.cs.CoreV1().Namespaces().Get(ctx, "cgwarden-system", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return true, "", nil
@@ -319,7 +320,7 @@ func TestAgentInstallAuthUninstall(t *testing.T) {
 	// there before and is gone now is fine; a new one, or a weight that
 	// changed, is not. The Burstable tier's weight follows at the
 	// kubelet's next periodic QoS update (once a minute).
-	poll(t, 90*time.Second, "the kubelet's cgroup tree as before", func() (bool, string, error) {
+	poll.Until(t, 90*time.Second, "the kubelet's cgroup tree as before", func() (bool, string, error) {
 		was := map[string]string{}
 		for _, l := range before {
 			p, w, _ := strings.Cut(l, " ")
@@ -422,7 +423,7 @@ func compareWithKubelet(t *testing.T, e *env, ns string, agent, kubeletGet func(
 	}
 	key := ns + "/" + pod.Name
 	var ours, theirs map[string]podView
-	poll(t, 60*time.Second, "the pod in both summaries", func() (bool, string, error) {
+	poll.Until(t, 60*time.Second, "the pod in both summaries", func() (bool, string, error) {
 		code, body := agent("/stats/summary?only_cpu_and_memory=true")
 		if code != 200 {
 			return false, fmt.Sprintf("agent %d: %.200s", code, body), nil

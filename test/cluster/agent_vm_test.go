@@ -16,6 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/cgwarden/cgwarden/internal/poll"
 )
 
 // TestAgentFollowsLiveVMSize: a NeonVM-shaped VirtualMachine (use 2) and
@@ -66,7 +68,7 @@ func TestAgentFollowsLiveVMSize(t *testing.T) {
 	t.Cleanup(func() { kubectl("delete", "-k", "testdata/agent-fix", "--wait=true", "--timeout=120s") })
 	root, wf := cgroupRoot()
 	podW := func() int64 { return readInt(t, filepath.Join(root, "kubepods/besteffort/pod"+string(p.UID), wf)) }
-	poll(t, 120*time.Second, "the runner pod weighed for use=2", func() (bool, string, error) {
+	poll.Until(t, 120*time.Second, "the runner pod weighed for use=2", func() (bool, string, error) {
 		w := podW()
 		return w == 2048, fmt.Sprintf("weight %d", w), nil
 	})
@@ -75,7 +77,7 @@ func TestAgentFollowsLiveVMSize(t *testing.T) {
 	if _, err := dyn.Resource(vmGVR).Namespace(ns).Patch(ctx, "db", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, 15*time.Second, "the runner pod's weight following use=3", func() (bool, string, error) {
+	poll.Until(t, 15*time.Second, "the runner pod's weight following use=3", func() (bool, string, error) {
 		w := podW()
 		return w == 3072, fmt.Sprintf("weight %d", w), nil
 	})
@@ -94,7 +96,7 @@ func TestAgentFollowsLiveVMSize(t *testing.T) {
 	if err := e.cs.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, 60*time.Second, "no VirtualMachine watched by name once the runner pod is gone", func() (bool, string, error) {
+	poll.Until(t, 60*time.Second, "no VirtualMachine watched by name once the runner pod is gone", func() (bool, string, error) {
 		w := vmWatches(t, e)
 		return w["resource"] == 0, fmt.Sprintf("by scope %v", w), nil
 	})
@@ -104,7 +106,7 @@ func TestAgentFollowsLiveVMSize(t *testing.T) {
 	if out, err := kubectl("delete", "-k", "testdata/agent-fix", "--wait=true", "--timeout=120s"); err != nil {
 		t.Fatalf("kubectl delete -k: %v\n%s", err, out)
 	}
-	poll(t, 120*time.Second, "the agent's pod gone", func() (bool, string, error) {
+	poll.Until(t, 120*time.Second, "the agent's pod gone", func() (bool, string, error) {
 		pods, err := e.cs.CoreV1().Pods("cgwarden-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=cgwarden"})
 		if apierrors.IsNotFound(err) {
 			return true, "", nil

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cgwarden/cgwarden/internal/poll"
 )
 
 // buildCgwarden builds cgwarden from the parent module (once per test
@@ -133,7 +135,7 @@ func TestKubeletResetsBestEffortTier(t *testing.T) {
 	}
 	// An earlier test (the agent in fix mode) may have left the tier
 	// raised: the kubelet's own reset must bring it to the minimum first.
-	poll(t, 150*time.Second, file+" at the kubelet's minimum before the test", func() (bool, string, error) {
+	poll.Until(t, 150*time.Second, file+" at the kubelet's minimum before the test", func() (bool, string, error) {
 		v := strings.TrimSpace(readFile(t, file))
 		return v == min, v, nil
 	})
@@ -142,7 +144,7 @@ func TestKubeletResetsBestEffortTier(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	poll(t, 150*time.Second, "the kubelet resetting "+file, func() (bool, string, error) {
+	poll.Until(t, 150*time.Second, "the kubelet resetting "+file, func() (bool, string, error) {
 		v := strings.TrimSpace(readFile(t, file))
 		return v == min, v, nil
 	})

@@ -20,6 +20,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
+
+	"github.com/cgwarden/cgwarden/internal/poll"
 )
 
 const (
@@ -67,28 +69,6 @@ func cluster(t *testing.T) *env {
 	return e
 }
 
-// poll calls f every second until it returns true or an error, or fails the
-// test after timeout with the last state f described.
-func poll(t *testing.T, timeout time.Duration, what string, f func() (bool, string, error)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	last := ""
-	for {
-		ok, state, err := f()
-		if err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		if ok {
-			return
-		}
-		last = state
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after %v; last: %s", what, timeout, last)
-		}
-		time.Sleep(time.Second)
-	}
-}
-
 // namespace makes a namespace for one test, waits for its default service
 // account (pods are refused until the controller-manager has made it), and
 // deletes it after the test.
@@ -102,7 +82,7 @@ func (e *env) namespace(t *testing.T) string {
 	t.Cleanup(func() {
 		_ = e.cs.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
 	})
-	poll(t, 60*time.Second, "service account "+ns+"/default", func() (bool, string, error) {
+	poll.Until(t, 60*time.Second, "service account "+ns+"/default", func() (bool, string, error) {
 		_, err := e.cs.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return false, "not found", nil
@@ -136,7 +116,7 @@ func (e *env) runPod(t *testing.T, ns, name, script string) *corev1.Pod {
 	if err != nil {
 		t.Fatal(err)
 	}
-	poll(t, 120*time.Second, "pod "+ns+"/"+name+" running", func() (bool, string, error) {
+	poll.Until(t, 120*time.Second, "pod "+ns+"/"+name+" running", func() (bool, string, error) {
 		p, err := e.cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, "", err
@@ -238,7 +218,7 @@ func TestBusyboxPodLogs(t *testing.T) {
 	}
 	ctx := context.Background()
 	var logs string
-	poll(t, 60*time.Second, "the pod's logs", func() (bool, string, error) {
+	poll.Until(t, 60*time.Second, "the pod's logs", func() (bool, string, error) {
 		b, err := e.cs.CoreV1().Pods(ns).GetLogs("hello", &corev1.PodLogOptions{Container: "main"}).DoRaw(ctx)
 		if err != nil {
 			return false, err.Error(), nil
@@ -276,7 +256,7 @@ func TestKubectlTopPod(t *testing.T) {
 	var out string
 	// metrics-server reports a pod after two scrapes (15 s apart) that both
 	// saw it: allow for a slow, shared machine.
-	poll(t, 180*time.Second, "kubectl top pod", func() (bool, string, error) {
+	poll.Until(t, 180*time.Second, "kubectl top pod", func() (bool, string, error) {
 		cmd := exec.Command(e.kubectl, "--kubeconfig", e.kubeconfig, "top", "pod", "-n", ns, "--no-headers")
 		b, err := cmd.CombinedOutput()
 		out = string(b)

@@ -20,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/cgwarden/cgwarden/internal/poll"
 	"github.com/cgwarden/cgwarden/test/cluster/lab"
 )
 
@@ -59,7 +60,7 @@ func TestCostBesideTheKubelet(t *testing.T) {
 		}
 	}
 	start := time.Now()
-	poll(t, 5*time.Minute, fmt.Sprintf("%d pods Running", pods), func() (bool, string, error) {
+	poll.Until(t, 5*time.Minute, fmt.Sprintf("%d pods Running", pods), func() (bool, string, error) {
 		list, err := e.cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, "", err
@@ -101,7 +102,7 @@ func TestCostBesideTheKubelet(t *testing.T) {
 			}
 		})
 		url := fmt.Sprintf("http://127.0.0.1:%d", port)
-		poll(t, 60*time.Second, "the "+what+" agent ready", func() (bool, string, error) {
+		poll.Until(t, 60*time.Second, "the "+what+" agent ready", func() (bool, string, error) {
 			resp, err := http.Get(url + "/readyz")
 			if err != nil {
 				return false, err.Error(), nil
@@ -126,7 +127,7 @@ func TestCostBesideTheKubelet(t *testing.T) {
 	}
 	// Both list every pod before anything is measured (the agent's
 	// scan has the names once its informer has synced).
-	poll(t, 60*time.Second, "both summaries list the 60 pods", func() (bool, string, error) {
+	poll.Until(t, 60*time.Second, "both summaries list the 60 pods", func() (bool, string, error) {
 		_, a := agentGet()
 		_, k := kubeletGet()
 		na, nk := strings.Count(a, `"namespace": "`+ns+`"`)+strings.Count(a, `"namespace":"`+ns+`"`), strings.Count(k, `"namespace": "`+ns+`"`)+strings.Count(k, `"namespace":"`+ns+`"`)
@@ -192,7 +193,7 @@ func kubeletReader(t *testing.T, e *env, ns string) func() (int, string) {
 		return resp.StatusCode, string(b)
 	}
 	// RBAC reaches the kubelet's authorizer cache within seconds.
-	poll(t, 30*time.Second, "the kubelet's summary with the reader's token", func() (bool, string, error) {
+	poll.Until(t, 30*time.Second, "the kubelet's summary with the reader's token", func() (bool, string, error) {
 		code, body := get()
 		return code == 200, fmt.Sprintf("%d %.200s", code, body), nil
 	})

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	krand "k8s.io/apimachinery/pkg/util/rand"
+
+	"github.com/cgwarden/cgwarden/internal/poll"
 )
 
 // TestAgentRefusesAdoptionDecoy: issue 38's adoption decoy (item 5). A
@@ -72,7 +74,7 @@ func TestAgentRefusesAdoptionDecoy(t *testing.T) {
 
 	get := e.agentReader(t, ns)
 	refused := regexp.MustCompile(`(?m)^cgwarden_adoption_refused (\d+)$`)
-	poll(t, 60*time.Second, "cgwarden_adoption_refused 1 on the agent's /metrics", func() (bool, string, error) {
+	poll.Until(t, 60*time.Second, "cgwarden_adoption_refused 1 on the agent's /metrics", func() (bool, string, error) {
 		code, body := get("/metrics")
 		m := refused.FindStringSubmatch(body)
 		return code == 200 && m != nil && m[1] == "1", strings.Join(m, " "), nil

@@ -21,6 +21,7 @@ import (
 
 	"github.com/cgwarden/cgwarden/internal/fairness"
 	"github.com/cgwarden/cgwarden/internal/journal"
+	"github.com/cgwarden/cgwarden/internal/poll"
 	"github.com/cgwarden/cgwarden/test/cluster/lab"
 )
 
@@ -440,7 +441,7 @@ func (s *faultSuite) failpoint() (what string, end time.Time) {
 	if err := s.e.cs.CoreV1().Pods(old.Namespace).Delete(ctx, old.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 		s.t.Fatal(err)
 	}
-	poll(s.t, 90*time.Second, "the new agent process reading the armed file "+faultArm, func() (bool, string, error) {
+	poll.Until(s.t, 90*time.Second, "the new agent process reading the armed file "+faultArm, func() (bool, string, error) {
 		_, err := os.Stat(faultArm)
 		return os.IsNotExist(err), fmt.Sprint(err), nil
 	})
@@ -473,7 +474,7 @@ func (s *faultSuite) failpoint() (what string, end time.Time) {
 	made += ", " + s.churnSized()
 
 	// Fired: the container restarted, and its previous log says where.
-	poll(s.t, 120*time.Second, fmt.Sprintf("the agent killed at %s (%s)", spec, made), func() (bool, string, error) {
+	poll.Until(s.t, 120*time.Second, fmt.Sprintf("the agent killed at %s (%s)", spec, made), func() (bool, string, error) {
 		p, err := s.e.cs.CoreV1().Pods(agent.Namespace).Get(ctx, agent.Name, metav1.GetOptions{})
 		if err != nil || len(p.Status.ContainerStatuses) != 1 {
 			return false, fmt.Sprint(err), nil
@@ -498,7 +499,7 @@ func (s *faultSuite) failpoint() (what string, end time.Time) {
 // as restarted (its restart count past was, or another container ID).
 func (s *faultSuite) restarted(ns, name, id string, was int32) {
 	s.t.Helper()
-	poll(s.t, 60*time.Second, "the kubelet seeing the kill of "+ns+"/"+name, func() (bool, string, error) {
+	poll.Until(s.t, 60*time.Second, "the kubelet seeing the kill of "+ns+"/"+name, func() (bool, string, error) {
 		p, err := s.e.cs.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil || len(p.Status.ContainerStatuses) != 1 {
 			return false, fmt.Sprint(err), nil
@@ -572,7 +573,7 @@ func (s *faultSuite) update() (what string, end time.Time) {
 		s.t.Fatal(err)
 	}
 	gen := ds.Generation
-	poll(s.t, 150*time.Second, "the agent's rollout", func() (bool, string, error) {
+	poll.Until(s.t, 150*time.Second, "the agent's rollout", func() (bool, string, error) {
 		ds, err := dss.Get(ctx, "cgwarden", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error(), nil

@@ -17,6 +17,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	krand "k8s.io/apimachinery/pkg/util/rand"
+
+	"github.com/cgwarden/cgwarden/internal/poll"
 )
 
 // foreignFinding is one foreign-cgroup finding of the agent's /audit.
@@ -95,7 +97,7 @@ func TestAgentLeavesForeignCgroups(t *testing.T) {
 	}
 	get := e.agentReader(t, ns)
 	var found []foreignFinding
-	poll(t, 60*time.Second, "both impostors reported foreign in the agent's /audit", func() (bool, string, error) {
+	poll.Until(t, 60*time.Second, "both impostors reported foreign in the agent's /audit", func() (bool, string, error) {
 		code, body := get("/audit")
 		if code != 200 {
 			return false, fmt.Sprintf("%d %.200s", code, body), nil

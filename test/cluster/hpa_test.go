@@ -14,6 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cgwarden/cgwarden/internal/poll"
 )
 
 // hpaMax is the seed's HPA's maxReplicas brought to what a 2-core node
@@ -79,7 +81,7 @@ func TestSeedHPAScenario(t *testing.T) {
 		}
 	}
 	var blind map[string]podCPU
-	poll(t, 90*time.Second, "the kubelet's Summary: the pods at 0, their containers busy", func() (bool, string, error) {
+	poll.Until(t, 90*time.Second, "the kubelet's Summary: the pods at 0, their containers busy", func() (bool, string, error) {
 		blind = summaryCPU(t, kubelet, ns)
 		return everyPod(pods, blind, func(v podCPU) bool { return v.pod <= 0 && v.containers > 50e6 }), fmt.Sprint(blind), nil
 	})
@@ -101,7 +103,7 @@ func TestSeedHPAScenario(t *testing.T) {
 	installAgent(t, e, "testdata/agent-fix-nri-tls")
 	repaired := time.Now()
 	var moved map[string]podCPU
-	poll(t, 2*time.Minute, "the kubelet's pod figures right after repair", func() (bool, string, error) {
+	poll.Until(t, 2*time.Minute, "the kubelet's pod figures right after repair", func() (bool, string, error) {
 		moved = summaryCPU(t, kubelet, ns)
 		return everyPod(pods, moved, func(v podCPU) bool { return v.pod > 200e6 }), fmt.Sprint(moved), nil
 	})
@@ -268,7 +270,7 @@ func (e *env) replicas(t *testing.T, ns string) int32 {
 // waitReplicas waits until the Deployment's desired replicas satisfy ok.
 func (e *env) waitReplicas(t *testing.T, ns string, timeout time.Duration, what string, ok func(int32) bool) {
 	t.Helper()
-	poll(t, timeout, what, func() (bool, string, error) {
+	poll.Until(t, timeout, what, func() (bool, string, error) {
 		n := e.replicas(t, ns)
 		return ok(n), fmt.Sprintf("%d replicas; HPA %s", n, e.hpaState(t, ns)), nil
 	})

@@ -21,6 +21,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
+
+	"github.com/cgwarden/cgwarden/internal/poll"
 )
 
 // The second metrics-server's port (the lane's own listens on 4443).
@@ -48,7 +50,7 @@ func servingCert(t *testing.T, node string) (ca, cert, key []byte) {
 func agentCertSecret(t *testing.T, e *env, cert, key []byte) {
 	t.Helper()
 	ctx := context.Background()
-	poll(t, 120*time.Second, "namespace cgwarden-system made", func() (bool, string, error) {
+	poll.Until(t, 120*time.Second, "namespace cgwarden-system made", func() (bool, string, error) {
 		_, err := e.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "cgwarden-system"}}, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			return false, "a previous one is still going away", nil
@@ -198,7 +200,7 @@ func (e *env) runBurstable(t *testing.T, ns, name, script, request, limit, runti
 	if _, err := e.cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, 120*time.Second, "pod "+name+" running", func() (bool, string, error) {
+	poll.Until(t, 120*time.Second, "pod "+name+" running", func() (bool, string, error) {
 		p, err := e.cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, "", err
@@ -307,7 +309,7 @@ func TestMetricsServerReadsAgent(t *testing.T) {
 	pods := []string{"burner", "misplaced"}
 	ours, theirs := directMetrics(t, e, cgwardenMetricsPort), directMetrics(t, e, 4443)
 	// metrics-server has a pod's CPU after two scrapes that both saw it.
-	poll(t, 120*time.Second, "both pods' CPU from both metrics-servers", func() (bool, string, error) {
+	poll.Until(t, 120*time.Second, "both pods' CPU from both metrics-servers", func() (bool, string, error) {
 		var got []string
 		for _, pod := range pods {
 			a, errA := metricsPodCPU(ours, ns, pod)
@@ -458,7 +460,7 @@ func checkTopThroughAgent(t *testing.T, e *env, ours *metricsclient.Clientset, n
 func topPod(t *testing.T, e *env, ns, pod string) string {
 	t.Helper()
 	var out string
-	poll(t, 120*time.Second, "kubectl top pod "+pod, func() (bool, string, error) {
+	poll.Until(t, 120*time.Second, "kubectl top pod "+pod, func() (bool, string, error) {
 		b, err := exec.Command(e.kubectl, "--kubeconfig", e.kubeconfig, "top", "pod", pod, "-n", ns, "--no-headers").CombinedOutput()
 		out = string(b)
 		if err != nil {

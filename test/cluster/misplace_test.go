@@ -23,6 +23,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/cgwarden/cgwarden/internal/poll"
 )
 
 // misplaceClass is the RuntimeClass scripts/cluster makes for the runc
@@ -76,7 +78,7 @@ func (e *env) misplacedDeployment(t *testing.T, ns, name string, replicas int32,
 func (e *env) runningPods(t *testing.T, ns, app string, n int, timeout time.Duration) map[string]*corev1.Pod {
 	t.Helper()
 	out := map[string]*corev1.Pod{}
-	poll(t, timeout, fmt.Sprintf("%d pods of %s running", n, app), func() (bool, string, error) {
+	poll.Until(t, timeout, fmt.Sprintf("%d pods of %s running", n, app), func() (bool, string, error) {
 		pods, err := e.cs.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app=" + app})
 		if err != nil {
 			return false, "", err
@@ -208,7 +210,7 @@ func (e *env) installAgent(t *testing.T, overlay string) (uid string, ready time
 		if out, err := runKubectl(e, "delete", "-k", overlay, "--wait=true", "--timeout=120s"); err != nil {
 			t.Errorf("kubectl delete -k %s: %v\n%s", overlay, err, out)
 		}
-		poll(t, 120*time.Second, "the agent's namespace gone", func() (bool, string, error) {
+		poll.Until(t, 120*time.Second, "the agent's namespace gone", func() (bool, string, error) {
 			_, err := e.cs.CoreV1().Namespaces().Get(ctx, "cgwarden-system", metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {
 				return true, "", nil
@@ -242,7 +244,7 @@ func (e *env) installAgent(t *testing.T, overlay string) (uid string, ready time
 	if len(nodes.Items) > 1 {
 		wait = 300 * time.Second
 	}
-	poll(t, wait, "the agent Ready on every node", func() (bool, string, error) {
+	poll.Until(t, wait, "the agent Ready on every node", func() (bool, string, error) {
 		pods, err := e.cs.CoreV1().Pods("cgwarden-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=cgwarden"})
 		if err != nil {
 			return false, "", err

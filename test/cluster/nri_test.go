@@ -23,6 +23,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/cgwarden/cgwarden/internal/poll"
 )
 
 // nriAnnotation is what `cgwarden nri` puts on a container whose
@@ -224,7 +226,7 @@ func startPlugin(t *testing.T, bin string) *plugin {
 			t.Logf("cgwarden nri log:\n%s", tail(string(b), 4000))
 		}
 	})
-	poll(t, 30*time.Second, "cgwarden nri registered", func() (bool, string, error) {
+	poll.Until(t, 30*time.Second, "cgwarden nri registered", func() (bool, string, error) {
 		v, err := p.series(`cgwarden_nri_connected`)
 		return err == nil && v == 1, fmt.Sprint(v, err), nil
 	})
@@ -403,7 +405,7 @@ func (e *env) repair(t *testing.T, bin string, c created) figures {
 		t.Fatalf("after repair %s holds %d processes", c.kubeletPath(), n)
 	}
 	var f figures
-	poll(t, 90*time.Second, "the kubelet's pod CPU after repair", func() (bool, string, error) {
+	poll.Until(t, 90*time.Second, "the kubelet's pod CPU after repair", func() (bool, string, error) {
 		s := e.kubeletPodStats(t, string(c.pod.UID))
 		if s == nil || s.CPU == nil || s.CPU.UsageNanoCores == nil || s.Memory == nil || s.Memory.WorkingSetBytes == nil {
 			return false, "no full sample", nil

@@ -26,6 +26,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
+
+	"github.com/cgwarden/cgwarden/internal/poll"
 )
 
 // installAgent applies a kustomization of the agent, waits for its pod to
@@ -48,7 +50,7 @@ func installAgent(t *testing.T, e *env, dir string) *corev1.Pod {
 		}
 	})
 	var agent corev1.Pod
-	poll(t, 60*time.Second, "the agent Ready", func() (bool, string, error) {
+	poll.Until(t, 60*time.Second, "the agent Ready", func() (bool, string, error) {
 		pods, err := e.cs.CoreV1().Pods("cgwarden-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=cgwarden"})
 		if err != nil {
 			return false, "", err
@@ -284,7 +286,7 @@ func TestKubectlPlugin(t *testing.T) {
 		running[ns+"/"+p.Name] = id
 	}
 	var inv pluginDoc
-	poll(t, 60*time.Second, "both pods in kubectl cgwarden inspect, with their running containers", func() (bool, string, error) {
+	poll.Until(t, 60*time.Second, "both pods in kubectl cgwarden inspect, with their running containers", func() (bool, string, error) {
 		out, stderr, err := e.plugin(t, dir, kc, "inspect", "-n", ns, "-o", "json")
 		if err != nil {
 			return false, fmt.Sprintf("%v: %s", err, stderr), nil
@@ -698,7 +700,7 @@ func TestKubectlPluginPrometheus(t *testing.T) {
 	e.bindPluginUser(t, ns, "plugin-user")
 
 	var last string
-	poll(t, 120*time.Second, "the same findings from Prometheus as through the port-forward", func() (bool, string, error) {
+	poll.Until(t, 120*time.Second, "the same findings from Prometheus as through the port-forward", func() (bool, string, error) {
 		viaAgent, viaProm := map[string]int{}, map[string]int{}
 		out, stderr, err := e.plugin(t, dir, kc, "audit", "-A", "-o", "json")
 		var d pluginDoc

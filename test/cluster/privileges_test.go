@@ -19,6 +19,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"sigs.k8s.io/yaml"
+
+	"github.com/cgwarden/cgwarden/internal/poll"
 )
 
 // capBits are the capabilities a manifest may name, by their bit in
@@ -326,7 +328,7 @@ func probeScript(t *testing.T, e *env, agent *corev1.Pod, spec *corev1.PodSpec, 
 	t.Cleanup(func() {
 		_ = e.cs.CoreV1().Pods(p.Namespace).Delete(context.Background(), p.Name, metav1.DeleteOptions{})
 	})
-	poll(t, 60*time.Second, "the probe pod done", func() (bool, string, error) {
+	poll.Until(t, 60*time.Second, "the probe pod done", func() (bool, string, error) {
 		got, err := e.cs.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, "", err

@@ -20,6 +20,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/cgwarden/cgwarden/internal/poll"
 )
 
 // The lane's Prometheus scrapes and evaluates every promInterval, and the
@@ -70,7 +72,7 @@ func TestPrometheusAlertsOnTheSeeds(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, 120*time.Second, "pod vm-1 running", func() (bool, string, error) {
+	poll.Until(t, 120*time.Second, "pod vm-1 running", func() (bool, string, error) {
 		p, err := e.cs.CoreV1().Pods(ns).Get(ctx, "vm-1", metav1.GetOptions{})
 		if err != nil {
 			return false, "", err
@@ -89,12 +91,12 @@ func TestPrometheusAlertsOnTheSeeds(t *testing.T) {
 		"cgwarden-sizer":  {namespace: sizerNS, host: "127.0.0.1"},
 	})
 	for _, job := range []string{"cgwarden", "cgwarden-nri", "cgwarden-sizer"} {
-		poll(t, 60*time.Second, "Prometheus scraping job "+job, func() (bool, string, error) {
+		poll.Until(t, 60*time.Second, "Prometheus scraping job "+job, func() (bool, string, error) {
 			v, err := prom.query(`up{job="` + job + `"}`)
 			return len(v) == 1 && v[0].Value[1] == "1", fmt.Sprint(v), err
 		})
 	}
-	poll(t, 60*time.Second, "cgwarden nri registered, through Prometheus", func() (bool, string, error) {
+	poll.Until(t, 60*time.Second, "cgwarden nri registered, through Prometheus", func() (bool, string, error) {
 		v, err := prom.query(`cgwarden_nri_connected{node="` + e.node + `"} == 1`)
 		return len(v) == 1, fmt.Sprint(v), err
 	})
@@ -113,7 +115,7 @@ func TestPrometheusAlertsOnTheSeeds(t *testing.T) {
 		`cgwarden_sizer_admissions_total{result="sized"} > 0`:                          "a runner pod sized at admission",
 		`cgwarden_sizer_resizes_total{result="resized"} > 0`:                           "a runner pod resized",
 	} {
-		poll(t, 60*time.Second, what+", through Prometheus: "+q, func() (bool, string, error) {
+		poll.Until(t, 60*time.Second, what+", through Prometheus: "+q, func() (bool, string, error) {
 			v, err := prom.query(q)
 			return len(v) > 0, fmt.Sprint(v), err
 		})
@@ -285,7 +287,7 @@ func (e *env) startPrometheus(t *testing.T, bin, ns string, lane map[string]stan
 		logf.Close()
 	})
 	p := &prometheus{base: "http://" + addr}
-	poll(t, 60*time.Second, "Prometheus ready", func() (bool, string, error) {
+	poll.Until(t, 60*time.Second, "Prometheus ready", func() (bool, string, error) {
 		resp, err := http.Get(p.base + "/-/ready")
 		if err != nil {
 			return false, err.Error(), nil
@@ -317,7 +319,7 @@ func promValue(t *testing.T, p *prometheus, expr string) float64 {
 // each Ready and run with --fix.
 func (e *env) agentsFixing(t *testing.T, n int) {
 	t.Helper()
-	poll(t, 4*time.Minute, fmt.Sprintf("the agent in fix mode Ready on %d nodes", n), func() (bool, string, error) {
+	poll.Until(t, 4*time.Minute, fmt.Sprintf("the agent in fix mode Ready on %d nodes", n), func() (bool, string, error) {
 		pods, err := e.cs.CoreV1().Pods("cgwarden-system").List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=cgwarden"})
 		if err != nil || len(pods.Items) != n {
 			return false, fmt.Sprintf("%d agent pods", len(pods.Items)), err
@@ -471,7 +473,7 @@ func (p *prometheus) alert(name string, want map[string]string) (*alert, error) 
 func (p *prometheus) waitFiring(t *testing.T, alerts map[string]map[string]string) {
 	t.Helper()
 	fired := map[string]time.Time{}
-	poll(t, 3*time.Minute, fmt.Sprintf("alerts firing: %v", alerts), func() (bool, string, error) {
+	poll.Until(t, 3*time.Minute, fmt.Sprintf("alerts firing: %v", alerts), func() (bool, string, error) {
 		var state []string
 		for name, want := range alerts {
 			if _, ok := fired[name]; ok {
@@ -504,7 +506,7 @@ func (p *prometheus) waitFiring(t *testing.T, alerts map[string]map[string]strin
 func (p *prometheus) waitResolved(t *testing.T, name string, want map[string]string, value, healthy string) {
 	t.Helper()
 	start := time.Now()
-	poll(t, 3*time.Minute, name+" resolved for "+fmt.Sprint(want)+" with "+value+healthy, func() (bool, string, error) {
+	poll.Until(t, 3*time.Minute, name+" resolved for "+fmt.Sprint(want)+" with "+value+healthy, func() (bool, string, error) {
 		a, err := p.alert(name, want)
 		if err != nil {
 			return false, "", err

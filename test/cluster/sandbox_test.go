@@ -13,6 +13,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cgwarden/cgwarden/internal/poll"
 )
 
 // TestAgentMisplacedSandboxIsNotAContainer: a pod whose sandbox (pause)
@@ -37,7 +39,7 @@ func TestAgentMisplacedSandboxIsNotAContainer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	poll(t, 120*time.Second, "pod sbx running", func() (bool, string, error) {
+	poll.Until(t, 120*time.Second, "pod sbx running", func() (bool, string, error) {
 		p, err = e.cs.CoreV1().Pods(ns).Get(ctx, "sbx", metav1.GetOptions{})
 		if err != nil {
 			return false, "", err
@@ -98,7 +100,7 @@ func TestAgentMisplacedSandboxIsNotAContainer(t *testing.T) {
 		return nil, nil
 	}
 	var ours, theirs []string
-	poll(t, 60*time.Second, "pod sbx in the agent's and the kubelet's /stats/summary", func() (bool, string, error) {
+	poll.Until(t, 60*time.Second, "pod sbx in the agent's and the kubelet's /stats/summary", func() (bool, string, error) {
 		var err error
 		if ours, err = containers(agent); err != nil {
 			return false, "", err
@@ -132,7 +134,7 @@ func TestAgentMisplacedSandboxIsNotAContainer(t *testing.T) {
 
 	// The pod's CPU: the kubelet's (its emptied pod cgroup) next to none,
 	// the agent's the busy container's.
-	poll(t, 60*time.Second, "the agent's pod CPU of sbx above the kubelet's", func() (bool, string, error) {
+	poll.Until(t, 60*time.Second, "the agent's pod CPU of sbx above the kubelet's", func() (bool, string, error) {
 		a, k := summaryCPU(t, agent, ns)["sbx"], summaryCPU(t, kubelet, ns)["sbx"]
 		return a.pod > 0 && a.pod >= a.containers && a.pod > 10*max(k.pod, 1), fmt.Sprintf("agent pod %.0f (containers %.0f), kubelet pod %.0f nanocores", a.pod, a.containers, k.pod), nil
 	})

@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/cgwarden/cgwarden/internal/poll"
 )
 
 // cpuRequest is the CPU request the sizer set on a runner pod and where:
@@ -89,7 +91,7 @@ func TestSizerPodLevelResize(t *testing.T) {
 	}
 	_, want = podShares(pod.UID, 1500)
 	var p *corev1.Pod
-	poll(t, 15*time.Second, "the pod's weight for 1500m", func() (bool, string, error) {
+	poll.Until(t, 15*time.Second, "the pod's weight for 1500m", func() (bool, string, error) {
 		got := readInt(t, file)
 		if got != want {
 			return false, filepath.Base(file) + " " + resource.NewQuantity(got, resource.DecimalSI).String(), nil

@@ -31,6 +31,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/yaml"
+
+	"github.com/cgwarden/cgwarden/internal/poll"
 )
 
 var (
@@ -85,7 +87,7 @@ func ensureCRD(t *testing.T, dyn dynamic.Interface) {
 		t.Fatalf("%s: %v", neonVMCRD, err)
 	}
 	// One a previous test removed may still be going away.
-	poll(t, 60*time.Second, "no terminating VirtualMachine CRD", func() (bool, string, error) {
+	poll.Until(t, 60*time.Second, "no terminating VirtualMachine CRD", func() (bool, string, error) {
 		got, err := dyn.Resource(crdGVR).Get(ctx, u.GetName(), metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return true, "", nil
@@ -104,7 +106,7 @@ func ensureCRD(t *testing.T, dyn dynamic.Interface) {
 	default:
 		t.Log("virtualmachines.vm.neon.tech installed; left installed for tests running beside this one")
 	}
-	poll(t, 60*time.Second, "CRD established", func() (bool, string, error) {
+	poll.Until(t, 60*time.Second, "CRD established", func() (bool, string, error) {
 		got, err := dyn.Resource(crdGVR).Get(ctx, u.GetName(), metav1.GetOptions{})
 		if err != nil {
 			return false, "", err
@@ -262,7 +264,7 @@ func (l *sizerLane) run(t *testing.T) (stop func()) {
 		t.Fatal("the install's CA is not PEM")
 	}
 	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-	poll(t, 30*time.Second, "sizer /healthz over TLS verified by its CA", func() (bool, string, error) {
+	poll.Until(t, 30*time.Second, "sizer /healthz over TLS verified by its CA", func() (bool, string, error) {
 		r, err := hc.Get(fmt.Sprintf("https://127.0.0.1:%d/healthz", port))
 		if err != nil {
 			return false, err.Error(), nil
@@ -276,7 +278,7 @@ func (l *sizerLane) run(t *testing.T) (stop func()) {
 		ObjectMeta: metav1.ObjectMeta{Name: "probe", Annotations: map[string]string{"cgwarden.io/cpu": "100m"}},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: busybox}}},
 	}
-	poll(t, 30*time.Second, "the API server admitting through the sizer", func() (bool, string, error) {
+	poll.Until(t, 30*time.Second, "the API server admitting through the sizer", func() (bool, string, error) {
 		p, err := e.cs.CoreV1().Pods(ns).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if err != nil {
 			return false, "", err
@@ -355,7 +357,7 @@ func podShares(uid types.UID, milli int64) (string, int64) {
 func waitRunning(t *testing.T, e *env, ns, name string) *corev1.Pod {
 	t.Helper()
 	var pod *corev1.Pod
-	poll(t, 120*time.Second, "pod "+ns+"/"+name+" running", func() (bool, string, error) {
+	poll.Until(t, 120*time.Second, "pod "+ns+"/"+name+" running", func() (bool, string, error) {
 		p, err := e.cs.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {
 			return false, "", err
@@ -577,7 +579,7 @@ func TestSizerDownPodsStillCreated(t *testing.T) {
 	}
 	lane.run(t)
 	var ev []corev1.Event
-	poll(t, 60*time.Second, "a CPUNotSized Event on "+pod.Name, func() (bool, string, error) {
+	poll.Until(t, 60*time.Second, "a CPUNotSized Event on "+pod.Name, func() (bool, string, error) {
 		list, err := e.cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=CPUNotSized,involvedObject.name=" + pod.Name})
 		if err != nil {
 			return false, "", err
@@ -868,7 +870,7 @@ func (e *env) installSizer(t *testing.T, sys, ns string) *deployedSizer {
 		}
 	})
 	start := time.Now()
-	poll(t, 90*time.Second, "the sizer Ready", func() (bool, string, error) {
+	poll.Until(t, 90*time.Second, "the sizer Ready", func() (bool, string, error) {
 		pods, err := e.cs.CoreV1().Pods(sys).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=cgwarden-sizer"})
 		if err != nil {
 			return false, "", err
@@ -884,7 +886,7 @@ func (e *env) installSizer(t *testing.T, sys, ns string) *deployedSizer {
 		return false, "no pod", nil
 	})
 	t.Logf("sizer Ready %v after create", time.Since(start).Round(time.Second))
-	poll(t, 30*time.Second, "the leader Lease", func() (bool, string, error) {
+	poll.Until(t, 30*time.Second, "the leader Lease", func() (bool, string, error) {
 		l, err := e.cs.CoordinationV1().Leases(sys).Get(ctx, "cgwarden-sizer", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return false, "none", nil
@@ -962,7 +964,7 @@ func (e *env) sizeAndResizeVMOn(t *testing.T, ns, grow string, within time.Durat
 		t.Fatal(err)
 	}
 	var pod *corev1.Pod
-	poll(t, 30*time.Second, "a runner pod admitted with requests.cpu=1", func() (bool, string, error) {
+	poll.Until(t, 30*time.Second, "a runner pod admitted with requests.cpu=1", func() (bool, string, error) {
 		p, err := e.cs.CoreV1().Pods(ns).Create(ctx, place(neonRunnerPod("vm1-runner", vm)), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if err != nil {
 			return false, "", err
@@ -991,12 +993,12 @@ func (e *env) sizeAndResizeVMOn(t *testing.T, ns, grow string, within time.Durat
 	growQ := resource.MustParse(grow)
 	read, want = weight(pod.UID, growQ.MilliValue())
 	resized := time.Now()
-	poll(t, within, "pod weight for "+grow, func() (bool, string, error) {
+	poll.Until(t, within, "pod weight for "+grow, func() (bool, string, error) {
 		got := read()
 		return got == want, fmt.Sprint(got), nil
 	})
 	t.Logf("resized in place to %s: the pod cgroup weighs %d, %v after the VM's change", grow, want, time.Since(resized).Round(100*time.Millisecond))
-	poll(t, 15*time.Second, "a CPUResized Event", func() (bool, string, error) {
+	poll.Until(t, 15*time.Second, "a CPUResized Event", func() (bool, string, error) {
 		list, err := e.cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=CPUResized"})
 		if err != nil {
 			return false, "", err

@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/cgwarden/cgwarden/internal/fairness"
+	"github.com/cgwarden/cgwarden/internal/poll"
 )
 
 // The size policy as shipped, and the sizer's identity it lets through.
@@ -166,7 +167,7 @@ func (e *env) sizePolicyUnenforced(t *testing.T) {
 	t.Helper()
 	dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
 	start, refused := time.Now(), 0
-	poll(t, 60*time.Second, "the deleted size policy no longer enforced", func() (bool, string, error) {
+	poll.Until(t, 60*time.Second, "the deleted size policy no longer enforced", func() (bool, string, error) {
 		_, err := e.cs.CoreV1().Pods("default").Create(context.Background(),
 			bestEffort("policy-gone", map[string]string{"cgwarden.io/cpu": "1"}, nil), dry)
 		if err != nil {
@@ -175,7 +176,7 @@ func (e *env) sizePolicyUnenforced(t *testing.T) {
 		return err == nil, fmt.Sprint(err), nil
 	})
 	t.Logf("an annotated pod admitted %v after the check began (%d refused before)", time.Since(start).Round(time.Millisecond), refused)
-	poll(t, 60*time.Second, "the deleted VM owner policy no longer enforced", func() (bool, string, error) {
+	poll.Until(t, 60*time.Second, "the deleted VM owner policy no longer enforced", func() (bool, string, error) {
 		_, err := e.cs.CoreV1().Pods("default").Create(context.Background(), vmOwned("policy-gone", "vm-uid"), dry)
 		return err == nil, fmt.Sprint(err), nil
 	})
@@ -206,13 +207,13 @@ func TestSizePolicy(t *testing.T) {
 	dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
 	// RBAC lets the tenant make pods (the binding reaches the authorizer
 	// within seconds): a refusal below is the policy's.
-	poll(t, 30*time.Second, "the tenant may create a plain pod", func() (bool, string, error) {
+	poll.Until(t, 30*time.Second, "the tenant may create a plain pod", func() (bool, string, error) {
 		_, err := tenant.CoreV1().Pods(ns).Create(ctx, bestEffort("plain", nil, nil), dry)
 		return err == nil, fmt.Sprint(err), nil
 	})
 	// The policy is compiled and enforced shortly after it is created.
 	var refusal error
-	poll(t, 60*time.Second, "the tenant's annotated pod refused", func() (bool, string, error) {
+	poll.Until(t, 60*time.Second, "the tenant's annotated pod refused", func() (bool, string, error) {
 		_, refusal = tenant.CoreV1().Pods(ns).Create(ctx, bestEffort("buys-cpu", map[string]string{"cgwarden.io/cpu": "64"}, nil), dry)
 		return refusal != nil, "admitted", nil
 	})
@@ -239,7 +240,7 @@ func TestSizePolicy(t *testing.T) {
 	// reference is refused, on create and by update; NeonVM's controller's
 	// identity is admitted.
 	var forged error
-	poll(t, 60*time.Second, "the tenant's pod owned by a VirtualMachine refused", func() (bool, string, error) {
+	poll.Until(t, 60*time.Second, "the tenant's pod owned by a VirtualMachine refused", func() (bool, string, error) {
 		_, forged = tenant.CoreV1().Pods(ns).Create(ctx, vmOwned("forged", "vm-uid"), dry)
 		return forged != nil, "admitted", nil
 	})
@@ -272,14 +273,14 @@ func TestSizePolicy(t *testing.T) {
 	if _, err := e.cs.CoreV1().Namespaces().Update(ctx, nsObj, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, 30*time.Second, "the tenant's annotated pod admitted in an allowed namespace", func() (bool, string, error) {
+	poll.Until(t, 30*time.Second, "the tenant's annotated pod admitted in an allowed namespace", func() (bool, string, error) {
 		_, err := tenant.CoreV1().Pods(ns).Create(ctx, bestEffort("buys-cpu", map[string]string{"cgwarden.io/cpu": "1"}, nil), dry)
 		return err == nil, fmt.Sprint(err), nil
 	})
 
 	// The agent believes the annotation because the policy is there, and
 	// caps 64 CPUs at the Node's allocatable CPU.
-	poll(t, 120*time.Second, "pod sized running", func() (bool, string, error) {
+	poll.Until(t, 120*time.Second, "pod sized running", func() (bool, string, error) {
 		p, err := e.cs.CoreV1().Pods(ns).Get(ctx, "sized", metav1.GetOptions{})
 		return err == nil && p.Status.Phase == corev1.PodRunning, "", err
 	})
@@ -291,7 +292,7 @@ func TestSizePolicy(t *testing.T) {
 	importAgentImage(t)
 	e.installAgent(t, "testdata/agent-fix-noflag")
 	tok := e.agentReaderToken(t)
-	poll(t, 90*time.Second, "the agent's audit: the sizer's 64 CPUs capped at allocatable", func() (bool, string, error) {
+	poll.Until(t, 90*time.Second, "the agent's audit: the sizer's 64 CPUs capped at allocatable", func() (bool, string, error) {
 		s, state, err := agentSizes(tok)
 		if err != nil || s == nil {
 			return false, fmt.Sprint(state, err), nil
@@ -302,7 +303,7 @@ func TestSizePolicy(t *testing.T) {
 	})
 	root, wf := cgroupRoot()
 	want := alloc * 1024 / 1000
-	poll(t, 60*time.Second, "the sized pod weighed for the allocatable CPU", func() (bool, string, error) {
+	poll.Until(t, 60*time.Second, "the sized pod weighed for the allocatable CPU", func() (bool, string, error) {
 		w := readInt(t, filepath.Join(root, "kubepods/besteffort/pod"+string(big.UID), wf))
 		return w == want, fmt.Sprintf("%s %d, want %d", wf, w, want), nil
 	})
@@ -366,7 +367,7 @@ func TestAgentIgnoresUntrustedSizes(t *testing.T) {
 		pods[name] = got
 	}
 	for name := range pods {
-		poll(t, 120*time.Second, "pod "+name+" running", func() (bool, string, error) {
+		poll.Until(t, 120*time.Second, "pod "+name+" running", func() (bool, string, error) {
 			p, err := e.cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 			return err == nil && p.Status.Phase == corev1.PodRunning, "", err
 		})
@@ -374,7 +375,7 @@ func TestAgentIgnoresUntrustedSizes(t *testing.T) {
 	importAgentImage(t)
 	e.installAgent(t, "testdata/agent-fix-noflag")
 	tok := e.agentReaderToken(t)
-	poll(t, 90*time.Second, "the agent's audit: the six sizes ignored, with their reasons", func() (bool, string, error) {
+	poll.Until(t, 90*time.Second, "the agent's audit: the six sizes ignored, with their reasons", func() (bool, string, error) {
 		s, state, err := agentSizes(tok)
 		if err != nil || s == nil {
 			return false, fmt.Sprint(state, err), nil
@@ -441,7 +442,7 @@ func TestAgentBoundsSizesPerNamespace(t *testing.T) {
 		uids[p] = string(got.UID)
 	}
 	for _, p := range pods {
-		poll(t, 120*time.Second, "pod "+p.ns+"/"+p.name+" running", func() (bool, string, error) {
+		poll.Until(t, 120*time.Second, "pod "+p.ns+"/"+p.name+" running", func() (bool, string, error) {
 			q, err := e.cs.CoreV1().Pods(p.ns).Get(ctx, p.name, metav1.GetOptions{})
 			return err == nil && q.Status.Phase == corev1.PodRunning, "", err
 		})
@@ -485,7 +486,7 @@ patches:
 	e.installAgent(t, overlay)
 	tok := e.agentReaderToken(t)
 	want := map[sized]int64{pods[0]: 500, pods[1]: 250, pods[2]: 1500}
-	poll(t, 90*time.Second, "the agent's audit: the bounded namespace's 4 CPUs sized 500m, the other namespace's 1500m kept", func() (bool, string, error) {
+	poll.Until(t, 90*time.Second, "the agent's audit: the bounded namespace's 4 CPUs sized 500m, the other namespace's 1500m kept", func() (bool, string, error) {
 		s, state, err := agentSizes(tok)
 		if err != nil || s == nil {
 			return false, fmt.Sprint(state, err), nil
@@ -506,7 +507,7 @@ patches:
 		return ok, strings.Join(why, "; "), nil
 	})
 	root, wf := cgroupRoot()
-	poll(t, 60*time.Second, "the pods weighed for their bounded sizes", func() (bool, string, error) {
+	poll.Until(t, 60*time.Second, "the pods weighed for their bounded sizes", func() (bool, string, error) {
 		ok := true
 		var why []string
 		for _, p := range pods {

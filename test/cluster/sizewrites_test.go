@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/cgwarden/cgwarden/internal/poll"
 )
 
 // TestSizePolicyCoversEveryPodWrite: the size policy refuses the
@@ -30,7 +32,7 @@ func TestSizePolicyCoversEveryPodWrite(t *testing.T) {
 	ns := e.namespace(t)
 	writer := e.clientAs(t, "system:serviceaccount:"+ns+":writer", "system:masters", "system:authenticated")
 	dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
-	poll(t, 60*time.Second, "the size policy enforced", func() (bool, string, error) {
+	poll.Until(t, 60*time.Second, "the size policy enforced", func() (bool, string, error) {
 		_, err := writer.CoreV1().Pods(ns).Create(ctx, bestEffort("buys-cpu", map[string]string{"cgwarden.io/cpu": "64"}, nil), dry)
 		return err != nil, "admitted", nil
 	})
@@ -55,7 +57,7 @@ func TestSizePolicyCoversEveryPodWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	poll(t, 120*time.Second, "pod running", func() (bool, string, error) {
+	poll.Until(t, 120*time.Second, "pod running", func() (bool, string, error) {
 		p, err := e.cs.CoreV1().Pods(ns).Get(ctx, running.Name, metav1.GetOptions{})
 		return err == nil && p.Status.Phase == corev1.PodRunning, "", err
 	})

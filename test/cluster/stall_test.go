@@ -11,6 +11,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cgwarden/cgwarden/internal/poll"
 )
 
 // failpointImage is the agent built with -tags failpoints; only the lane
@@ -89,7 +91,7 @@ func TestStalledScanLoopRestarted(t *testing.T) {
 
 	// The stall, as the agent's own stderr timestamps it.
 	var stallAt time.Time
-	poll(t, 4*interval+30*time.Second, "the agent's scan loop stalled", func() (bool, string, error) {
+	poll.Until(t, 4*interval+30*time.Second, "the agent's scan loop stalled", func() (bool, string, error) {
 		logs, err := runKubectl(e, "logs", "-n", "cgwarden-system", pod.Name, "-c", c.Name, "--timestamps")
 		if err != nil {
 			return false, logs, nil
@@ -108,7 +110,7 @@ func TestStalledScanLoopRestarted(t *testing.T) {
 	// /healthz: ok, then 503 from 3 intervals after the stall.
 	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	var unhealthyAt time.Time
-	poll(t, livenessIntervals*interval+30*time.Second, "/healthz failing", func() (bool, string, error) {
+	poll.Until(t, livenessIntervals*interval+30*time.Second, "/healthz failing", func() (bool, string, error) {
 		resp, err := client.Get(fmt.Sprintf("https://127.0.0.1:%d/healthz", lp.HTTPGet.Port.IntValue()))
 		if err != nil {
 			return false, err.Error(), nil
@@ -132,7 +134,7 @@ func TestStalledScanLoopRestarted(t *testing.T) {
 
 	// The kubelet restarts the container.
 	var restarted *corev1.ContainerStatus
-	poll(t, bound+30*time.Second-time.Since(stallAt), "the kubelet restarting the agent", func() (bool, string, error) {
+	poll.Until(t, bound+30*time.Second-time.Since(stallAt), "the kubelet restarting the agent", func() (bool, string, error) {
 		p, err := e.cs.CoreV1().Pods("cgwarden-system").Get(ctx, pod.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, "", err

@@ -19,6 +19,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/cgwarden/cgwarden/internal/poll"
 )
 
 // surgeOffBound is how long the BestEffort tier may be seen away from
@@ -79,7 +81,7 @@ func TestAgentUpdatesWithMaxSurge(t *testing.T) {
 	if oldTarget == newTarget {
 		t.Fatalf("the old and the new target are both %d: the test cannot tell the agents' writes apart", oldTarget)
 	}
-	poll(t, 90*time.Second, "the old agent holding the tier", func() (bool, string, error) {
+	poll.Until(t, 90*time.Second, "the old agent holding the tier", func() (bool, string, error) {
 		w := readInt(t, tierFile)
 		return w == oldTarget, fmt.Sprintf("tier %d, want %d", w, oldTarget), nil
 	})
@@ -90,7 +92,7 @@ func TestAgentUpdatesWithMaxSurge(t *testing.T) {
 	tok := e.nodeReaderToken(t, ns, "reader", "nodes/metrics")
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true, TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	get := func(path, token string) (int, string) { return agentGet(client, path, token) }
-	poll(t, 30*time.Second, "/metrics with the reader's token", func() (bool, string, error) {
+	poll.Until(t, 30*time.Second, "/metrics with the reader's token", func() (bool, string, error) {
 		code, body := get("/metrics", tok)
 		return code == 200, fmt.Sprintf("%d %.100s", code, body), nil
 	})
@@ -171,7 +173,7 @@ func TestAgentUpdatesWithMaxSurge(t *testing.T) {
 
 	// The rollout's end.
 	var newPod string
-	poll(t, 150*time.Second, "the rollout with maxSurge complete", func() (bool, string, error) {
+	poll.Until(t, 150*time.Second, "the rollout with maxSurge complete", func() (bool, string, error) {
 		pods, err := e.cs.CoreV1().Pods("cgwarden-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=cgwarden"})
 		if err != nil {
 			return false, "", err
@@ -198,7 +200,7 @@ func TestAgentUpdatesWithMaxSurge(t *testing.T) {
 	default:
 		t.Errorf("the new agent pod never ran beside the old one (watched): not a surge")
 	}
-	poll(t, 30*time.Second, "the new agent holding its target", func() (bool, string, error) {
+	poll.Until(t, 30*time.Second, "the new agent holding its target", func() (bool, string, error) {
 		w := readInt(t, tierFile)
 		return w == newTarget, fmt.Sprintf("tier %d, want %d", w, newTarget), nil
 	})

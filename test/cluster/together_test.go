@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/cgwarden/cgwarden/internal/poll"
 )
 
 // serviceMonitorCRD stands in for the Prometheus Operator's CRD, which the
@@ -55,7 +57,7 @@ func TestEveryConfigurationTogether(t *testing.T) {
 	default:
 		t.Cleanup(func() { _ = crds.Delete(context.Background(), sm.GetName(), metav1.DeleteOptions{}) })
 		smGVR := schema.GroupVersionResource{Group: "monitoring.coreos.com", Version: "v1", Resource: "servicemonitors"}
-		poll(t, 60*time.Second, "the ServiceMonitor CRD served", func() (bool, string, error) {
+		poll.Until(t, 60*time.Second, "the ServiceMonitor CRD served", func() (bool, string, error) {
 			_, err := dyn.Resource(smGVR).Namespace("default").List(ctx, metav1.ListOptions{})
 			return err == nil, "", nil
 		})

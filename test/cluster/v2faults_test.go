@@ -13,6 +13,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cgwarden/cgwarden/internal/poll"
 )
 
 // The fault suite on the guest node: the kinds of TestClusterFaultSuite
@@ -101,7 +103,7 @@ func TestV2NodeFaultSuite(t *testing.T) {
 
 	e.installAgent(t, "testdata/agent-prom-fix")
 	var held map[string][2]string
-	poll(t, 180*time.Second, "the VMs' weights held in proportion to their sizes, as systemd properties", func() (bool, string, error) {
+	poll.Until(t, 180*time.Second, "the VMs' weights held in proportion to their sizes, as systemd properties", func() (bool, string, error) {
 		held = sh.weights(t, units, dirs)
 		w1, _ := strconv.Atoi(held["vm-1"][0])
 		w2, _ := strconv.Atoi(held["vm-2"][0])
@@ -221,7 +223,7 @@ func allSuffixed(ss []string, suffix string) bool {
 func (e *env) agentPodOn(t *testing.T, node string) *corev1.Pod {
 	t.Helper()
 	var got *corev1.Pod
-	poll(t, 2*time.Minute, "the agent's pod on "+node+" Ready", func() (bool, string, error) {
+	poll.Until(t, 2*time.Minute, "the agent's pod on "+node+" Ready", func() (bool, string, error) {
 		l, err := e.cs.CoreV1().Pods("cgwarden-system").List(context.Background(), metav1.ListOptions{
 			LabelSelector: "app.kubernetes.io/name=cgwarden", FieldSelector: "spec.nodeName=" + node})
 		if err != nil || len(l.Items) != 1 {

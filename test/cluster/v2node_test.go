@@ -22,6 +22,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/cgwarden/cgwarden/internal/poll"
 )
 
 // The lane's second node: the systemd guest (scripts/vmtest --node with
@@ -169,7 +171,7 @@ func (e *env) guestShell(t *testing.T, ns, node string) *guestShell {
 	if _, err := e.cs.CoreV1().Pods(ns).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, 240*time.Second, "the guest shell running", func() (bool, string, error) {
+	poll.Until(t, 240*time.Second, "the guest shell running", func() (bool, string, error) {
 		q, err := e.cs.CoreV1().Pods(ns).Get(context.Background(), p.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, "", err
@@ -209,7 +211,7 @@ func (g *guestShell) restart(t *testing.T, unit string) {
 	before := strings.Fields(g.run(t, show))
 	g.run(t, "nsenter -t 1 -m -u -i -n -p -- systemd-run --quiet --on-active=2 systemctl restart "+unit)
 	t0 := time.Now()
-	poll(t, 180*time.Second, unit+" restarted on the guest", func() (bool, string, error) {
+	poll.Until(t, 180*time.Second, unit+" restarted on the guest", func() (bool, string, error) {
 		out, err := runKubectl(g.e, "exec", "-n", g.ns, g.pod, "--", "sh", "-c", show)
 		if err != nil {
 			return false, fmt.Sprintf("%v: %.200s", err, out), nil
@@ -339,7 +341,7 @@ func (e *env) seedOnGuest(t *testing.T, ns, guest string, sh *guestShell) (uid s
 	e.runningPods(t, ns, "seed", 1, 240*time.Second)
 	uid = strings.ReplaceAll(string(p.UID), "-", "_")
 	var cgs []string
-	poll(t, 60*time.Second, "the seed's loop running", func() (bool, string, error) {
+	poll.Until(t, 60*time.Second, "the seed's loop running", func() (bool, string, error) {
 		cgs = sh.processCgroups(t, "seed")
 		return len(cgs) > 0, "no process", nil
 	})
@@ -347,7 +349,7 @@ func (e *env) seedOnGuest(t *testing.T, ns, guest string, sh *guestShell) (uid s
 		t.Fatalf("before: the seed's processes are in their pod's slice already (%q): the misplace runtime did not misplace them", cgs)
 	}
 	kubelet := e.kubeletAt(t, guest)
-	poll(t, 90*time.Second, "the guest kubelet's figures for the seed", func() (bool, string, error) {
+	poll.Until(t, 90*time.Second, "the guest kubelet's figures for the seed", func() (bool, string, error) {
 		before = summaryCPU(t, kubelet, ns)["seed"]
 		return before.containers > 0.3e9, fmt.Sprintf("%+v", before), nil
 	})
@@ -366,7 +368,7 @@ func (e *env) guestPodCPU(t *testing.T, guest, ns, name string) podCPU {
 	t.Helper()
 	kubelet := e.kubeletAt(t, guest)
 	var cpu podCPU
-	poll(t, 120*time.Second, "the guest kubelet's pod CPU for "+name, func() (bool, string, error) {
+	poll.Until(t, 120*time.Second, "the guest kubelet's pod CPU for "+name, func() (bool, string, error) {
 		cpu = summaryCPU(t, kubelet, ns)[name]
 		return cpu.pod > 0.3e9, fmt.Sprintf("%+v", cpu), nil
 	})
@@ -472,7 +474,7 @@ func TestV2NodeSeedsBeforeAndAfter(t *testing.T) {
 	// busy (its CPU where its processes really are).
 	seedServed := func(timeout time.Duration, what string) podCPU {
 		var got podCPU
-		poll(t, timeout, what, func() (bool, string, error) {
+		poll.Until(t, timeout, what, func() (bool, string, error) {
 			code, body := guestAgent("/stats/summary?only_cpu_and_memory=true")
 			if code != 200 {
 				return false, fmt.Sprintf("%d %.200s", code, body), nil
@@ -510,11 +512,11 @@ func TestV2NodeSeedsBeforeAndAfter(t *testing.T) {
 
 	// Prometheus: both agents scraped, the fleet's cgroups in the
 	// dashboard's table, both seeds' alerts firing for the guest.
-	poll(t, 60*time.Second, "Prometheus scraping both nodes' agents", func() (bool, string, error) {
+	poll.Until(t, 60*time.Second, "Prometheus scraping both nodes' agents", func() (bool, string, error) {
 		v, err := prom.query(`up{job="cgwarden"} == 1`)
 		return len(v) == 2, fmt.Sprint(v), err
 	})
-	poll(t, 60*time.Second, "a v1 (or hybrid) cgroupfs node and a v2 systemd node, through Prometheus", func() (bool, string, error) {
+	poll.Until(t, 60*time.Second, "a v1 (or hybrid) cgroupfs node and a v2 systemd node, through Prometheus", func() (bool, string, error) {
 		v, err := prom.query(`cgwarden_node_cgroup_info`)
 		seen := map[string]string{}
 		for _, s := range v {
@@ -537,7 +539,7 @@ func TestV2NodeSeedsBeforeAndAfter(t *testing.T) {
 	// kubelet-backed one's figure, and the aggregation layer serves it.
 	ours, theirs := directMetrics(t, e, cgwardenMetricsPort), directMetrics(t, e, 4443)
 	var sample cpuSample
-	poll(t, 120*time.Second, "the seed's CPU from both metrics-servers", func() (bool, string, error) {
+	poll.Until(t, 120*time.Second, "the seed's CPU from both metrics-servers", func() (bool, string, error) {
 		a, errA := metricsPodCPU(ours, ns, "seed")
 		b, errB := metricsPodCPU(theirs, ns, "seed")
 		sample = cpuSample{kubelet: b, cgwarden: a}
@@ -562,7 +564,7 @@ func TestV2NodeSeedsBeforeAndAfter(t *testing.T) {
 	placedID := containerID(e.runningPods(t, ns, "placed", 1, 240*time.Second)["placed"])
 	placedUID := strings.ReplaceAll(string(p.UID), "-", "_")
 	var cgs []string
-	poll(t, 60*time.Second, "the placed pod's loop running", func() (bool, string, error) {
+	poll.Until(t, 60*time.Second, "the placed pod's loop running", func() (bool, string, error) {
 		cgs = sh.processCgroups(t, "placed")
 		return len(cgs) > 0, "no process", nil
 	})
@@ -600,14 +602,14 @@ func TestV2NodeSeedsBeforeAndAfter(t *testing.T) {
 	// (docs/alerts.md, CgwardenVMStarved). On the host node the alert
 	// resolves (TestPrometheusAlertsOnTheSeeds).
 	var fixedShare float64
-	poll(t, 3*time.Minute, fmt.Sprintf("vm-1's guarantee of its size at least 3 times the %.4f it had", starvedShare), func() (bool, string, error) {
+	poll.Until(t, 3*time.Minute, fmt.Sprintf("vm-1's guarantee of its size at least 3 times the %.4f it had", starvedShare), func() (bool, string, error) {
 		fixedShare = promValue(t, prom, share)
 		return fixedShare >= 3*starvedShare, fmt.Sprintf("%.4f", fixedShare), nil
 	})
 	t.Logf("seed 000 on the v2 node: vm-1 guaranteed %.4f of its size observed, %.4f fixed", starvedShare, fixedShare)
 
 	var after []string
-	poll(t, 180*time.Second, "the seed's processes moved into their pod's slice", func() (bool, string, error) {
+	poll.Until(t, 180*time.Second, "the seed's processes moved into their pod's slice", func() (bool, string, error) {
 		after = sh.processCgroups(t, "seed")
 		return inPodSlice(after, uid), fmt.Sprintf("%q", after), nil
 	})
@@ -625,7 +627,7 @@ func TestV2NodeSeedsBeforeAndAfter(t *testing.T) {
 	// container's.
 	sh.run(t, "for i in 1 2 3; do nsenter -t 1 -m -u -i -n -p -- systemctl daemon-reload; done")
 	reloaded := time.Now()
-	poll(t, 120*time.Second, "the guest kubelet's pod CPU for the seed after 3 daemon-reloads", func() (bool, string, error) {
+	poll.Until(t, 120*time.Second, "the guest kubelet's pod CPU for the seed after 3 daemon-reloads", func() (bool, string, error) {
 		if again := sh.processCgroups(t, "seed"); !reflect.DeepEqual(again, after) {
 			return false, "", fmt.Errorf("after 3 daemon-reloads the seed's processes are in %q, want %q", again, after)
 		}
@@ -639,7 +641,7 @@ func TestV2NodeSeedsBeforeAndAfter(t *testing.T) {
 	// so a restart of containerd keeps the container: TestV2NodeFaultSuite
 	// restarts it with this in its invariants.
 	leftover := "/host/cgroup/kubepods-besteffort-pod" + uid + ".slice:cri-containerd:" + id
-	poll(t, 30*time.Second, "the runtime's emptied cgroup removed", func() (bool, string, error) {
+	poll.Until(t, 30*time.Second, "the runtime's emptied cgroup removed", func() (bool, string, error) {
 		out := strings.TrimSpace(sh.run(t, "test -e "+leftover+" && echo there || echo gone"))
 		return out == "gone", leftover + ": " + out, nil
 	})
@@ -745,7 +747,7 @@ func TestV2NodeSeed000Held(t *testing.T) {
 
 	e.installAgent(t, "testdata/agent-fix")
 	var held map[string][2]string
-	poll(t, 180*time.Second, "the VMs' weights held in proportion to their sizes, as systemd properties", func() (bool, string, error) {
+	poll.Until(t, 180*time.Second, "the VMs' weights held in proportion to their sizes, as systemd properties", func() (bool, string, error) {
 		held = weights()
 		w1, _ := strconv.Atoi(held["vm-1"][0])
 		w4, _ := strconv.Atoi(held["vm-4"][0])
@@ -824,7 +826,7 @@ func TestV2NodeSeed000Held(t *testing.T) {
 	// A restart of the guest's kubelet (which sets its tiers again as it
 	// starts): the weights are held again.
 	sh.restart(t, "kubelet")
-	poll(t, 120*time.Second, "the weights held after the kubelet's restart", func() (bool, string, error) {
+	poll.Until(t, 120*time.Second, "the weights held after the kubelet's restart", func() (bool, string, error) {
 		after := weights()
 		return reflect.DeepEqual(after, held), fmt.Sprintf("%v, want %v", after, held), nil
 	})

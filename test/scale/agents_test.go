@@ -24,6 +24,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/hold"
 	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/podsource"
+	"github.com/cgwarden/cgwarden/internal/poll"
 	"github.com/cgwarden/cgwarden/internal/sizetrust"
 )
 
@@ -81,7 +82,7 @@ func (e *env) startFleet(t *testing.T, nodes []string) *fleet {
 	if err != nil {
 		t.Fatal(err)
 	}
-	poll(t, 3*time.Minute, fmt.Sprintf("%d agents sized their pods", len(nodes)), func() (bool, string, error) {
+	poll.Every(500*time.Millisecond).Until(t, 3*time.Minute, fmt.Sprintf("%d agents sized their pods", len(nodes)), func() (bool, string, error) {
 		n := 0
 		for _, a := range f.agents {
 			if a.sized.Load() > 0 {

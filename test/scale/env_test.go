@@ -104,25 +104,3 @@ func sizes(t *testing.T, name string, def ...int) []int {
 	}
 	return out
 }
-
-// poll runs f every half second until it returns true, and fails the test
-// with f's last word after timeout.
-func poll(t *testing.T, timeout time.Duration, what string, f func() (bool, string, error)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var last string
-	for {
-		ok, msg, err := f()
-		if err != nil {
-			msg = err.Error()
-		}
-		if ok {
-			return
-		}
-		last = msg
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after %v: %s", what, timeout, last)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-}

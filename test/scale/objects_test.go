@@ -27,6 +27,8 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+
+	"github.com/cgwarden/cgwarden/internal/poll"
 )
 
 var (
@@ -326,10 +328,10 @@ func (e *env) makeNodes(t *testing.T, n int) {
 			t.Fatal(err)
 		}
 	}
-	poll(t, 5*time.Minute, fmt.Sprintf("%d nodes Ready (kwok)", n), func() (bool, string, error) {
+	poll.Every(500*time.Millisecond).Until(t, 5*time.Minute, fmt.Sprintf("%d nodes Ready (kwok)", n), func() (bool, string, error) {
 		list, err := e.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err != nil {
-			return false, "", err
+			return false, err.Error(), nil
 		}
 		ready := 0
 		for _, nd := range list.Items {
@@ -548,10 +550,10 @@ func (e *env) nodeReady(ctx context.Context, name string) error {
 // selector matches in ns are Running.
 func (e *env) waitRunning(t *testing.T, timeout time.Duration, what, ns, selector string, want int) {
 	t.Helper()
-	poll(t, timeout, what, func() (bool, string, error) {
+	poll.Every(500*time.Millisecond).Until(t, timeout, what, func() (bool, string, error) {
 		list, err := e.cs.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: selector})
 		if err != nil {
-			return false, "", err
+			return false, err.Error(), nil
 		}
 		running := 0
 		for _, p := range list.Items {

@@ -18,6 +18,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+
+	"github.com/cgwarden/cgwarden/internal/poll"
 )
 
 // refusal is how the proxy refuses one resize PATCH.
@@ -267,10 +269,10 @@ func TestSizerRetriesRefusedResizes(t *testing.T) {
 	wantEvents := map[string]float64{"CPUResized": float64(nVMs), "CPUResizeFailed": float64(visible / refusals)}
 	var sent map[string]float64
 	var written int
-	poll(t, 30*time.Second, "the sizer's Events written and counted", func() (bool, string, error) {
+	poll.Every(500*time.Millisecond).Until(t, 30*time.Second, "the sizer's Events written and counted", func() (bool, string, error) {
 		m, err := httpsMetrics(ctx, s.metricsURL)
 		if err != nil {
-			return false, "", err
+			return false, err.Error(), nil
 		}
 		sent = map[string]float64{}
 		for reason := range wantEvents {

@@ -12,6 +12,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cgwarden/cgwarden/internal/poll"
 )
 
 // watchEvents are the watch events the API server sent for one resource
@@ -41,28 +43,22 @@ func (e *env) quiet(t *testing.T) scrape {
 	var last scrape
 	var lastN float64
 	still := 0
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	poll.Until(t, 2*time.Minute, "the API server's watch events quiet", func() (bool, string, error) {
 		m, err := e.apiMetrics(ctx)
 		if err != nil {
-			t.Fatal(err)
+			return false, "", err
 		}
 		n := m.sum("apiserver_watch_events_total", map[string]string{"resource": "virtualmachines"}, nil) +
 			m.sum("apiserver_watch_events_total", map[string]string{"resource": "pods"}, nil)
 		if last != nil && n == lastN {
 			still++
-			if still >= 2 {
-				return m
-			}
 		} else {
 			still = 0
 		}
 		last, lastN = m, n
-		if time.Now().After(deadline) {
-			t.Fatal("the API server's watch events never went quiet")
-		}
-		time.Sleep(time.Second)
-	}
+		return still >= 2, fmt.Sprintf("%.0f VM and pod watch events, unchanged over %d reads", n, still), nil
+	})
+	return last
 }
 
 // waitRequests waits until every runner pod of vms requests its VM's
@@ -71,10 +67,10 @@ func (e *env) quiet(t *testing.T) scrape {
 func (e *env) waitRequests(t *testing.T, ns string, want map[string]int64, timeout time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
-	poll(t, timeout, fmt.Sprintf("%d runner pods resized by the sizer", len(want)), func() (bool, string, error) {
+	poll.Every(500*time.Millisecond).Until(t, timeout, fmt.Sprintf("%d runner pods resized by the sizer", len(want)), func() (bool, string, error) {
 		list, err := e.cs.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "vm.neon.tech/name"})
 		if err != nil {
-			return false, "", err
+			return false, err.Error(), nil
 		}
 		off := 0
 		var example string
@@ -465,7 +461,7 @@ func TestIdleAgentRequests(t *testing.T) {
 		// but watches for 5 s.
 		var last float64
 		still := time.Now()
-		poll(t, time.Minute, fmt.Sprintf("%d agents' start over", n), func() (bool, string, error) {
+		poll.Every(500*time.Millisecond).Until(t, time.Minute, fmt.Sprintf("%d agents' start over", n), func() (bool, string, error) {
 			if c := notWatch(clientCount()); c != last {
 				last, still = c, time.Now()
 			}

@@ -16,6 +16,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/cgwarden/cgwarden/internal/certs"
+	"github.com/cgwarden/cgwarden/internal/poll"
 )
 
 var (
@@ -183,7 +184,7 @@ func (e *env) runSizer(t *testing.T, spec sizerSpec) *sizerProc {
 			t.Logf("sizer log (tail):\n%s", b)
 		}
 	})
-	poll(t, 60*time.Second, "the sizer's resize controller running", func() (bool, string, error) {
+	poll.Every(500*time.Millisecond).Until(t, 60*time.Second, "the sizer's resize controller running", func() (bool, string, error) {
 		select {
 		case <-s.done:
 			b, _ := os.ReadFile(logPath)
@@ -192,7 +193,7 @@ func (e *env) runSizer(t *testing.T, spec sizerSpec) *sizerProc {
 		}
 		m, err := httpsMetrics(context.Background(), s.metricsURL)
 		if err != nil {
-			return false, "", err
+			return false, err.Error(), nil
 		}
 		// The controller's series appear once its informers synced and a
 		// worker took the first key, or at once: the queue gauge is set

@@ -17,6 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/cgwarden/cgwarden/internal/poll"
 )
 
 // The sizer as its Deployment runs it (deploy/kustomize/sizer): the
@@ -431,9 +433,12 @@ func (e *env) sizerFailover(t *testing.T, f *sizerFleet, changes int) {
 	suffix := fmt.Sprint(time.Now().UnixNano() % 1_000_000)
 	idA, idB := "cgwarden-sizer-a-"+suffix, "cgwarden-sizer-b-"+suffix
 	a, pa := start(idA)
-	poll(t, time.Minute, idA+" leading", func() (bool, string, error) {
+	poll.Every(500*time.Millisecond).Until(t, time.Minute, idA+" leading", func() (bool, string, error) {
 		h, err := e.leaseHolder(ctx)
-		return h == idA, "holder " + h, err
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		return h == idA, "holder " + h, nil
 	})
 	b, pb := start(idB)
 	// The leader's controller is running once it resized a pod; its
@@ -443,7 +448,7 @@ func (e *env) sizerFailover(t *testing.T, f *sizerFleet, changes int) {
 	// that the PATCHes counted below are the burst's alone.
 	f.probe(t, e, 0)
 	e.waitRequests(t, f.ns, f.want(), f.patience())
-	poll(t, 10*time.Second, "the probe's resize recorded by the leader's proxy", func() (bool, string, error) {
+	poll.Every(500*time.Millisecond).Until(t, 10*time.Second, "the probe's resize recorded by the leader's proxy", func() (bool, string, error) {
 		for _, r := range pa.forwardedResizes() {
 			if r.pod == f.ns+"/"+f.vms[0].name+"-runner" {
 				return true, "", nil
@@ -699,12 +704,12 @@ func (e *env) sizerWebhookUnderLoad(t *testing.T, f *sizerFleet) {
 	// The API server calls the webhook once its configuration reached
 	// the admission plugin: a pod comes back sized.
 	probes := 0
-	poll(t, time.Minute, "the API server calling the sizer's webhook", func() (bool, string, error) {
+	poll.Every(500*time.Millisecond).Until(t, time.Minute, "the API server calling the sizer's webhook", func() (bool, string, error) {
 		v := f.vms[probes%len(f.vms)]
 		p, err := pods.Create(ctx, admissionPod(v, uids[v.name], fmt.Sprintf("probe-%d", probes)), metav1.CreateOptions{})
 		probes++
 		if err != nil {
-			return false, "", err
+			return false, err.Error(), nil
 		}
 		return cpuRequested(p), "pod " + p.Name + " admitted without a CPU request", nil
 	})
