@@ -165,6 +165,7 @@ func TestChartAndKustomizeAgree(t *testing.T) {
 	same(t, "servicemonitor", sm, kustomize(t, "servicemonitor"))
 	nri := map[string]any{"nri": map[string]any{"enabled": true, "runtimeHandlers": []any{"wasmtime-spin-v2"}}}
 	same(t, "nri", helm(t, nri), kustomize(t, "nri"))
+	same(t, "node-scoped", helm(t, map[string]any{"metadata": map[string]any{"nodeScoped": true}}), kustomize(t, "node-scoped"))
 	// With the sizer, a ServiceMonitor for it too (in its namespace).
 	sm = nil
 	for _, o := range helm(t, map[string]any{"serviceMonitor": verified, "sizer": map[string]any{"enabled": true}}) {

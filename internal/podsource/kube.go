@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -71,15 +72,125 @@ func OpenKubernetes(ctx context.Context, cfg Config, log *slog.Logger) (*KubeSou
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client config: %w", err)
 	}
-	pods, err := NewPodClient(rc)
-	if err != nil {
-		return nil, err
-	}
 	timeout := cfg.SyncTimeout
 	if timeout <= 0 {
 		timeout = 30 * time.Second
 	}
+	pods, err := podReader(rc, cfg.NodeName, log)
+	if err != nil {
+		return nil, err
+	}
 	return NewKubernetes(ctx, pods, cfg.NodeName, timeout)
+}
+
+// AsNode is cfg acting as the node's own identity, system:node:<node>:
+// the API server's Node authorizer then lets it read the pods bound to
+// the node, with the field selector spec.nodeName=<node>, and nothing
+// else of the cluster's pods, as it lets the kubelet. The agent's
+// ServiceAccount may impersonate its node only from a token bound to a
+// pod on that node (constrained impersonation, KEP-5284: beta and on by
+// default from Kubernetes 1.36; the verbs impersonate:associated-node on
+// nodes and impersonate-on:associated-node:list and :watch on pods,
+// deploy/kustomize/components/node-scoped).
+func AsNode(cfg *rest.Config, node string) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.Impersonate = rest.ImpersonationConfig{UserName: "system:node:" + node}
+	return c
+}
+
+// podReader is the client the node's pods are read with: as the node
+// (AsNode) when the API server allows it, else as the agent's own
+// identity, which then needs list and watch on pods cluster-wide (RBAC
+// cannot narrow them to a node). No request is made to find out: the
+// informer's own requests decide (nodeFirst).
+func podReader(rc *rest.Config, node string, log *slog.Logger) (PodWatcher, error) {
+	own, err := NewPodClient(rc)
+	if err != nil {
+		return nil, err
+	}
+	asNode, err := NewPodClient(AsNode(rc, node))
+	if err != nil {
+		return nil, err
+	}
+	return &nodeFirst{ids: [2]PodWatcher{asNode, own}, names: [2]string{"the node (system:node:" + node + ")", "the agent's own identity"}, log: log, said: -1}, nil
+}
+
+// nodeFirst reads as one of two identities, the node's first: a request
+// refused (403) is made again as the other, and whichever is answered
+// becomes the one asked first from then on. So a cluster that lets the
+// agent act as its node reads as the node from the first request; one
+// that does not costs one refused request, at start; an API server that
+// is away decides nothing; and an install whose grants change (the
+// node-scoped component added or removed) follows at the next relist.
+// Each change of identity is logged once.
+type nodeFirst struct {
+	ids   [2]PodWatcher
+	names [2]string
+	log   *slog.Logger
+
+	mu   sync.Mutex
+	cur  int // the index asked first
+	said int // the index last logged; -1 before any
+}
+
+func (n *nodeFirst) List(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error) {
+	var out *corev1.PodList
+	err := n.do(func(w PodWatcher) (err error) {
+		out, err = w.List(ctx, opts)
+		return err
+	})
+	return out, err
+}
+
+func (n *nodeFirst) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	var out watch.Interface
+	err := n.do(func(w PodWatcher) (err error) {
+		out, err = w.Watch(ctx, opts)
+		return err
+	})
+	return out, err
+}
+
+// do makes a request as the identity asked first, and again as the other
+// when it is refused.
+func (n *nodeFirst) do(req func(PodWatcher) error) error {
+	n.mu.Lock()
+	first := n.cur
+	n.mu.Unlock()
+	err := req(n.ids[first])
+	if err == nil {
+		n.answered(first, nil)
+	}
+	if !apierrors.IsForbidden(err) {
+		return err
+	}
+	other := 1 - first
+	err2 := req(n.ids[other])
+	if err2 == nil {
+		n.answered(other, err)
+	}
+	if apierrors.IsForbidden(err2) {
+		return fmt.Errorf("as %s: %w; as %s: %v", n.names[first], err, n.names[other], err2)
+	}
+	return err2
+}
+
+// answered makes i, whose request succeeded, the identity asked first
+// and logs a change (an error of the API server's reach decides
+// nothing); refused is why the other was not.
+func (n *nodeFirst) answered(i int, refused error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.cur = i
+	if n.said == i {
+		return
+	}
+	n.said = i
+	if i == 0 {
+		n.log.Info("reading the node's pods as " + n.names[0] + ": the API server limits them to its own")
+		return
+	}
+	n.log.Info("reading the node's pods as "+n.names[1]+", which may list the cluster's pods: acting as the node was refused", "err", refused)
 }
 
 // NewKubernetes starts an informer on the pods of node (field selector

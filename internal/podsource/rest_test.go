@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -24,7 +25,12 @@ type apiServer struct {
 	mu        sync.Mutex
 	selectors []string
 	auth      []string
-	watchPod  *corev1.Pod
+	// impersonate is each request's Impersonate-User; refuseNode answers
+	// a request that acts as someone else 403, as an API server before
+	// constrained impersonation (or without the grant) does.
+	impersonate []string
+	refuseNode  bool
+	watchPod    *corev1.Pod
 }
 
 func (a *apiServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -35,8 +41,16 @@ func (a *apiServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.mu.Lock()
 	a.selectors = append(a.selectors, r.URL.Query().Get("fieldSelector"))
 	a.auth = append(a.auth, r.Header.Get("Authorization"))
+	a.impersonate = append(a.impersonate, r.Header.Get("Impersonate-User"))
+	refuse := a.refuseNode && r.Header.Get("Impersonate-User") != ""
 	a.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
+	if refuse {
+		w.WriteHeader(http.StatusForbidden)
+		_ = json.NewEncoder(w).Encode(metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusFailure,
+			Reason: metav1.StatusReasonForbidden, Code: http.StatusForbidden, Message: `users "system:node:node-a" is forbidden: cannot impersonate`})
+		return
+	}
 	if r.URL.Query().Get("watch") == "true" {
 		fl := w.(http.Flusher)
 		ev := map[string]any{"type": "ADDED", "object": a.watchPod}
@@ -54,10 +68,46 @@ func (a *apiServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func TestKubernetesOverRESTWithKubeconfig(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		refuseNode bool
+		want       string // every informer request's Impersonate-User
+	}{
+		{"acting as the node", false, "system:node:node-a"},
+		{"as itself, acting as the node refused", true, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			api := podsOverREST(t, c.refuseNode)
+			// The first request is as the node; when refused, it is made
+			// again as the agent itself, which is asked first from then on.
+			got := api.impersonate
+			if c.refuseNode {
+				if len(got) < 3 || got[0] != "system:node:node-a" {
+					t.Fatalf("requests' Impersonate-User %q: want the first as the node (refused), then a list and a watch as itself", got)
+				}
+				got = got[1:]
+			}
+			if len(got) < 2 {
+				t.Fatalf("requests' Impersonate-User %q: want a list and a watch", api.impersonate)
+			}
+			for i, u := range got {
+				if u != c.want {
+					t.Errorf("request %d: Impersonate-User %q, want %q (all: %q)", i, u, c.want, api.impersonate)
+				}
+			}
+		})
+	}
+}
+
+// podsOverREST runs the Kubernetes source against the fake API server
+// until it has both pods, checks every request's selector and
+// credential, and returns the server.
+func podsOverREST(t *testing.T, refuseNode bool) *apiServer {
+	t.Helper()
 	late := apiPod("late", "11111111-2222-3333-4444-555555555555", "node-a", "abc")
 	late.TypeMeta = metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"}
 	late.ResourceVersion = "11"
-	api := &apiServer{watchPod: late}
+	api := &apiServer{watchPod: late, refuseNode: refuseNode}
 	// TLS: client-go sends no credentials to a plain-HTTP server.
 	srv := httptest.NewTLSServer(api)
 	defer srv.Close()
@@ -73,7 +123,7 @@ current-context: c
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	l, name, err := Open(ctx, Config{Mode: Kubernetes, Kubeconfig: kubeconfig, NodeName: "node-a", SyncTimeout: 10 * time.Second}, nil)
+	l, name, err := Open(ctx, Config{Mode: Kubernetes, Kubeconfig: kubeconfig, NodeName: "node-a", SyncTimeout: 10 * time.Second}, slog.New(slog.DiscardHandler))
 	if err != nil || name != Kubernetes {
 		t.Fatal(name, err)
 	}
@@ -81,6 +131,7 @@ current-context: c
 		pods, err := l.Pods(ctx)
 		return len(pods) == 2, fmt.Sprintf("%d pods: %+v", len(pods), pods), err
 	})
+	cancel()
 	api.mu.Lock()
 	defer api.mu.Unlock()
 	for i, sel := range api.selectors {
@@ -88,4 +139,5 @@ current-context: c
 			t.Errorf("request %d: fieldSelector %q, Authorization %q", i, sel, api.auth[i])
 		}
 	}
+	return api
 }
