@@ -440,6 +440,7 @@ var nodeScopedAgent = []rule{
 	{"authentication.k8s.io", "tokenreviews", "", "create"},
 	{"authorization.k8s.io", "subjectaccessreviews", "", "create"},
 	{"authentication.k8s.io", "nodes", "", "impersonate:associated-node"},
+	{"", "nodes", "", "impersonate-on:associated-node:list,impersonate-on:associated-node:watch"},
 }
 
 // Every rule of every role, pinned: each is justified in docs/deploy.md by

@@ -291,6 +291,11 @@ func (a *Agent) sizeTrust(ctx context.Context, changes *metadata.Changes) (trust
 		if dyn, err := sizetrust.NewClient(rc); err == nil {
 			ch.API = dyn
 		}
+		// Its own Node as the node first, as the pods are read
+		// (podsource.AsNode; deploy/kustomize/components/node-scoped).
+		if dyn, err := sizetrust.NewClient(podsource.AsNode(rc, c.NodeName)); err == nil && c.NodeName != "" {
+			ch.NodeAPI = dyn
+		}
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	a.closes = append(a.closes, cancel)

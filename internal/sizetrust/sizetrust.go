@@ -61,6 +61,11 @@ type Checker struct {
 	// API is what the watches run through; nil: nothing is known (pods
 	// from a CRI runtime without an API server).
 	API dynamic.Interface
+	// NodeAPI, when set, is the node's own identity (podsource.AsNode):
+	// the Node watch asks through it first, and through API once it is
+	// refused (a node reads its own Node; RBAC cannot narrow the agent's
+	// own list of Nodes to one).
+	NodeAPI dynamic.Interface
 	// Node is this node's name.
 	Node string
 	// Namespaces is --trust-size-annotations, as metadata.ParseNamespaces
@@ -105,6 +110,9 @@ func (c *Checker) Start(ctx context.Context, wait time.Duration) {
 	all := []*watched{c.policy, c.binding}
 	if c.Node != "" {
 		c.node = newWatched(c.API.Resource(nodes), c.Node, "Node "+c.Node+" not found", "Nodes", every, c.changed)
+		if c.NodeAPI != nil {
+			c.node.asNode = c.NodeAPI.Resource(nodes)
+		}
 		all = append(all, c.node)
 	}
 	c.mu.Unlock()
@@ -281,7 +289,10 @@ func Allocatable(n *unstructured.Unstructured) (milli int64, unknown string, err
 // pace of 30 s at most: a node without the RBAC makes a few requests an
 // hour.
 type watched struct {
-	res          dynamic.ResourceInterface
+	res dynamic.ResourceInterface
+	// asNode, when set, is res as the node itself, asked first until it
+	// is refused (then res is asked first, and asNode after a refusal).
+	asNode       dynamic.ResourceInterface
 	name         string
 	absent, what string
 	every        time.Duration
@@ -300,6 +311,8 @@ type watched struct {
 	// the next list may go.
 	refusedWait time.Duration
 	notBefore   time.Time
+	// own is whether res, not asNode, is asked first.
+	own bool
 }
 
 func newWatched(res dynamic.ResourceInterface, name, absent, what string, every time.Duration, changed func()) *watched {
@@ -356,7 +369,12 @@ func (w *watched) run(ctx context.Context) {
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.FieldSelector = selector
-			return w.res.Watch(ctx, o)
+			var wi watch.Interface
+			err := w.ask(func(r dynamic.ResourceInterface) (err error) {
+				wi, err = r.Watch(ctx, o)
+				return err
+			})
+			return wi, err
 		},
 	}
 	set := func(obj any) {
@@ -407,7 +425,11 @@ func (w *watched) list(ctx context.Context, o metav1.ListOptions) (runtime.Objec
 		case <-t.C:
 		}
 	}
-	l, err := w.res.List(ctx, o)
+	var l runtime.Object
+	err := w.ask(func(r dynamic.ResourceInterface) (err error) {
+		l, err = r.List(ctx, o)
+		return err
+	})
 	why := refusal(err, w.absent, w.what)
 	w.mu.Lock()
 	switch {
@@ -431,6 +453,36 @@ func (w *watched) list(ctx context.Context, o metav1.ListOptions) (runtime.Objec
 		return nil, err
 	}
 	return l, nil
+}
+
+// ask makes a request through res, or, with asNode, through the identity
+// asked first and, when it is refused, through the other, which is asked
+// first from then on when it answers.
+func (w *watched) ask(req func(dynamic.ResourceInterface) error) error {
+	if w.asNode == nil {
+		return req(w.res)
+	}
+	w.mu.Lock()
+	own := w.own
+	w.mu.Unlock()
+	ids := [2]dynamic.ResourceInterface{w.asNode, w.res}
+	first := 0
+	if own {
+		first = 1
+	}
+	err := req(ids[first])
+	if !apierrors.IsForbidden(err) {
+		return err
+	}
+	if err2 := req(ids[1-first]); !apierrors.IsForbidden(err2) {
+		if err2 == nil {
+			w.mu.Lock()
+			w.own = first == 0
+			w.mu.Unlock()
+		}
+		return err2
+	}
+	return err
 }
 
 // listThenWatch tells the reflector not to use streaming lists (whose

@@ -372,3 +372,49 @@ func TestCheckerNodeInfo(t *testing.T) {
 		return ni.ContainerRuntimeVersion == "containerd://2.5.0", fmt.Sprintf("%+v", ni), nil
 	})
 }
+
+// TestCheckerReadsItsNodeAsTheNode: with NodeAPI (the node's own
+// identity), the Node is read through it first, and through API only
+// once it is refused; both refused, the allocatable CPU is unknown and
+// says why.
+func TestCheckerReadsItsNodeAsTheNode(t *testing.T) {
+	refuseNodes := func(f *fakeAPI) *fakeAPI {
+		f.PrependReactor("list", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+			f.mu.Lock()
+			f.calls["list nodes"]++ // the counting reactor comes after this one
+			f.mu.Unlock()
+			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "", errors.New("no"))
+		})
+		return f
+	}
+	for _, c := range []struct {
+		name               string
+		own, asNode        *fakeAPI
+		want               int64
+		ownAsked, nodeSeen bool
+	}{
+		{"as the node", refuseNodes(newFakeAPI(t, installed(), nil)), newFakeAPI(t, []runtime.Object{node("n1", "1900m")}, nil), 1900, false, true},
+		{"as itself, the node refused", newFakeAPI(t, installed(), nil), refuseNodes(newFakeAPI(t, nil, nil)), 1900, true, true},
+		{"both refused", refuseNodes(newFakeAPI(t, installed(), nil)), refuseNodes(newFakeAPI(t, nil, nil)), 0, true, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ch := &Checker{Node: "n1", API: c.own, NodeAPI: c.asNode}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			ch.Start(ctx, 30*time.Second)
+			tr := ch.Trust()
+			if tr.AllocatableMilliCPU != c.want {
+				t.Errorf("allocatable %dm (%s), want %dm", tr.AllocatableMilliCPU, tr.AllocatableUnknown, c.want)
+			}
+			if c.want == 0 && !strings.Contains(tr.AllocatableUnknown, "may not read Nodes") {
+				t.Errorf("both refused: unknown because %q, want the refusal named", tr.AllocatableUnknown)
+			}
+			if asked := c.own.count("list", "nodes") > 0; asked != c.ownAsked {
+				t.Errorf("the agent's own identity asked for the Node: %v, want %v", asked, c.ownAsked)
+			}
+			if seen := c.asNode.count("list", "nodes") > 0; seen != c.nodeSeen {
+				t.Errorf("the node's identity asked for the Node: %v, want %v", seen, c.nodeSeen)
+			}
+		})
+	}
+}

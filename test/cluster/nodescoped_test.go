@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -29,7 +30,8 @@ import (
 //   - its ServiceAccount may not list pods as itself (kubectl auth
 //     can-i, answered by the API server's RBAC);
 //   - the agent still knows its node's pods: its /inspect names a test
-//     pod of the node, and its log says it reads them as the node;
+//     pod of the node, and its log says it reads them as the node; and
+//     its own Node, read as the node: its audit names the runtime;
 //   - a token of the agent's ServiceAccount bound to the agent's pod,
 //     what a thief of the agent's token holds, lists the node's pods as
 //     the node (field selector spec.nodeName) and is refused the
@@ -68,6 +70,37 @@ func TestAgentReadsPodsAsItsNode(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode == 200 && strings.Contains(string(b), `"sleeper"`) && strings.Contains(string(b), ns),
 			fmt.Sprintf("%d %.200s", resp.StatusCode, b), nil
+	})
+	// Its own Node too, as the node: the runtime the audit's node header
+	// names (and the allocatable CPU that caps every size), which the
+	// base install's agent does not know without the size policy's grant
+	// on Nodes (TestAgentIgnoresUntrustedSizes, TestV2NodeSeedsBeforeAndAfter).
+	n, err := e.cs.CoreV1().Nodes().Get(ctx, e.node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime := n.Status.NodeInfo.ContainerRuntimeVersion
+	poll.Until(t, 60*time.Second, "the agent's audit naming its Node's runtime "+runtime, func() (bool, string, error) {
+		req, err := http.NewRequest("GET", "http://127.0.0.1:9531/audit", nil)
+		if err != nil {
+			return false, "", err
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		defer resp.Body.Close()
+		var a struct {
+			Node struct {
+				ContainerRuntimeVersion string `json:"containerRuntimeVersion"`
+			} `json:"node"`
+		}
+		b, _ := io.ReadAll(resp.Body)
+		if err := json.Unmarshal(b, &a); err != nil {
+			return false, fmt.Sprintf("%d %.200s", resp.StatusCode, b), nil
+		}
+		return runtime != "" && a.Node.ContainerRuntimeVersion == runtime, fmt.Sprintf("runtime %q", a.Node.ContainerRuntimeVersion), nil
 	})
 	agent := e.agentPodOn(t, e.node)
 	logs, err := runKubectl(e, "logs", "-n", agent.Namespace, agent.Name, "-c", "cgwarden")
