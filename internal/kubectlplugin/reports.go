@@ -37,6 +37,9 @@ type auditDoc struct {
 	Counts   audit.Counts      `json:"counts"`
 	Findings []json.RawMessage `json:"findings"`
 	Notes    []string          `json:"notes,omitempty"`
+	// Sizes is where each declared size came from and whether it was
+	// taken (audit.Sizes), its pods selected as the findings are.
+	Sizes json.RawMessage `json:"sizes,omitempty"`
 }
 
 // selectAudit keeps the selected findings of a node's audit (counts
@@ -68,8 +71,49 @@ func selectAudit(body []byte, sel selection) ([]byte, []finding, *inspect.NodeJS
 		}
 	}
 	doc.Findings = kept
+	sizes, err := selectSizes(doc.Sizes, sel)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	doc.Sizes = sizes
 	out, err := json.Marshal(doc)
 	return out, rows, nodeHeader(doc.Node), err
+}
+
+// selectSizes keeps the audit's sizes with the selected pods[] (by their
+// subject's namespace), every other field as sent.
+func selectSizes(raw json.RawMessage, sel selection) (json.RawMessage, error) {
+	if len(raw) == 0 || sel.all {
+		return raw, nil
+	}
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return nil, fmt.Errorf("the agent's audit: sizes: %w", err)
+	}
+	var pods, kept []json.RawMessage
+	if err := unmarshalKey(doc, "pods", &pods); err != nil {
+		return nil, err
+	}
+	for _, p := range pods {
+		var s struct {
+			Subject struct {
+				Namespace string `json:"namespace"`
+			} `json:"subject"`
+		}
+		if err := json.Unmarshal(p, &s); err != nil {
+			return nil, fmt.Errorf("the agent's audit: a sized pod: %w", err)
+		}
+		if sel.match(&s.Subject.Namespace) {
+			kept = append(kept, p)
+		}
+	}
+	if kept == nil {
+		kept = []json.RawMessage{}
+	}
+	if err := setKey(doc, "pods", kept); err != nil {
+		return nil, err
+	}
+	return json.Marshal(doc)
 }
 
 // nodeHeader reads the audit's node header for the table's node lines;

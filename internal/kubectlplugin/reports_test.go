@@ -307,3 +307,48 @@ func TestFillRuntimes(t *testing.T) {
 		})
 	}
 }
+
+// TestAuditKeepsSizes: -o json passes the audit's sizes on (they were
+// dropped), its pods selected by namespace as the findings are, every
+// other field of it as sent.
+func TestAuditKeepsSizes(t *testing.T) {
+	body := []byte(`{"counts":{"error":0,"warning":0,"info":0},"findings":[],
+		"sizes":{"allocatableMilliCPU":2000,"maxSizes":"a=500m","pods":[
+			{"subject":{"kind":"pod","podName":"vm","namespace":"a"},"from":"annotation","status":"capped","milliCPU":500},
+			{"subject":{"kind":"pod","podName":"vm","namespace":"b"},"from":"vm-object","status":"taken","milliCPU":1000}]}}`)
+	for _, c := range []struct {
+		sel  selection
+		want []string
+	}{
+		{selection{all: true}, []string{"a", "b"}},
+		{selection{namespace: "a"}, []string{"a"}},
+		{selection{namespace: "c"}, []string{}},
+	} {
+		out, _, _, err := selectAudit(body, c.sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got struct {
+			Sizes struct {
+				Allocatable int64  `json:"allocatableMilliCPU"`
+				MaxSizes    string `json:"maxSizes"`
+				Pods        []struct {
+					Subject struct {
+						Namespace string `json:"namespace"`
+					} `json:"subject"`
+					MilliCPU int64 `json:"milliCPU"`
+				} `json:"pods"`
+			} `json:"sizes"`
+		}
+		if err := json.Unmarshal(out, &got); err != nil {
+			t.Fatal(err)
+		}
+		ns := []string{}
+		for _, p := range got.Sizes.Pods {
+			ns = append(ns, p.Subject.Namespace)
+		}
+		if !slices.Equal(ns, c.want) || got.Sizes.Allocatable != 2000 || got.Sizes.MaxSizes != "a=500m" {
+			t.Errorf("%+v: sizes %s, want the pods of %v and the rest as sent", c.sel, out, c.want)
+		}
+	}
+}
