@@ -8,7 +8,7 @@ import (
 // the node as a whole, and whether it is fresh.
 var (
 	ownNodeCPUs     = prometheus.NewDesc("cgwarden_node_cpus", "CPUs online on the node.", nil, nil)
-	ownNodeCgroups  = prometheus.NewDesc("cgwarden_node_cgroup_info", "The node's cgroups, always 1: cgroup_version (v1, hybrid: v1 controllers beside an empty cgroup2, v2) and cgroup_driver, the kubelet's (cgroupfs, systemd; empty when no kubepods hierarchy was found). A fleet in the middle of its v1 to v2 migration shows both.", []string{"cgroup_version", "cgroup_driver"}, nil)
+	ownNodeCgroups  = prometheus.NewDesc("cgwarden_node_cgroup_info", "The node's cgroups, always 1: cgroup_version (v1, hybrid: v1 controllers beside an empty cgroup2, v2) and cgroup_driver, the kubelet's (cgroupfs, systemd; empty when no kubepods hierarchy was found), and the container_runtime its Node reports (status.nodeInfo.containerRuntimeVersion; empty when the agent does not read its Node). A fleet in the middle of its v1 to v2 migration shows both.", []string{"cgroup_version", "cgroup_driver", "container_runtime"}, nil)
 	ownPods         = prometheus.NewDesc("cgwarden_pods", "Pods found in the last scan.", nil, nil)
 	ownReadErrors   = prometheus.NewDesc("cgwarden_scan_read_errors", "Files the last scan could not read or parse; the figures they feed are unknown and left out.", nil, nil)
 	ownLastScan     = prometheus.NewDesc("cgwarden_last_scan_timestamp_seconds", "Time of the scan being served, in seconds since the epoch.", nil, nil)
@@ -35,7 +35,7 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- constMetric(ownLastScanFail, prometheus.GaugeValue, b2f(st.failed))
 	ch <- constMetric(ownNodeCPUs, prometheus.GaugeValue, float64(st.node.CPUs))
-	ch <- constMetric(ownNodeCgroups, prometheus.GaugeValue, 1, string(st.node.Version), string(st.node.Driver))
+	ch <- constMetric(ownNodeCgroups, prometheus.GaugeValue, 1, string(st.node.Version), string(st.node.Driver), st.meta.NodeInfo().ContainerRuntimeVersion)
 	ch <- constMetric(ownPods, prometheus.GaugeValue, float64(len(st.pods)))
 	ch <- constMetric(ownReadErrors, prometheus.GaugeValue, float64(len(st.node.Errors)))
 	ch <- constMetric(ownLastScan, prometheus.GaugeValue, float64(st.time.UnixNano())/1e9)

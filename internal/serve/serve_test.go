@@ -326,3 +326,28 @@ func TestOddBytesInNamesDoNotBreakTheExposition(t *testing.T) {
 		}
 	}
 }
+
+// cgwarden_node_cgroup_info carries the runtime the Node reports, and
+// nothing when the agent does not read its Node.
+func TestNodeCgroupInfoNamesTheRuntime(t *testing.T) {
+	meta := metadata.NewSet(nil)
+	meta.SetNodeInfo(metadata.NodeInfo{ContainerRuntimeVersion: "containerd://2.4.2"})
+	for _, c := range []struct {
+		meta *metadata.Set
+		want string
+	}{
+		{meta, `container_runtime="containerd://2.4.2"`},
+		{nil, `container_runtime=""`},
+	} {
+		_, own, _ := get(t, feedExampleTo(t, goldenConfig(), "seed-003-k3s-spin", c.meta).Handler(), "/metrics")
+		var line string
+		for _, l := range strings.Split(own, "\n") {
+			if strings.HasPrefix(l, "cgwarden_node_cgroup_info{") {
+				line = l
+			}
+		}
+		if !strings.Contains(line, c.want) {
+			t.Errorf("cgwarden_node_cgroup_info: %q, want %s", line, c.want)
+		}
+	}
+}
