@@ -293,8 +293,10 @@ func (a *Agent) sizeTrust(ctx context.Context, changes *metadata.Changes) (trust
 		}
 		// Its own Node as the node first, as the pods are read
 		// (podsource.AsNode; deploy/kustomize/components/node-scoped).
-		if dyn, err := sizetrust.NewClient(podsource.AsNode(rc, c.NodeName)); err == nil && c.NodeName != "" {
-			ch.NodeAPI = dyn
+		if c.NodeName != "" {
+			if dyn, err := sizetrust.NewClient(podsource.AsNode(rc, c.NodeName)); err == nil {
+				ch.NodeAPI = dyn
+			}
 		}
 	}
 	ctx, cancel := context.WithCancel(ctx)

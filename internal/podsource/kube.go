@@ -12,7 +12,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -102,7 +101,8 @@ func AsNode(cfg *rest.Config, node string) *rest.Config {
 // (AsNode) when the API server allows it, else as the agent's own
 // identity, which then needs list and watch on pods cluster-wide (RBAC
 // cannot narrow them to a node). No request is made to find out: the
-// informer's own requests decide (nodeFirst).
+// informer's own requests decide (apiconn.Preferred), and each change is
+// logged.
 func podReader(rc *rest.Config, node string, log *slog.Logger) (PodWatcher, error) {
 	own, err := NewPodClient(rc)
 	if err != nil {
@@ -112,31 +112,28 @@ func podReader(rc *rest.Config, node string, log *slog.Logger) (PodWatcher, erro
 	if err != nil {
 		return nil, err
 	}
-	return &nodeFirst{ids: [2]PodWatcher{asNode, own}, names: [2]string{"the node (system:node:" + node + ")", "the agent's own identity"}, log: log, said: -1}, nil
+	r := &nodeFirst{ids: [2]PodWatcher{asNode, own}}
+	r.pref.Answered = func(i int, refused error) {
+		if i == 0 {
+			log.Info("reading the node's pods as the node (system:node:" + node + "): the API server limits them to its own")
+			return
+		}
+		log.Info("reading the node's pods as the agent's own identity, which may list the cluster's pods: acting as the node was refused", "err", refused)
+	}
+	return r, nil
 }
 
-// nodeFirst reads as one of two identities, the node's first: a request
-// refused (403) is made again as the other, and whichever is answered
-// becomes the one asked first from then on. So a cluster that lets the
-// agent act as its node reads as the node from the first request; one
-// that does not costs one refused request, at start; an API server that
-// is away decides nothing; and an install whose grants change (the
-// node-scoped component added or removed) follows at the next relist.
-// Each change of identity is logged once.
+// nodeFirst reads pods as the node (ids[0]) or as the agent (ids[1]),
+// whichever pref says.
 type nodeFirst struct {
-	ids   [2]PodWatcher
-	names [2]string
-	log   *slog.Logger
-
-	mu   sync.Mutex
-	cur  int // the index asked first
-	said int // the index last logged; -1 before any
+	ids  [2]PodWatcher
+	pref apiconn.Preferred
 }
 
 func (n *nodeFirst) List(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error) {
 	var out *corev1.PodList
-	err := n.do(func(w PodWatcher) (err error) {
-		out, err = w.List(ctx, opts)
+	err := n.pref.Do(func(i int) (err error) {
+		out, err = n.ids[i].List(ctx, opts)
 		return err
 	})
 	return out, err
@@ -144,53 +141,11 @@ func (n *nodeFirst) List(ctx context.Context, opts metav1.ListOptions) (*corev1.
 
 func (n *nodeFirst) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	var out watch.Interface
-	err := n.do(func(w PodWatcher) (err error) {
-		out, err = w.Watch(ctx, opts)
+	err := n.pref.Do(func(i int) (err error) {
+		out, err = n.ids[i].Watch(ctx, opts)
 		return err
 	})
 	return out, err
-}
-
-// do makes a request as the identity asked first, and again as the other
-// when it is refused.
-func (n *nodeFirst) do(req func(PodWatcher) error) error {
-	n.mu.Lock()
-	first := n.cur
-	n.mu.Unlock()
-	err := req(n.ids[first])
-	if err == nil {
-		n.answered(first, nil)
-	}
-	if !apierrors.IsForbidden(err) {
-		return err
-	}
-	other := 1 - first
-	err2 := req(n.ids[other])
-	if err2 == nil {
-		n.answered(other, err)
-	}
-	if apierrors.IsForbidden(err2) {
-		return fmt.Errorf("as %s: %w; as %s: %v", n.names[first], err, n.names[other], err2)
-	}
-	return err2
-}
-
-// answered makes i, whose request succeeded, the identity asked first
-// and logs a change (an error of the API server's reach decides
-// nothing); refused is why the other was not.
-func (n *nodeFirst) answered(i int, refused error) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.cur = i
-	if n.said == i {
-		return
-	}
-	n.said = i
-	if i == 0 {
-		n.log.Info("reading the node's pods as " + n.names[0] + ": the API server limits them to its own")
-		return
-	}
-	n.log.Info("reading the node's pods as "+n.names[1]+", which may list the cluster's pods: acting as the node was refused", "err", refused)
 }
 
 // NewKubernetes starts an informer on the pods of node (field selector

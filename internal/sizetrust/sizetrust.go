@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/cgwarden/cgwarden/internal/apiconn"
 	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/vmsize"
 )
@@ -290,9 +291,10 @@ func Allocatable(n *unstructured.Unstructured) (milli int64, unknown string, err
 // hour.
 type watched struct {
 	res dynamic.ResourceInterface
-	// asNode, when set, is res as the node itself, asked first until it
-	// is refused (then res is asked first, and asNode after a refusal).
+	// asNode, when set, is res as the node itself, preferred to res
+	// (pref).
 	asNode       dynamic.ResourceInterface
+	pref         apiconn.Preferred
 	name         string
 	absent, what string
 	every        time.Duration
@@ -311,8 +313,6 @@ type watched struct {
 	// the next list may go.
 	refusedWait time.Duration
 	notBefore   time.Time
-	// own is whether res, not asNode, is asked first.
-	own bool
 }
 
 func newWatched(res dynamic.ResourceInterface, name, absent, what string, every time.Duration, changed func()) *watched {
@@ -455,34 +455,14 @@ func (w *watched) list(ctx context.Context, o metav1.ListOptions) (runtime.Objec
 	return l, nil
 }
 
-// ask makes a request through res, or, with asNode, through the identity
-// asked first and, when it is refused, through the other, which is asked
-// first from then on when it answers.
+// ask makes a request through res, or, with asNode, as the identity pref
+// prefers.
 func (w *watched) ask(req func(dynamic.ResourceInterface) error) error {
 	if w.asNode == nil {
 		return req(w.res)
 	}
-	w.mu.Lock()
-	own := w.own
-	w.mu.Unlock()
 	ids := [2]dynamic.ResourceInterface{w.asNode, w.res}
-	first := 0
-	if own {
-		first = 1
-	}
-	err := req(ids[first])
-	if !apierrors.IsForbidden(err) {
-		return err
-	}
-	if err2 := req(ids[1-first]); !apierrors.IsForbidden(err2) {
-		if err2 == nil {
-			w.mu.Lock()
-			w.own = first == 0
-			w.mu.Unlock()
-		}
-		return err2
-	}
-	return err
+	return w.pref.Do(func(i int) error { return req(ids[i]) })
 }
 
 // listThenWatch tells the reflector not to use streaming lists (whose
