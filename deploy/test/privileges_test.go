@@ -432,15 +432,22 @@ func rulesOf(o object) []rule {
 // nodeScopedAgent is the agent's ClusterRole with node-scoped pod reads
 // (deploy/kustomize/components/node-scoped, chart metadata.nodeScoped):
 // no pod listed or watched as itself, only as the node its pod runs on.
-var nodeScopedAgent = []rule{
-	{"", "pods", "", "impersonate-on:associated-node:list,impersonate-on:associated-node:watch"},
+var nodeScopedAgent = slices.Concat(
+	[]rule{{"", "pods", "", "impersonate-on:associated-node:list,impersonate-on:associated-node:watch"}},
+	agentRules[1:],
+	[]rule{
+		{"authentication.k8s.io", "nodes", "", "impersonate:associated-node"},
+		{"", "nodes", "", "impersonate-on:associated-node:list,impersonate-on:associated-node:watch"},
+	})
+
+// agentRules is the agent's ClusterRole as the base installs it.
+var agentRules = []rule{
+	{"", "pods", "", "list,watch"},
 	{"vm.neon.tech", "virtualmachines", "", "list,watch"},
 	{"kubevirt.io", "virtualmachineinstances", "", "list,watch"},
 	{"", "events", "", "create,patch"},
 	{"authentication.k8s.io", "tokenreviews", "", "create"},
 	{"authorization.k8s.io", "subjectaccessreviews", "", "create"},
-	{"authentication.k8s.io", "nodes", "", "impersonate:associated-node"},
-	{"", "nodes", "", "impersonate-on:associated-node:list,impersonate-on:associated-node:watch"},
 }
 
 // Every rule of every role, pinned: each is justified in docs/deploy.md by
@@ -450,14 +457,7 @@ var nodeScopedAgent = []rule{
 // cluster-wide to write for the agent but Events.
 func TestRBACRulesArePinned(t *testing.T) {
 	want := map[string][]rule{
-		"ClusterRole//cgwarden": {
-			{"", "pods", "", "list,watch"},
-			{"vm.neon.tech", "virtualmachines", "", "list,watch"},
-			{"kubevirt.io", "virtualmachineinstances", "", "list,watch"},
-			{"", "events", "", "create,patch"},
-			{"authentication.k8s.io", "tokenreviews", "", "create"},
-			{"authorization.k8s.io", "subjectaccessreviews", "", "create"},
-		},
+		"ClusterRole//cgwarden": agentRules,
 		// The agent signs its loopback listener's answers with tokens of
 		// its own ServiceAccount (answerproof; the policy
 		// cgwarden-answer-tokens limits them to answer tokens).

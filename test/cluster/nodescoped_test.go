@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -57,19 +55,12 @@ func TestAgentReadsPodsAsItsNode(t *testing.T) {
 	}
 	tok := e.agentReaderToken(t)
 	poll.Until(t, 90*time.Second, "the agent's /inspect naming the node's pod "+ns+"/sleeper", func() (bool, string, error) {
-		req, err := http.NewRequest("GET", "http://127.0.0.1:9531/inspect", nil)
-		if err != nil {
-			return false, "", err
-		}
-		req.Header.Set("Authorization", "Bearer "+tok)
-		resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+		code, b, err := agentLoopback(tok, "/inspect")
 		if err != nil {
 			return false, err.Error(), nil
 		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode == 200 && strings.Contains(string(b), `"sleeper"`) && strings.Contains(string(b), ns),
-			fmt.Sprintf("%d %.200s", resp.StatusCode, b), nil
+		return code == 200 && strings.Contains(string(b), `"sleeper"`) && strings.Contains(string(b), ns),
+			fmt.Sprintf("%d %.200s", code, b), nil
 	})
 	// Its own Node too, as the node: the runtime the audit's node header
 	// names (and the allocatable CPU that caps every size), which the
@@ -81,24 +72,17 @@ func TestAgentReadsPodsAsItsNode(t *testing.T) {
 	}
 	runtime := n.Status.NodeInfo.ContainerRuntimeVersion
 	poll.Until(t, 60*time.Second, "the agent's audit naming its Node's runtime "+runtime, func() (bool, string, error) {
-		req, err := http.NewRequest("GET", "http://127.0.0.1:9531/audit", nil)
-		if err != nil {
-			return false, "", err
-		}
-		req.Header.Set("Authorization", "Bearer "+tok)
-		resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+		code, b, err := agentLoopback(tok, "/audit")
 		if err != nil {
 			return false, err.Error(), nil
 		}
-		defer resp.Body.Close()
 		var a struct {
 			Node struct {
 				ContainerRuntimeVersion string `json:"containerRuntimeVersion"`
 			} `json:"node"`
 		}
-		b, _ := io.ReadAll(resp.Body)
 		if err := json.Unmarshal(b, &a); err != nil {
-			return false, fmt.Sprintf("%d %.200s", resp.StatusCode, b), nil
+			return false, fmt.Sprintf("%d %.200s", code, b), nil
 		}
 		return runtime != "" && a.Node.ContainerRuntimeVersion == runtime, fmt.Sprintf("runtime %q", a.Node.ContainerRuntimeVersion), nil
 	})

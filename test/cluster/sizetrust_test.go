@@ -70,25 +70,34 @@ func (e *env) agentReaderToken(t *testing.T) string {
 // agentSizes reads the sizes of the agent's served audit (its loopback
 // listener on the host network: tok is agentReaderToken's).
 func agentSizes(tok string) (*auditSizes, string, error) {
-	c := &http.Client{Timeout: 10 * time.Second}
-	req, err := http.NewRequest("GET", "http://127.0.0.1:9531/audit", nil)
+	code, b, err := agentLoopback(tok, "/audit")
 	if err != nil {
 		return nil, "", err
 	}
-	req.Header.Set("Authorization", "Bearer "+tok)
-	resp, err := c.Do(req)
-	if err != nil {
-		return nil, "", err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
 	var r struct {
 		Sizes *auditSizes `json:"sizes"`
 	}
 	if err := json.Unmarshal(b, &r); err != nil || r.Sizes == nil {
-		return nil, fmt.Sprintf("%d %.300s", resp.StatusCode, b), nil
+		return nil, fmt.Sprintf("%d %.300s", code, b), nil
 	}
 	return r.Sizes, "", nil
+}
+
+// agentLoopback GETs path of the lane node's agent on its loopback
+// listener (kubectl cgwarden's), with tok (agentReaderToken's).
+func agentLoopback(tok, path string) (int, []byte, error) {
+	req, err := http.NewRequest("GET", "http://127.0.0.1:9531"+path, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
 }
 
 // sizeOf finds pod ns/name in the sizes.
