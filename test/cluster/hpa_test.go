@@ -69,6 +69,8 @@ func TestSeedHPAScenario(t *testing.T) {
 	e.seedDeployment(t, ns, loadDir)
 	e.seedHPA(t, ns)
 	kubelet := e.kubeletClient(t)
+	trace := e.traceHPA(ns, kubelet, "without cgwarden")
+	defer trace.stop(t)
 
 	// 1. Without cgwarden.
 	start := time.Now()
@@ -98,10 +100,12 @@ func TestSeedHPAScenario(t *testing.T) {
 	// neither and takes the runtime's CRI stats of its now empty cgroup,
 	// 0. metrics-server sums those, and the HPA falls under load until a
 	// moved container allocates memory anew (this CPU loop never does).
+	trace.enter("repair; metrics-server reads the kubelet", nil)
 	ca, cert, key := servingCert(t, e.node)
 	agentCertSecret(t, e, cert, key)
 	installAgent(t, e, "testdata/agent-fix-nri-tls")
 	repaired := time.Now()
+	trace.enter("repair; metrics-server reads the kubelet", e.agentReader(t, ns))
 	var moved map[string]podCPU
 	poll.Until(t, 2*time.Minute, "the kubelet's pod figures right after repair", func() (bool, string, error) {
 		moved = summaryCPU(t, kubelet, ns)
@@ -125,6 +129,7 @@ func TestSeedHPAScenario(t *testing.T) {
 	startMetricsServer(t, metricsServerAccount(t, e, ns), caFile)
 	switchAPIService(t, e, cgwardenMetricsPort)
 	served := time.Now()
+	trace.enter("metrics-server reads cgwarden", nil)
 	e.waitReplicas(t, ns, 3*time.Minute, "the HPA at its maximum under load, metrics-server reading the agent", func(n int32) bool { return n == hpaMax })
 	t.Logf("repair, metrics-server reading the agent: %d replicas %v after the switch (HPA: %s)",
 		hpaMax, time.Since(served).Round(time.Second), e.hpaState(t, ns))
@@ -149,6 +154,7 @@ func TestSeedHPAScenario(t *testing.T) {
 		t.Fatal(err)
 	}
 	off := time.Now()
+	trace.enter("load off", nil)
 	e.waitReplicas(t, ns, 3*time.Minute, "the HPA scales back to one replica", func(n int32) bool { return n == 1 })
 	t.Logf("load off: one replica %v later (HPA: %s)", time.Since(off).Round(time.Second), e.hpaState(t, ns))
 }

@@ -153,9 +153,18 @@ type podCPU struct {
 // summaryCPU reads /stats/summary's CPU of every pod of ns, by pod name.
 func summaryCPU(t *testing.T, get func(string) (int, string), ns string) map[string]podCPU {
 	t.Helper()
+	out, err := readSummaryCPU(get, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// readSummaryCPU is summaryCPU for callers that may not stop the test.
+func readSummaryCPU(get func(string) (int, string), ns string) (map[string]podCPU, error) {
 	code, body := get("/stats/summary?only_cpu_and_memory=true")
 	if code != 200 {
-		t.Fatalf("kubelet /stats/summary: %d %.300s", code, body)
+		return nil, fmt.Errorf("/stats/summary: %d %.300s", code, body)
 	}
 	type cpu struct {
 		UsageNanoCores *float64 `json:"usageNanoCores"`
@@ -170,7 +179,7 @@ func summaryCPU(t *testing.T, get func(string) (int, string), ns string) map[str
 		} `json:"pods"`
 	}
 	if err := json.Unmarshal([]byte(body), &sum); err != nil {
-		t.Fatalf("kubelet /stats/summary: %v", err)
+		return nil, fmt.Errorf("/stats/summary: %v", err)
 	}
 	out := map[string]podCPU{}
 	for _, p := range sum.Pods {
@@ -188,7 +197,7 @@ func summaryCPU(t *testing.T, get func(string) (int, string), ns string) map[str
 		}
 		out[p.PodRef.Name] = v
 	}
-	return out
+	return out, nil
 }
 
 // installAgent applies a kustomize overlay of the agent, waits for it to
