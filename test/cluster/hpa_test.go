@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -52,6 +53,16 @@ const hpaMax = 3
 //     maximum under load, and the pods it adds are placed right by the
 //     NRI plugin from the start;
 //  4. the load off: the HPA scales back to one replica.
+//
+// A second Deployment and HPA, in a namespace of their own, run the same
+// phases under the second misplacement shape (usecClass: the misplace
+// runtime behind a shim that reports CPU in microseconds, seed 003's own
+// mechanism): without cgwarden `kubectl top` reads about 0m and the HPA
+// stays at one replica under load (checkUsecBlind); repair leaves the
+// shim's figures as they were (the HPA still at one); metrics-server
+// reading the agent scales it to its maximum, and the pods added, placed
+// right by cgwarden nri, are read right by the kubelet itself
+// (checkUsecServed); the load off, back to one.
 func TestSeedHPAScenario(t *testing.T) {
 	e := cluster(t)
 	importAgentImage(t)
@@ -66,11 +77,18 @@ func TestSeedHPAScenario(t *testing.T) {
 	if err := os.WriteFile(on, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	e.seedDeployment(t, ns, loadDir)
+	e.seedDeployment(t, ns, loadDir, misplaceClass)
 	e.seedHPA(t, ns)
+	// The second shape, beside the first, under the same load switch: its
+	// pods under usecClass.
+	usec := e.namespace(t)
+	e.seedDeployment(t, usec, loadDir, usecClass)
+	e.seedHPA(t, usec)
 	kubelet := e.kubeletClient(t)
-	trace := e.traceHPA(ns, kubelet, "without cgwarden")
+	trace := e.traceHPA(ns, misplaceClass, kubelet, "without cgwarden")
 	defer trace.stop(t)
+	usecTrace := e.traceHPA(usec, usecClass, kubelet, "without cgwarden")
+	defer usecTrace.stop(t)
 
 	// 1. Without cgwarden.
 	start := time.Now()
@@ -88,6 +106,7 @@ func TestSeedHPAScenario(t *testing.T) {
 		return everyPod(pods, blind, func(v podCPU) bool { return v.pod <= 0 && v.containers > 50e6 }), fmt.Sprint(blind), nil
 	})
 	t.Logf("without cgwarden, the Summary (nanocores): %v", blind)
+	usecPods := e.checkUsecBlind(t, usec, kubelet)
 
 	// 2. Repair, metrics-server still reading the kubelet: the pods' own
 	// figures are right once their containers are moved home, but not
@@ -101,11 +120,14 @@ func TestSeedHPAScenario(t *testing.T) {
 	// 0. metrics-server sums those, and the HPA falls under load until a
 	// moved container allocates memory anew (this CPU loop never does).
 	trace.enter("repair; metrics-server reads the kubelet", nil)
+	usecTrace.enter("repair; metrics-server reads the kubelet", nil)
 	ca, cert, key := servingCert(t, e.node)
 	agentCertSecret(t, e, cert, key)
 	installAgent(t, e, "testdata/agent-fix-nri-tls")
 	repaired := time.Now()
-	trace.enter("repair; metrics-server reads the kubelet", e.agentReader(t, ns))
+	agent, usecAgent := e.agentReader(t, ns), e.agentReader(t, usec)
+	trace.enter("repair; metrics-server reads the kubelet", agent)
+	usecTrace.enter("repair; metrics-server reads the kubelet", usecAgent)
 	var moved map[string]podCPU
 	poll.Until(t, 2*time.Minute, "the kubelet's pod figures right after repair", func() (bool, string, error) {
 		moved = summaryCPU(t, kubelet, ns)
@@ -115,6 +137,17 @@ func TestSeedHPAScenario(t *testing.T) {
 		time.Since(repaired).Round(time.Second), moved)
 	e.waitReplicas(t, ns, 2*time.Minute, "the kubelet-backed HPA blind to the moved containers", func(n int32) bool { return n < hpaMax })
 	t.Logf("repair, metrics-server reading the kubelet: %d replicas under load (HPA: %s)", e.replicas(t, ns), e.hpaState(t, ns))
+	// The shim's figures follow its process wherever it is: repair
+	// leaves them a thousand times low, and the HPA at one replica.
+	var usecMoved map[string]podCPU
+	poll.Until(t, 2*time.Minute, "the usec shape: the pod figures right after repair, the containers' still the shim's", func() (bool, string, error) {
+		usecMoved = summaryCPU(t, kubelet, usec)
+		return everyPod(usecPods, usecMoved, func(v podCPU) bool { return v.pod > 200e6 && v.containers < 5e6 }), fmt.Sprint(usecMoved), nil
+	})
+	if n := e.replicas(t, usec); n != 1 {
+		t.Errorf("usec shape, repair, metrics-server reading the kubelet: %d replicas (HPA: %s), want 1: the shim's figures are the kubelet's", n, e.hpaState(t, usec))
+	}
+	t.Logf("usec shape, repair: %d replica (HPA: %s); the Summary (nanocores): %v", e.replicas(t, usec), e.hpaState(t, usec), usecMoved)
 
 	// 3. Serving: metrics-server reading the agent, which reads each
 	// container where its processes are (a moved container with its
@@ -130,6 +163,7 @@ func TestSeedHPAScenario(t *testing.T) {
 	switchAPIService(t, e, cgwardenMetricsPort)
 	served := time.Now()
 	trace.enter("metrics-server reads cgwarden", nil)
+	usecTrace.enter("metrics-server reads cgwarden", nil)
 	e.waitReplicas(t, ns, 3*time.Minute, "the HPA at its maximum under load, metrics-server reading the agent", func(n int32) bool { return n == hpaMax })
 	t.Logf("repair, metrics-server reading the agent: %d replicas %v after the switch (HPA: %s)",
 		hpaMax, time.Since(served).Round(time.Second), e.hpaState(t, ns))
@@ -148,6 +182,19 @@ func TestSeedHPAScenario(t *testing.T) {
 		t.Errorf("no pod made after cgwarden nri was installed (the HPA did not scale up again)")
 	}
 	e.holdsMax(t, ns, "repair and prevention, metrics-server reading the agent")
+	// What metrics-server now reads: each pod's own figure and its
+	// containers' agree (the kubelet's pod figure is 0 without cgwarden).
+	var agentSays map[string]podCPU
+	poll.Until(t, time.Minute, "the agent's pod figures matching their containers'", func() (bool, string, error) {
+		agentSays = summaryCPU(t, agent, ns)
+		ok := len(agentSays) > 0
+		for _, v := range agentSays {
+			ok = ok && v.containers > 200e6 && math.Abs(v.pod-v.containers) <= 0.25*v.containers
+		}
+		return ok, fmt.Sprint(agentSays), nil
+	})
+	t.Logf("the agent's Summary (nanocores): %v", agentSays)
+	e.checkUsecServed(t, usec, kubelet, usecPods)
 
 	// 4. The load off.
 	if err := os.Remove(on); err != nil {
@@ -155,8 +202,10 @@ func TestSeedHPAScenario(t *testing.T) {
 	}
 	off := time.Now()
 	trace.enter("load off", nil)
+	usecTrace.enter("load off", nil)
 	e.waitReplicas(t, ns, 3*time.Minute, "the HPA scales back to one replica", func(n int32) bool { return n == 1 })
 	t.Logf("load off: one replica %v later (HPA: %s)", time.Since(off).Round(time.Second), e.hpaState(t, ns))
+	e.waitReplicas(t, usec, time.Minute, "the usec shape's HPA back to one replica", func(n int32) bool { return n == 1 })
 }
 
 // everyPod reports whether ok holds for the figures of every pod of pods
@@ -209,11 +258,11 @@ func misplacedAtRoot(root string, p *corev1.Pod) bool {
 }
 
 // seedDeployment is seed 003's Deployment on the lane: one replica of a
-// container that burns CPU while loadDir/on exists on the node.
-func (e *env) seedDeployment(t *testing.T, ns, loadDir string) {
+// container under RuntimeClass class that burns CPU while loadDir/on
+// exists on the node.
+func (e *env) seedDeployment(t *testing.T, ns, loadDir, class string) {
 	t.Helper()
 	one, replicas := int64(1), int32(1)
-	class := misplaceClass
 	labels := map[string]string{"app": "spin-test"}
 	loop := `while :; do if [ -e /load/on ]; then i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; else sleep 1; fi; done`
 	d := &appsv1.Deployment{

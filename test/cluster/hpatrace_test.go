@@ -34,6 +34,7 @@ type hpaPoint struct {
 type hpaTrace struct {
 	e       *env
 	ns      string
+	shape   string // what the chart's title and file name say of the runtime
 	kubelet func(string) (int, string)
 	start   time.Time
 
@@ -45,8 +46,8 @@ type hpaTrace struct {
 	wg     sync.WaitGroup
 }
 
-func (e *env) traceHPA(ns string, kubelet func(string) (int, string), phase string) *hpaTrace {
-	tr := &hpaTrace{e: e, ns: ns, kubelet: kubelet, start: time.Now(), phase: phase, done: make(chan struct{})}
+func (e *env) traceHPA(ns, shape string, kubelet func(string) (int, string), phase string) *hpaTrace {
+	tr := &hpaTrace{e: e, ns: ns, shape: shape, kubelet: kubelet, start: time.Now(), phase: phase, done: make(chan struct{})}
 	tr.wg.Add(1)
 	go func() {
 		defer tr.wg.Done()
@@ -117,7 +118,8 @@ func sumCores(s map[string]podCPU) (pod, containers float64) {
 }
 
 // stop ends the sampling, logs each phase's span and its last sample and, when
-// CGWARDEN_HPA_CHART names a file, draws the run there as SVG.
+// CGWARDEN_HPA_CHART is set (a file name, X.svg), draws the run in
+// X-<shape>.svg.
 func (tr *hpaTrace) stop(t *testing.T) {
 	t.Helper()
 	close(tr.done)
@@ -137,12 +139,13 @@ func (tr *hpaTrace) stop(t *testing.T) {
 		for _, p := range ps {
 			most = max(most, p.replicas)
 		}
-		t.Logf("trace | %s | %.0f–%.0f s | up to %.0f replicas | at its end: %.0f replicas, HPA %s | cores summed: kubelet pods %.2f, containers %.2f, cgwarden %s |",
-			ph, ps[0].at.Seconds(), last.at.Seconds(), most, last.replicas, orUnknown(last.util, "%.0f%%"),
+		t.Logf("trace %s | %s | %.0f–%.0f s | up to %.0f replicas | at its end: %.0f replicas, HPA %s | cores summed: kubelet pods %.2f, containers %.2f, cgwarden %s |",
+			tr.shape, ph, ps[0].at.Seconds(), last.at.Seconds(), most, last.replicas, orUnknown(last.util, "%.0f%%"),
 			last.kubeletPod, last.kubeletContainers, orUnknown(last.agent, "%.2f"))
 	}
 	if out := os.Getenv("CGWARDEN_HPA_CHART"); out != "" {
-		if err := os.WriteFile(out, []byte(hpaSVG(tr.points)), 0o644); err != nil {
+		out = strings.TrimSuffix(out, ".svg") + "-" + tr.shape + ".svg"
+		if err := os.WriteFile(out, []byte(hpaSVG(tr.shape, tr.points)), 0o644); err != nil {
 			t.Errorf("writing the chart: %v", err)
 		} else {
 			t.Logf("the run drawn in %s", out)
@@ -163,7 +166,7 @@ func orUnknown(v float64, format string) string {
 // source reports it), each phase's start marked and named. Written here,
 // not by a library: it is one picture for docs/demo.md, made from a
 // test's own samples.
-func hpaSVG(points []hpaPoint) string {
+func hpaSVG(shape string, points []hpaPoint) string {
 	const (
 		w, left, right = 760, 64, 16
 		panelH, gap    = 120, 44
@@ -177,7 +180,7 @@ func hpaSVG(points []hpaPoint) string {
 	var b strings.Builder
 	height := top + 3*panelH + 2*gap + 20 + 16*3 + 8
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 %d %d" role="img" aria-labelledby="t d" font-family="system-ui, sans-serif" font-size="12">`+"\n", w, height)
-	b.WriteString(`<title id="t">Seed 003's HPA scenario on the cluster lane: replicas, the HPA's CPU utilisation and the pods' CPU as each source reports it, through the modes</title>` + "\n")
+	fmt.Fprintf(&b, `<title id="t">Seed 003's HPA scenario on the cluster lane, RuntimeClass %s: replicas, the HPA's CPU utilisation and the pods' CPU as each source reports it, through the modes</title>`+"\n", html.EscapeString(shape))
 	b.WriteString(`<desc id="d">Drawn from TestSeedHPAScenario's samples, every 5 seconds; docs/demo.md gives the same figures as a table.</desc>` + "\n")
 	b.WriteString(`<rect width="100%" height="100%" fill="white"/>` + "\n")
 	type series struct {

@@ -311,10 +311,12 @@ func (l Lab) apiObjects(ctx context.Context, c Config) error {
 	}); err != nil {
 		return err
 	}
-	// Pods choose the misplacing runtime by this RuntimeClass.
-	if _, err := cs.NodeV1().RuntimeClasses().Create(ctx, &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "misplace"}, Handler: "misplace"},
-		metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
+	// Pods choose the misplacing runtime by these RuntimeClasses.
+	for _, name := range []string{"misplace", "misplace-usec"} {
+		if _, err := cs.NodeV1().RuntimeClasses().Create(ctx, &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Handler: name},
+			metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
 	}
 	ms := l.Kubeconfig("metrics-server")
 	if _, err := l.Start(ctx, Proc{Name: MetricsServer, Exe: filepath.Join(c.MetricsServer, "metrics-server"), Grace: 20 * time.Second,
@@ -463,7 +465,10 @@ var configTemplates = map[string]*template.Template{
 	// Besides runc, a second CRI runtime handler, "misplace": runc behind
 	// test/cluster/misplace, which puts every app container's cgroup at
 	// the root of each hierarchy (a pod annotated
-	// cgwarden.io/misplace-sandbox: "true" has its sandbox misplaced too).
+	// cgwarden.io/misplace-sandbox: "true" has its sandbox misplaced too);
+	// and a third, "misplace-usec": the same behind test/cluster/usecshim,
+	// a shim that reports the containers' CPU in microseconds where
+	// containerd reads nanoseconds, as seed 003's shim did.
 	"containerd/config.toml": template.Must(template.New("").Parse(`version = 3
 root = "{{.D}}/containerd/root"
 state = "{{.D}}/containerd/state"
@@ -503,6 +508,13 @@ disabled_plugins = ["io.containerd.internal.v1.opt"]
       runtime_type = "io.containerd.runc.v2"
       pod_annotations = ["cgwarden.io/misplace-sandbox"]
       [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.misplace.options]
+        BinaryName = "{{.C.Misplace}}/misplace"
+        Root = "{{.D}}/runc"
+        SystemdCgroup = false
+    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.misplace-usec]
+      runtime_type = "io.containerd.runc.v2"
+      runtime_path = "{{.C.Misplace}}/usec-shim"
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.misplace-usec.options]
         BinaryName = "{{.C.Misplace}}/misplace"
         Root = "{{.D}}/runc"
         SystemdCgroup = false
