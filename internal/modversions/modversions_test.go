@@ -17,7 +17,7 @@ const build = "test/cluster/build"
 // test modules compiled in the same run (the metrics-server modules are
 // left out: metrics-server v0.8.0 needs the k8s.io v0.33 libraries it was
 // released with).
-var others = []string{".", "test/scale", "test/cluster", "deploy/test"}
+var others = []string{".", "test/scale", "test/cluster", "deploy/test", "test/cluster/usecshim"}
 
 // allowed are the versions that may differ, each with why.
 var allowed = map[string]map[string]string{
