@@ -431,7 +431,7 @@ func (h *Holder) correct(p string, noticed time.Time) bool {
 		h.log.Error("refusing to write a held weight", "path", p, "err", err)
 		return true
 	}
-	werr := h.write(op)
+	werr := h.restoreWrite(op, pol)
 	// A held weight restored, the restore not yet counted.
 	failpoint.Hit("hold/after-restore")
 	done := time.Now()
@@ -818,6 +818,33 @@ func (h *Holder) heldAt(p, v string) bool {
 // write applies one checked weight operation through a writer made for
 // it alone: a grant of the door for the one file (Write), or of systemd
 // for the one unit (Property).
+// restoreWrite writes a held weight back. A target the journal has never
+// recorded (it was at its value when first planned, so nothing was
+// written) goes through the journal, so that revert puts back what was
+// written over it since: without, a sized pod whose cgroup had its target
+// before the kubelet wrote its minimum kept the target after revert --all
+// (the cluster lane's fault suite, seed 1796560840248274810: a 1-CPU VM's
+// pod at the kernel's 1024, its target, weighed 1024 after revert, not
+// the kubelet's 2).
+func (h *Holder) restoreWrite(op plan.Op, pol plan.Policy) error {
+	entries, err := h.cfg.Engine.JournalEntries()
+	if err != nil {
+		return err
+	}
+	key := path.Clean(op.Path)
+	if op.Kind == plan.Property {
+		key = journal.PropertyKey(op)
+	}
+	if journal.Written(journal.Applies(entries))[key] {
+		return h.write(op)
+	}
+	res, err := h.cfg.Engine.ApplyPlan(&plan.Plan{Ops: []plan.Op{op}}, pol)
+	if err == nil && h.cfg.OnApply != nil {
+		h.cfg.OnApply(res)
+	}
+	return err
+}
+
 func (h *Holder) write(op plan.Op) error {
 	if op.Kind != plan.Property {
 		g := h.cfg.Host.Grant(nil, []string{op.Path})

@@ -382,3 +382,35 @@ func TestReplanLeavesAResetToTheRestorePath(t *testing.T) {
 		t.Errorf("cgwarden_weight_off_target_seconds_total{role=tier} = %v, want at least RestoreDelay for each of the 3 resets", off)
 	}
 }
+
+// TestRestoreOfAnUnwrittenTargetIsJournaled: a sized pod's cgroup already
+// at its target when first planned (nothing to write, nothing journaled:
+// the kernel's 1024 for a new cgroup is a 1-CPU VM's target on v1), then
+// the kubelet writes its minimum. The holder restores the target, through
+// the journal, so that revert --all puts back the kubelet's minimum.
+// Before, the restore wrote around the journal and revert left the target
+// (the cluster lane's fault suite, seed 1796560840248274810).
+func TestRestoreOfAnUnwrittenTargetIsJournaled(t *testing.T) {
+	s := realtest.NewScratch(t)
+	r := &rig{t: t, tree: realtest.NewVMTree(s, 500, 1000, 2000, 4000), pods: &pods{}, journal: t.TempDir()}
+	r.pods.set(r.tree.Pods())
+	vm := r.tree.VMs[0].Rel // 1 CPU (the first size is the Burstable pod's)
+	target := r.tree.PodWeight(fairness.MilliCPUToShares(r.tree.VMs[0].MilliCPU))
+	minimum := r.tree.PodWeight(fairness.MinShares)
+	r.tree.SetWeight(vm, target)
+	o := fixOptions(s.Name, r.pods, r.journal, weightRules...)
+	o.MaxTierCPU, o.SizeCheck = strconv.Itoa(capMilli)+"m", 100*time.Millisecond
+	r.agent, r.stop = startAgent(t, o)
+	r.waitFor("the first plan", time.Now(), 10*time.Second, func() bool {
+		return planned(t, r.agent) && r.tree.Weight(realtest.Kube+"/besteffort") == r.tierTarget(1000, 2000, 4000)
+	})
+	from := time.Now()
+	r.tree.SetWeight(vm, minimum)
+	took := r.waitFor("the target restored", from, 2*time.Second, func() bool { return r.tree.Weight(vm) == target })
+	t.Logf("the kubelet's %d over the unwritten target %d restored %v after", minimum, target, took.Round(time.Millisecond))
+	r.stop()
+	r.revert()
+	if got := r.tree.Weight(vm); got != minimum {
+		t.Errorf("after revert --all the VM pod weighs %d, want the kubelet's %d (the target %d restored around the journal)", got, minimum, target)
+	}
+}
