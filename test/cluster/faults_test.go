@@ -36,9 +36,9 @@ const (
 	// agent process (CGWARDEN_FAILPOINTS_FILE).
 	faultArm = lab.DefaultDir + "/faults-arm/arm"
 	// defaultFaultCount is CI's count (CGWARDEN_CLUSTER_FAULT_COUNT):
-	// two of each kind, about 5 minutes (24, three of each, took 7; a
-	// soak sets more: docs/reliability.md).
-	defaultFaultCount = 16
+	// one of each kind, about 2 minutes (16, two of each, took 4; 24,
+	// three of each, 7; a soak sets more: docs/reliability.md).
+	defaultFaultCount = 8
 	// faultSettle bounds the time from a fault's end (the component back,
 	// the pod deleted) to every invariant holding. It allows a new agent
 	// pod (image present, Ready within 60 s), one adoption interval, and
