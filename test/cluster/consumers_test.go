@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cgwarden/cgwarden/internal/poll"
+	"github.com/cgwarden/cgwarden/internal/realtest"
 )
 
 // consumerWindow is how long each phase's CPU is measured: two of the
@@ -56,6 +57,9 @@ type consumer struct {
 func TestPodMetricsConsumers(t *testing.T) {
 	e := cluster(t)
 	importAgentImage(t)
+	// The module lanes' burner tests pin to the same CPUs beside this
+	// lane: one measures at a time.
+	realtest.LockCPU(t)
 	ns := e.namespace(t)
 	root, _ := cgroupRoot()
 	kubelet := e.kubeletClient(t)
