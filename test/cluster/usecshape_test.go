@@ -91,7 +91,7 @@ func (e *env) checkUsecServed(t *testing.T, ns string, kubelet func(string) (int
 	var s map[string]podCPU
 	poll.Until(t, 90*time.Second, "usec shape: the kubelet reading the pods cgwarden nri placed", func() (bool, string, error) {
 		s = summaryCPU(t, kubelet, ns)
-		return everyPod(fresh, s, func(v podCPU) bool { return v.containers > 200e6 && v.pod > 200e6 }), fmt.Sprint(s), nil
+		return everyPod(fresh, s, func(v podCPU) bool { return v.containers > 100e6 && v.pod > 100e6 }), fmt.Sprint(s), nil
 	})
 	t.Logf("usec shape: the kubelet reads the pods cgwarden nri placed right, their containers included (nanocores): %v", s)
 }
