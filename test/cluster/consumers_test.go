@@ -191,9 +191,9 @@ func consumerPod(ns string, c *consumer, loadDir string) *corev1.Pod {
 	return p
 }
 
-// startConsumer waits for c's pod to run, finds its containers' processes
+// startConsumer waits for c's pod to run, finds its containers' shells
 // (in the runtime's literal cgroup or where the kubelet asked) and pins
-// them to c.cpu.
+// them to c.cpu (what they fork later inherits it).
 func (e *env) startConsumer(t *testing.T, ns, root string, c *consumer) {
 	t.Helper()
 	want := len(consumerPod(ns, c, "").Spec.Containers)
@@ -207,9 +207,11 @@ func (e *env) startConsumer(t *testing.T, ns, root string, c *consumer) {
 			return false, describe(p), nil
 		}
 		for _, cs := range p.Status.ContainerStatuses {
+			// One process, its shell: the first write's dd has ended
+			// (a PID that ends would fail the measurement).
 			ps := procs(containerDir(root, p, strings.TrimPrefix(cs.ContainerID, "containerd://")))
-			if len(ps) == 0 {
-				return false, "no process yet for container " + cs.Name, nil
+			if len(ps) != 1 {
+				return false, fmt.Sprintf("%d processes in container %s, want its shell alone", len(ps), cs.Name), nil
 			}
 			for _, s := range ps {
 				c.pids = append(c.pids, atoi(s))
