@@ -452,10 +452,12 @@ func (f *consumerFigures) log(t *testing.T, phase string) {
 
 func mib64(b float64) float64 { return b / (1 << 20) }
 
-// near reports whether got is within a factor of 1.5 of want (false for
-// NaN).
+// near reports whether got is within a factor of 2 of want (false for
+// NaN): the kubelet's rates are over its own housekeeping samples, which
+// a 25 s window holds two or three of; what this tells apart is a right
+// figure from a blind one, 0 or a thousandth.
 func near(got, want float64) bool {
-	return got >= want/1.5 && got <= want*1.5
+	return got >= want/2 && got <= want*2
 }
 
 // checkWithout asserts what a misplaced pod's consumers read without
