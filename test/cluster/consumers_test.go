@@ -235,7 +235,7 @@ func (e *env) startConsumer(t *testing.T, ns, root string, c *consumer) {
 // directory at the root when it made one, else the kubelet's path.
 func containerDir(root string, p *corev1.Pod, id string) string {
 	qos := strings.ToLower(string(p.Status.QOSClass))
-	lit := filepath.Join(root, "kubepods-"+qos+"-pod"+strings.ReplaceAll(string(p.UID), "-", "_")+".slice:cri-containerd:"+id)
+	lit := filepath.Join(root, literalNameQoS(qos, string(p.UID), id))
 	if _, err := os.Stat(lit); err == nil {
 		return lit
 	}
@@ -243,6 +243,20 @@ func containerDir(root string, p *corev1.Pod, id string) string {
 		return filepath.Join(root, "kubepods", "pod"+string(p.UID), id)
 	}
 	return filepath.Join(root, "kubepods", qos, "pod"+string(p.UID), id)
+}
+
+// runNs is the run time of processes pids, their threads' summed.
+func runNs(t *testing.T, pids []int) int64 {
+	t.Helper()
+	var sum int64
+	for _, pid := range pids {
+		n, err := threadsRunNs(pid)
+		if err != nil {
+			t.Fatalf("process %d: %v", pid, err)
+		}
+		sum += n
+	}
+	return sum
 }
 
 // misplacedAtRootAny reports whether any container of p is in the
@@ -313,15 +327,7 @@ func (e *env) measureConsumers(t *testing.T, kubelet, agent func(string) (int, s
 	take := func() snap {
 		s := snap{at: time.Now(), run: map[string]int64{}}
 		for _, c := range pods {
-			var sum int64
-			for _, pid := range c.pids {
-				n, err := threadsRunNs(pid)
-				if err != nil {
-					t.Fatalf("%s: process %d: %v", c.name, pid, err)
-				}
-				sum += n
-			}
-			s.run[c.name] = sum
+			s.run[c.name] = runNs(t, c.pids)
 		}
 		res := scrape(t, kubelet, "/metrics/resource")
 		s.resPod = perPod(res["pod_cpu_usage_seconds_total"], ns, nil)

@@ -6,7 +6,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -236,12 +235,7 @@ func (e *env) holdsMax(t *testing.T, ns, mode string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		util := int32(-1)
-		for _, m := range h.Status.CurrentMetrics {
-			if m.Resource != nil && m.Resource.Current.AverageUtilization != nil {
-				util = *m.Resource.Current.AverageUtilization
-			}
-		}
+		util := cpuUtilisation(h)
 		if h.Status.DesiredReplicas != hpaMax || util <= 50 {
 			t.Errorf("%s: the HPA wants %d replicas at %d%% CPU (-1: unknown), want %d above 50%% under load", mode, h.Status.DesiredReplicas, util, hpaMax)
 			return
@@ -254,9 +248,19 @@ func (e *env) holdsMax(t *testing.T, ns, mode string) {
 // directory at the cpu hierarchy's root that the misplace runtime makes
 // (the runwasi shim's name for a Burstable pod's container).
 func misplacedAtRoot(root string, p *corev1.Pod) bool {
-	lit := "kubepods-burstable-pod" + strings.ReplaceAll(string(p.UID), "-", "_") + ".slice:cri-containerd:" + containerID(p)
-	_, err := os.Stat(filepath.Join(root, lit))
+	_, err := os.Stat(filepath.Join(root, literalNameQoS("burstable", string(p.UID), containerID(p))))
 	return err == nil
+}
+
+// cpuUtilisation is the HPA's current CPU utilisation in percent, -1
+// while unknown.
+func cpuUtilisation(h *autoscalingv2.HorizontalPodAutoscaler) int32 {
+	for _, m := range h.Status.CurrentMetrics {
+		if m.Resource != nil && m.Resource.Current.AverageUtilization != nil {
+			return *m.Resource.Current.AverageUtilization
+		}
+	}
+	return -1
 }
 
 // seedDeployment is seed 003's Deployment on the lane: one replica of a
@@ -341,10 +345,8 @@ func (e *env) hpaState(t *testing.T, ns string) string {
 		return err.Error()
 	}
 	util := "unknown"
-	for _, m := range h.Status.CurrentMetrics {
-		if m.Resource != nil && m.Resource.Current.AverageUtilization != nil {
-			util = fmt.Sprintf("%d%%", *m.Resource.Current.AverageUtilization)
-		}
+	if u := cpuUtilisation(h); u >= 0 {
+		util = fmt.Sprintf("%d%%", u)
 	}
 	return fmt.Sprintf("cpu %s/50%%, %d → %d replicas", util, h.Status.CurrentReplicas, h.Status.DesiredReplicas)
 }

@@ -89,10 +89,8 @@ func (tr *hpaTrace) sample() {
 	}
 	p.replicas = float64(*d.Spec.Replicas)
 	if h, err := tr.e.cs.AutoscalingV2().HorizontalPodAutoscalers(tr.ns).Get(ctx, "spinapp-autoscaler", metav1.GetOptions{}); err == nil {
-		for _, m := range h.Status.CurrentMetrics {
-			if m.Resource != nil && m.Resource.Current.AverageUtilization != nil {
-				p.util = float64(*m.Resource.Current.AverageUtilization)
-			}
+		if u := cpuUtilisation(h); u >= 0 {
+			p.util = float64(u)
 		}
 	}
 	if s, err := readSummaryCPU(tr.kubelet, tr.ns); err == nil {

@@ -34,7 +34,12 @@ const misplaceClass = "misplace"
 // literalName is the cgroup the misplace runtime makes for a container of
 // a BestEffort pod, at the root of each hierarchy: seed 003's shape.
 func literalName(podUID, containerID string) string {
-	return "kubepods-besteffort-pod" + strings.ReplaceAll(podUID, "-", "_") + ".slice:cri-containerd:" + containerID
+	return literalNameQoS("besteffort", podUID, containerID)
+}
+
+// literalNameQoS is literalName for a pod of QoS class qos (lower case).
+func literalNameQoS(qos, podUID, containerID string) string {
+	return "kubepods-" + qos + "-pod" + strings.ReplaceAll(podUID, "-", "_") + ".slice:cri-containerd:" + containerID
 }
 
 // procs lists the PIDs in a cgroup directory (nil when it does not exist).

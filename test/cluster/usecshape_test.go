@@ -4,10 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -39,7 +36,7 @@ func (e *env) checkUsecBlind(t *testing.T, ns string, kubelet func(string) (int,
 	if !misplacedAtRoot(root, p) {
 		t.Fatalf("usec shape: pod %s is not misplaced by the misplace runtime", p.Name)
 	}
-	truth := runCores(t, filepath.Join(root, "kubepods-burstable-pod"+strings.ReplaceAll(string(p.UID), "-", "_")+".slice:cri-containerd:"+containerID(p)), 5*time.Second)
+	truth := runCores(t, containerDir(root, p, containerID(p)), 5*time.Second)
 	var s map[string]podCPU
 	poll.Until(t, 2*time.Minute, "usec shape: the HPA reading the pod, the kubelet's Summary", func() (bool, string, error) {
 		s = summaryCPU(t, kubelet, ns)
@@ -103,31 +100,18 @@ func (e *env) hpaUtil(t *testing.T, ns string) int32 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range h.Status.CurrentMetrics {
-		if m.Resource != nil && m.Resource.Current.AverageUtilization != nil {
-			return *m.Resource.Current.AverageUtilization
-		}
-	}
-	return -1
+	return cpuUtilisation(h)
 }
 
 // runCores is the CPU the processes of cgroup dir use over d, in cores,
 // from their own run time.
 func runCores(t *testing.T, dir string, d time.Duration) float64 {
 	t.Helper()
-	sum := func() int64 {
-		var n int64
-		for _, pid := range procs(dir) {
-			v, err := strconv.Atoi(pid)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ns, _ := threadsRunNs(v)
-			n += ns
-		}
-		return n
+	var pids []int
+	for _, pid := range procs(dir) {
+		pids = append(pids, atoi(pid))
 	}
-	a := sum()
+	a := runNs(t, pids)
 	time.Sleep(d)
-	return float64(sum()-a) / float64(d.Nanoseconds())
+	return float64(runNs(t, pids)-a) / float64(d.Nanoseconds())
 }
