@@ -33,7 +33,6 @@ import (
 	"github.com/cgwarden/cgwarden/internal/podsource"
 	"github.com/cgwarden/cgwarden/internal/rules"
 	"github.com/cgwarden/cgwarden/internal/serve"
-	"github.com/cgwarden/cgwarden/internal/sizetrust"
 	"github.com/cgwarden/cgwarden/internal/systemd"
 )
 
@@ -100,34 +99,21 @@ func (c *Config) Complete(ctx context.Context) (a *Agent, err error) {
 	if a.auth == nil && c.LocalListen != "" {
 		a.log.Warn("--local-listen without --authenticate: any process on the node reads the node's audit and inventory on " + c.LocalListen)
 	}
-	lister, source := c.Lister, "given"
-	if lister == nil {
-		if lister, source, err = podsource.Open(ctx, c.sourceConfig(), a.log); err != nil {
-			return nil, err
-		}
+	m, err := c.OpenMeta(ctx)
+	if err != nil {
+		return nil, err
 	}
-	a.source = source
-	if c.Events {
-		rc, err := apiconn.RESTConfig(c.Kubeconfig, c.WrapTransport)
-		if err != nil {
-			return nil, fmt.Errorf("--events needs the API server (--kubeconfig, or in-cluster): %w", err)
-		}
-		note, stop, err := events.New(rc, c.NodeName, a.log)
-		if err != nil {
-			return nil, err
-		}
-		a.note = note
-		a.closes = append(a.closes, stop)
-	}
+	a.source, a.note = m.Source, m.Note
+	a.closes = append(a.closes, m.Close)
 	scfg := serve.Config{NodeName: c.NodeName, Interval: c.Interval, Logger: a.log, Findings: serve.AuditFindings, Demand: c.Demand, NRIMetrics: c.NRIMetrics}
 	if a.auth != nil {
 		scfg.Collectors = append(scfg.Collectors, a.auth) // cgwarden_auth_*
 	}
 	if c.Snapshot != "" {
 		a.Server = serve.New(scfg)
-		return a, c.Feed(ctx, a.Server, lister)
+		return a, c.Feed(ctx, a.Server, m.Lister)
 	}
-	if err = a.completeLive(ctx, lister, &scfg); err != nil {
+	if err = a.completeLive(ctx, m, &scfg); err != nil {
 		return nil, err
 	}
 	return a, nil
@@ -135,24 +121,21 @@ func (c *Config) Complete(ctx context.Context) (a *Agent, err error) {
 
 // completeLive opens the host, its one scanner and Hub, the metadata
 // source with the VM sizes, and the fixers.
-func (a *Agent) completeLive(ctx context.Context, lister podsource.Lister, scfg *serve.Config) error {
+func (a *Agent) completeLive(ctx context.Context, m *Meta, scfg *serve.Config) error {
 	c := a.cfg
 	sc, err := a.openScanner(ctx, scfg)
 	if err != nil {
 		return err
 	}
-	// changes is what the sizes' sources notify when they change: the
-	// size policy, its binding and the Node (sizetrust), the pods'
-	// informer, the VM objects' watches.
-	changes := metadata.NewChanges()
-	src, notifying := a.sizeSource(ctx, lister, changes, scfg)
+	src := m.Sizes
+	scfg.Collectors = append(scfg.Collectors, m.collectors...)
 	scfg.Collectors = append(scfg.Collectors, usageCollector{a.host})
 	a.Loop = NewLoop(sc, src.Sizes, audit.Policy{MaxTierMilliCPU: c.MaxTierMilliCPU}, nil, c.Interval, c.Demand, a.log)
 	a.app = newApplier()
 	a.journal = journal.New(c.JournalDir)
 	if len(c.Weights) > 0 {
 		a.holder, err = hold.New(hold.Config{Host: a.host, Rules: c.Weights, MaxTierMilliCPU: c.MaxTierMilliCPU, Sizes: src.Sizes,
-			Check: sizeCheck(c.SizeCheck, a.source, c.VMsFile, notifying), Changed: changes.C(), Resync: max(c.Interval, time.Second) * 6, Log: a.log, OnApply: a.applied, Engine: a.engine(),
+			Check: sizeCheck(c.SizeCheck, a.source, c.VMsFile, m.Notifying), Changed: m.Changes.C(), Resync: max(c.Interval, time.Second) * 6, Log: a.log, OnApply: a.applied, Engine: a.engine(),
 			Loop: a.Loop, Watch: a.hub.Subscribe(), Apply: a.app.Do})
 		if err != nil {
 			return err
@@ -177,7 +160,7 @@ func (a *Agent) completeLive(ctx context.Context, lister podsource.Lister, scfg 
 	}
 	if c.Adopt {
 		a.adopt = a.engine()
-		a.adopt.Evidence = evidence(a.host, lister)
+		a.adopt.Evidence = evidence(a.host, m.Lister)
 		a.adoptions = make(chan *Picture, 1)
 		a.Loop.Subscribe(a.offerAdoption)
 	}
@@ -231,27 +214,6 @@ func (a *Agent) openScanner(ctx context.Context, scfg *serve.Config) (*inventory
 	return sc, nil
 }
 
-// sizeSource is the metadata source with the VM sizes and whether every
-// source of the sizes notifies changes (so the holder need not look on a
-// timer); each source's changes are forwarded to changes.
-func (a *Agent) sizeSource(ctx context.Context, lister podsource.Lister, changes *metadata.Changes, scfg *serve.Config) (src *hold.MetaSource, notifying bool) {
-	c := a.cfg
-	trust, nodeInfo := a.sizeTrust(ctx, changes)
-	src = &hold.MetaSource{Lister: noPods{}, VMsFile: c.VMsFile, Trust: trust, NodeInfo: nodeInfo, Log: a.log.With("component", "sizes")}
-	if n, ok := lister.(notifier); ok {
-		src.Lister, notifying = lister, c.VMsFile == ""
-		a.forward(ctx, n.Changes(), changes)
-	} else if lister != nil {
-		src.Lister = lister
-	}
-	if live := a.liveVMs(ctx); live != nil {
-		src.Live = live
-		a.forward(ctx, live.Changes(), changes)
-		scfg.Collectors = append(scfg.Collectors, vmWatchCollector{live})
-	}
-	return src, notifying
-}
-
 // engine is a fix engine of the agent: journaled applies through the host.
 func (a *Agent) engine() *fix.Engine {
 	e := &fix.Engine{FS: a.host, JournalDir: a.cfg.JournalDir, Journal: a.journal, Log: a.log.With("component", "fix"), By: journal.ByServe}
@@ -259,70 +221,6 @@ func (a *Agent) engine() *fix.Engine {
 		e.Units = a.units
 	}
 	return e
-}
-
-// sizeTrustWait is how long the agent waits at start for the size-trust
-// watches' first lists (then it starts with what it has: nothing trusted
-// beyond the flag until they answer).
-const sizeTrustWait = 10 * time.Second
-
-// sizeTrust says which pod sizes the agent believes. A pods file (--pods)
-// is believed as every other command believes it (podsource.Vouched): the
-// operator's own input, so `serve --fix` holds what `fix --apply` set from
-// the same file instead of undoing it. Pods from a live source get the
-// live check (sizetrust): --trust-size-annotations' namespaces, the size
-// policy and the Node's allocatable CPU, read from the API server when
-// there is one, and --max-size's bounds. nodeInfo is what the same Node
-// watch says of the node (its container runtime, for the audit's node
-// header); nil with a pods file, where no Node is watched.
-func (a *Agent) sizeTrust(ctx context.Context, changes *metadata.Changes) (trust func() metadata.Trust, nodeInfo func() metadata.NodeInfo) {
-	c := a.cfg
-	if t, ok := podsource.Vouched(a.source); ok {
-		a.log.Info("trusted pod sizes", "component", "sizetrust", "annotations", t.Annotations, "trustedBy", t.TrustedBy,
-			"allocatableUnknown", t.AllocatableUnknown)
-		if c.MaxSizes.String() != "" {
-			a.log.Info("--max-size does not bound the sizes of a pods file: the operator's own input, believed as every command believes it",
-				"component", "sizetrust", "maxSizes", c.MaxSizes.String())
-		}
-		return func() metadata.Trust { return t }, nil
-	}
-	ch := &sizetrust.Checker{Node: c.NodeName, Namespaces: c.TrustNamespaces, MaxSizes: c.MaxSizes, Log: a.log.With("component", "sizetrust"), Changes: changes}
-	if rc, err := apiconn.RESTConfig(c.Kubeconfig, c.WrapTransport); err == nil {
-		if dyn, err := sizetrust.NewClient(rc); err == nil {
-			ch.API = dyn
-		}
-		// Its own Node as the node first, as the pods are read
-		// (podsource.AsNode; deploy/kustomize/components/node-scoped).
-		if c.NodeName != "" {
-			if dyn, err := sizetrust.NewClient(podsource.AsNode(rc, c.NodeName)); err == nil {
-				ch.NodeAPI = dyn
-			}
-		}
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	a.closes = append(a.closes, cancel)
-	ch.Start(ctx, sizeTrustWait)
-	return ch.Trust, ch.NodeInfo
-}
-
-// notifier is a pod source that says when its pods change (the
-// Kubernetes source's informer).
-type notifier interface{ Changes() *metadata.Changes }
-
-// forward passes from's notifications on to to until ctx ends (or Close).
-func (a *Agent) forward(ctx context.Context, from, to *metadata.Changes) {
-	ctx, cancel := context.WithCancel(ctx)
-	a.closes = append(a.closes, cancel)
-	go func() {
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-from.C():
-				to.Notify()
-			}
-		}
-	}()
 }
 
 // offerAdoption hands the adopter the newest picture (an older one not
@@ -500,29 +398,6 @@ func (a *Agent) completeLocalAuth(rc *rest.Config, rv serve.Reviewer) error {
 		Permit:   func(u authnv1.UserInfo) error { return answerproof.CheckReader(u, user, c.NodeName) }}
 	a.log.Info("the loopback listener takes tokens of "+user+" bound to this node, and signs its answers", "pod", c.Pod.String(), "audience", answerproof.ReaderAudience)
 	return nil
-}
-
-// liveVMs watches, for --fix when pod metadata comes from the API server,
-// the VM objects that this node's pods reference (one watch per VM, none
-// on the cluster's other VMs): NeonVM's live size then reaches the holder
-// (and what is served) as it changes. nil otherwise (sizes from --vms,
-// the runner's arguments and annotations).
-func (a *Agent) liveVMs(ctx context.Context) *podsource.VMWatches {
-	c := a.cfg
-	if !c.fixing() || (c.Metadata != podsource.Kubernetes && c.Metadata != podsource.Auto) {
-		return nil
-	}
-	rc, err := apiconn.RESTConfig(c.Kubeconfig, c.WrapTransport)
-	if err != nil {
-		return nil // no API server: nothing to watch
-	}
-	v, err := podsource.OpenVMWatches(ctx, rc, a.log)
-	if err != nil {
-		a.log.Warn("not watching VM objects", "err", err)
-		return nil
-	}
-	a.closes = append(a.closes, v.Close)
-	return v
 }
 
 // Run runs the node loop and the fixers, and serves until ctx ends; then

@@ -3,11 +3,11 @@ package scale
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/metrics"
 	"strings"
@@ -18,30 +18,30 @@ import (
 
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	agentpkg "github.com/cgwarden/cgwarden/internal/agent"
 	"github.com/cgwarden/cgwarden/internal/apiconn"
-	"github.com/cgwarden/cgwarden/internal/events"
-	"github.com/cgwarden/cgwarden/internal/hold"
-	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/podsource"
 	"github.com/cgwarden/cgwarden/internal/poll"
-	"github.com/cgwarden/cgwarden/internal/sizetrust"
+	"github.com/cgwarden/cgwarden/internal/rules"
+	"github.com/cgwarden/cgwarden/internal/serve"
 )
 
-// agent is the API-facing part of one node's `cgwarden serve --fix
-// --metadata kubernetes --events`, wired as internal/agent's Complete wires
-// it (completeLive, sizeTrust, liveVMs): the pod source (one informer on
-// the node's pods), the live VM sizes, the size-trust checker and the
-// Events recorder, read through hold.MetaSource every hold.DefaultCheck as
-// the weight holder reads it. Nothing of the cgroup side runs: no scan, no
-// holder, no writes; an idle agent has no new findings, so it sends no
-// Events.
+// agent is the API-facing half of one node's `cgwarden serve --fix
+// --metadata kubernetes --events` (deploy/kustomize/fix): the agent's own
+// agent.Meta, opened by agent.Config.OpenMeta as Complete opens it (the
+// pod source, one informer on the node's pods; the live VM sizes; the
+// size-trust checker; the Events recorder). Its sizes are read as the
+// agent reads them: at each scan (every serve.DefaultInterval, the node
+// loop's metadata) and whenever a source of the sizes notifies a change
+// (the holder). Nothing of the cgroup side runs: no scan, no holder, no
+// writes; an idle agent has no new findings, so it sends no Events.
 type agent struct {
 	node string
-	meta *hold.MetaSource
-	// trust is its size-trust checker's verdict.
-	trust func() metadata.Trust
-	// sized counts MetaSource.Sizes calls that returned a set.
+	meta *agentpkg.Meta
+	// sized counts Sizes calls that returned a set.
 	sized atomic.Int64
 	// lastErr is the last error of Sizes.
 	lastErr atomic.Value
@@ -64,15 +64,19 @@ type fleet struct {
 func (e *env) startFleet(t *testing.T, nodes []string) *fleet {
 	t.Helper()
 	base := e.serviceAccountConfig(t, agentNamespace, agentSA)
+	kubeconfig, err := writeKubeconfig(t.TempDir(), base)
+	if err != nil {
+		t.Fatal(err)
+	}
 	f := &fleet{agents: make([]*agent, len(nodes)), reqs: newRequestCounter()}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := slog.New(slog.DiscardHandler)
 	if os.Getenv("CGWARDEN_SCALE_AGENT_LOG") != "" { // the agents' logs, for debugging
 		log = slog.New(slog.NewTextHandler(logWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	t.Cleanup(f.stop)
 	t0 := time.Now()
-	err := bulk(len(nodes), 16, func(i int) error {
-		a, err := startAgent(base, nodes[i], f.reqs, log)
+	err = bulk(len(nodes), 16, func(i int) error {
+		a, err := startAgent(base, kubeconfig, nodes[i], f.reqs, log)
 		if err != nil {
 			return fmt.Errorf("agent of %s: %w", nodes[i], err)
 		}
@@ -108,85 +112,71 @@ func (f *fleet) stop() {
 	f.agents = nil
 }
 
-// ownConnection is base with a transport of its own: client-go shares one
-// TLS transport (so one HTTP/2 connection) between every client of the
-// same TLS configuration in a process, which would make N agents one
-// connection. A dial function of its own gives the agent its own, as a
-// node's agent process has; every client the agent builds from the result
-// shares it, as they do in the agent.
-func ownConnection(base *rest.Config, wrap func(http.RoundTripper) http.RoundTripper) (*rest.Config, error) {
-	c := rest.CopyConfig(base)
-	c.Dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
-	rt, err := rest.TransportFor(c)
-	if err != nil {
-		return nil, err
+// writeKubeconfig writes the agents' kubeconfig: base's server, CA and
+// token, as a node's agent reads its ServiceAccount's.
+func writeKubeconfig(dir string, base *rest.Config) (string, error) {
+	ca := base.CAData
+	if len(ca) == 0 && base.CAFile != "" {
+		b, err := os.ReadFile(base.CAFile)
+		if err != nil {
+			return "", err
+		}
+		ca = b
 	}
-	out := rest.CopyConfig(base)
-	out.TLSClientConfig = rest.TLSClientConfig{}
-	out.BearerToken, out.BearerTokenFile = "", ""
-	out.Transport = rt
-	out.Wrap(wrap)
-	return out, nil
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["lane"] = &clientcmdapi.Cluster{Server: base.Host, CertificateAuthorityData: ca}
+	kc.AuthInfos["agent"] = &clientcmdapi.AuthInfo{Token: base.BearerToken}
+	kc.Contexts["agent"] = &clientcmdapi.Context{Cluster: "lane", AuthInfo: "agent"}
+	kc.CurrentContext = "agent"
+	name := filepath.Join(dir, "agent.kubeconfig")
+	return name, clientcmd.WriteToFile(*kc, name)
 }
 
-// startAgent starts the agent of node.
-func startAgent(base *rest.Config, node string, reqs *requestCounter, log *slog.Logger) (*agent, error) {
-	ctx, cancel := context.WithCancel(context.Background())
-	var closes []func()
-	fail := func(err error) (*agent, error) {
-		cancel()
-		for _, c := range closes {
-			c()
-		}
+// ownConnection is a transport of the agent's own to base's server:
+// client-go shares one TLS transport (so one HTTP/2 connection) between
+// every client of the same TLS configuration in a process, which would
+// make N agents one connection. A dial function of its own gives the
+// agent its own, as a node's agent process has. It carries no
+// credential: the agent's clients add their own around it.
+func ownConnection(base *rest.Config) (http.RoundTripper, error) {
+	c := rest.AnonymousClientConfig(base)
+	c.Dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	return rest.TransportFor(c)
+}
+
+// startAgent opens the agent of node: agent.Config.OpenMeta with the
+// options of deploy/kustomize/fix, every client of it on one connection
+// of its own, counted by reqs (its WrapTransport, where the command puts
+// an apiconn.Reach's, which it keeps).
+func startAgent(base *rest.Config, kubeconfig, node string, reqs *requestCounter, log *slog.Logger) (*agent, error) {
+	own, err := ownConnection(base)
+	if err != nil {
 		return nil, err
 	}
 	log = log.With("node", node)
 	reach := apiconn.NewReach(log, time.Now)
-	rc, err := ownConnection(base, func(rt http.RoundTripper) http.RoundTripper { return reqs.wrap(reach.Wrap(rt)) })
+	o := agentpkg.Options{Listen: serve.DefaultListen, Interval: serve.DefaultInterval, Metadata: podsource.Kubernetes,
+		Kubeconfig: kubeconfig, NodeName: node, Events: true,
+		Fix: []string{rules.MisplacedContainer, rules.SizeBlindWeights, rules.BestEffortStarvation}, Log: log,
+		WrapTransport: func(http.RoundTripper) http.RoundTripper { return reqs.wrap(reach.Wrap(own)) }}
+	cfg, err := o.Config()
 	if err != nil {
-		return fail(err)
+		return nil, err
 	}
-	// The node's pods (the agent's pod source with --metadata kubernetes:
-	// one informer, field selector spec.nodeName) and the VM objects they
-	// reference (its live VM sizes, agent.liveVMs).
-	podClient, err := podsource.NewPodClient(rc)
+	ctx, cancel := context.WithCancel(context.Background())
+	m, err := cfg.OpenMeta(ctx)
 	if err != nil {
-		return fail(err)
+		cancel()
+		return nil, err
 	}
-	vms, err := podsource.OpenVMWatches(ctx, rc, log)
-	if err != nil {
-		return fail(err)
-	}
-	closes = append(closes, vms.Close)
-	pods, err := podsource.NewKubernetes(ctx, podClient, node, 2*time.Minute)
-	if pods != nil {
-		closes = append(closes, pods.Close)
-	}
-	if err != nil {
-		return fail(err)
-	}
-	// Events (--events).
-	_, stopEvents, err := events.New(rc, node, log)
-	if err != nil {
-		return fail(err)
-	}
-	closes = append(closes, stopEvents)
-	// The size-trust checker (agent.sizeTrust).
-	ch := &sizetrust.Checker{Node: node, Log: log.With("component", "sizetrust")}
-	if dyn, err := sizetrust.NewClient(rc); err == nil {
-		ch.API = dyn
-	}
-	ch.Start(ctx, 10*time.Second)
-	// The metadata source (agent.completeLive).
-	src := &hold.MetaSource{Lister: pods, Live: vms, Trust: ch.Trust}
-	a := &agent{node: node, meta: src, trust: ch.Trust}
+	a := &agent{node: node, meta: m}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(hold.DefaultCheck)
-		defer t.Stop()
+		scan := time.NewTicker(cfg.Interval)
+		defer scan.Stop()
 		for {
-			if _, err := src.Sizes(ctx); err != nil {
+			if _, err := m.Sizes.Sizes(ctx); err != nil {
 				a.lastErr.Store(err)
 			} else {
 				a.sized.Add(1)
@@ -194,19 +184,18 @@ func startAgent(base *rest.Config, node string, reqs *requestCounter, log *slog.
 			select {
 			case <-ctx.Done():
 				return
-			case <-t.C:
+			case <-scan.C:
+			case <-m.Changes.C():
 			}
 		}
 	}()
 	a.stop = func() {
 		cancel()
 		<-done
-		for _, c := range closes {
-			c()
-		}
+		m.Close()
 		// Its connection goes with it (a node's agent that exits closes
 		// its socket).
-		utilnet.CloseIdleConnectionsFor(rc.Transport)
+		utilnet.CloseIdleConnectionsFor(own)
 	}
 	return a, nil
 }

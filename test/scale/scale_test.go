@@ -213,7 +213,7 @@ func TestAgentHeapFlatInVMs(t *testing.T) {
 		f := e.startFleet(t, nodes)
 		time.Sleep(2 * time.Second) // a few Sizes rounds each
 		for _, a := range f.agents {
-			set, err := a.meta.Sizes(context.Background())
+			set, err := a.meta.Sizes.Sizes(context.Background())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -451,7 +451,7 @@ func TestIdleAgentRequests(t *testing.T) {
 		}
 		for _, f := range fleets {
 			for _, a := range f.agents {
-				tr := a.trust()
+				tr := a.meta.Sizes.Trust()
 				if tr.AllocatableMilliCPU != 64000 || !strings.Contains(tr.Untrusted, "is not installed") {
 					t.Fatalf("agent of %s: size trust %+v; want its Node's 64 CPUs and the policy seen absent", a.node, tr)
 				}
