@@ -166,6 +166,7 @@ func TestChartAndKustomizeAgree(t *testing.T) {
 	nri := map[string]any{"nri": map[string]any{"enabled": true, "runtimeHandlers": []any{"wasmtime-spin-v2"}}}
 	same(t, "nri", helm(t, nri), kustomize(t, "nri"))
 	same(t, "node-scoped", helm(t, map[string]any{"metadata": map[string]any{"nodeScoped": true}}), kustomize(t, "node-scoped"))
+	same(t, "vm-namespaces", helm(t, map[string]any{"fix": map[string]any{"rules": rules}, "metadata": map[string]any{"vmNamespaces": []any{"vms"}}}), kustomize(t, "vm-namespaces"))
 	// With the sizer, a ServiceMonitor for it too (in its namespace).
 	sm = nil
 	for _, o := range helm(t, map[string]any{"serviceMonitor": verified, "sizer": map[string]any{"enabled": true}}) {

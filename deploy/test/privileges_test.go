@@ -27,7 +27,7 @@ func configurations(t *testing.T) []config {
 	nri := map[string]any{"enabled": true, "runtimeHandlers": []any{"wasmtime-spin-v2"}}
 	sm := map[string]any{"enabled": true, "tls": map[string]any{"caSecret": map[string]any{"name": "ca"}, "serverName": "cgwarden.cgwarden-system.svc"}}
 	out := []config{}
-	for _, dir := range []string{"base", "fix", "nri", "node-scoped", "servicemonitor", "sizer", "sizer-servicemonitor"} {
+	for _, dir := range []string{"base", "fix", "nri", "node-scoped", "vm-namespaces", "servicemonitor", "sizer", "sizer-servicemonitor"} {
 		out = append(out, config{"kustomize " + dir, kustomize(t, dir)})
 	}
 	for _, c := range []struct {
@@ -43,6 +43,7 @@ func configurations(t *testing.T) []config {
 		{"chart sizer", map[string]any{"sizer": map[string]any{"enabled": true}}},
 		{"chart size policy", map[string]any{"sizePolicy": map[string]any{"enabled": true}}},
 		{"chart node-scoped", map[string]any{"metadata": map[string]any{"nodeScoped": true}}},
+		{"chart vm-namespaces", map[string]any{"fix": fix, "metadata": map[string]any{"vmNamespaces": []any{"vms", "tenant-b"}}}},
 		{"chart all", map[string]any{"fix": fix, "nri": nri, "serviceMonitor": sm, "sizer": map[string]any{"enabled": true}}},
 	} {
 		out = append(out, config{c.name, helm(t, c.vals)})
@@ -440,6 +441,19 @@ var nodeScopedAgent = slices.Concat(
 		{"", "nodes", "", "impersonate-on:associated-node:list,impersonate-on:associated-node:watch"},
 	})
 
+// vmNamespacesAgent is the agent's ClusterRole when it reads the VMs of
+// named namespaces only (deploy/kustomize/components/vm-namespaces, chart
+// metadata.vmNamespaces): no VM rule; a Role per namespace has them
+// (vmRole).
+var vmNamespacesAgent = slices.Concat(agentRules[:1], agentRules[3:])
+
+// vmRole is the Role cgwarden-vms of each namespace whose VMs the agent
+// reads.
+var vmRole = []rule{
+	{"vm.neon.tech", "virtualmachines", "", "list,watch"},
+	{"kubevirt.io", "virtualmachineinstances", "", "list,watch"},
+}
+
 // agentRules is the agent's ClusterRole as the base installs it.
 var agentRules = []rule{
 	{"", "pods", "", "list,watch"},
@@ -507,8 +521,13 @@ func TestRBACRulesArePinned(t *testing.T) {
 			ns, _ := md["namespace"].(string)
 			key := fmt.Sprintf("%s/%s/%s", o["kind"], ns, md["name"])
 			w, ok := want[key]
-			if key == "ClusterRole//cgwarden" && strings.Contains(cfg.name, "node-scoped") {
+			switch {
+			case key == "ClusterRole//cgwarden" && strings.Contains(cfg.name, "node-scoped"):
 				w = nodeScopedAgent
+			case key == "ClusterRole//cgwarden" && strings.Contains(cfg.name, "vm-namespaces"):
+				w = vmNamespacesAgent
+			case o["kind"] == "Role" && md["name"] == "cgwarden-vms" && strings.Contains(cfg.name, "vm-namespaces"):
+				w, ok = vmRole, true
 			}
 			if !ok {
 				t.Errorf("%s: role %s is not pinned here", cfg.name, key)
@@ -622,5 +641,43 @@ func TestServiceMonitorVerifiesTheAgent(t *testing.T) {
 		if y, _ := yaml.Marshal(o); strings.Contains(string(y), "insecureSkipVerify") {
 			t.Errorf("deploy/kustomize/servicemonitor skips verification:\n%s", y)
 		}
+	}
+}
+
+// TestVMReadsByNamespace: with metadata.vmNamespaces the agent's identity
+// may read the VMs of the named namespaces only: a Role and a RoleBinding
+// to the agent's ServiceAccount in each, and no VM rule in its
+// ClusterRole; without it, the ClusterRole's rules and no such Role.
+func TestVMReadsByNamespace(t *testing.T) {
+	vmRoles := func(objs []object) (roles, bindings []string, clusterWide bool) {
+		for _, o := range objs {
+			md := o["metadata"].(map[string]any)
+			switch {
+			case o["kind"] == "Role" && md["name"] == "cgwarden-vms":
+				roles = append(roles, md["namespace"].(string))
+			case o["kind"] == "RoleBinding" && md["name"] == "cgwarden-vms":
+				subj := o["subjects"].([]any)[0].(map[string]any)
+				ref := o["roleRef"].(map[string]any)
+				if subj["kind"] != "ServiceAccount" || subj["name"] != "cgwarden" || subj["namespace"] != "cgwarden-system" || ref["kind"] != "Role" || ref["name"] != "cgwarden-vms" {
+					t.Errorf("RoleBinding %s/cgwarden-vms binds %v to %v, want Role cgwarden-vms to ServiceAccount cgwarden-system/cgwarden", md["namespace"], ref, subj)
+				}
+				bindings = append(bindings, md["namespace"].(string))
+			case o["kind"] == "ClusterRole" && md["name"] == "cgwarden":
+				for _, r := range rulesOf(o) {
+					clusterWide = clusterWide || r.groups == "vm.neon.tech" || r.groups == "kubevirt.io"
+				}
+			}
+		}
+		slices.Sort(roles)
+		slices.Sort(bindings)
+		return roles, bindings, clusterWide
+	}
+	roles, bindings, clusterWide := vmRoles(helm(t, map[string]any{"metadata": map[string]any{"vmNamespaces": []any{"vms", "tenant-b"}}}))
+	if want := []string{"tenant-b", "vms"}; !slices.Equal(roles, want) || !slices.Equal(bindings, want) || clusterWide {
+		t.Errorf("chart with vmNamespaces [vms tenant-b]: Roles in %v, RoleBindings in %v, ClusterRole VM rules %v; want Roles and RoleBindings in %v, no ClusterRole VM rule", roles, bindings, clusterWide, want)
+	}
+	roles, bindings, clusterWide = vmRoles(helm(t, nil))
+	if len(roles)+len(bindings) > 0 || !clusterWide {
+		t.Errorf("chart defaults: Roles in %v, RoleBindings in %v, ClusterRole VM rules %v; want the ClusterRole's alone", roles, bindings, clusterWide)
 	}
 }

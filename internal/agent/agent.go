@@ -607,10 +607,16 @@ type vmWatchCollector struct{ v *podsource.VMWatches }
 
 var descVMWatches = prometheus.NewDesc("cgwarden_agent_vm_watches", "VM objects (NeonVM VirtualMachines, KubeVirt VMIs) the agent watches, one list+watch on the API server each: those its node's pods reference, none other.", nil, nil)
 
-func (w vmWatchCollector) Describe(ch chan<- *prometheus.Desc) { ch <- descVMWatches }
+var descVMRefused = prometheus.NewDesc("cgwarden_agent_vm_reads_refused", "VM objects that this node's pods reference and the API server refuses the agent (403: its identity may not read their namespace, the chart's metadata.vmNamespaces); their pods get no size from them.", nil, nil)
+
+func (w vmWatchCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descVMWatches
+	ch <- descVMRefused
+}
 
 func (w vmWatchCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descVMWatches, prometheus.GaugeValue, float64(w.v.Watches()))
+	ch <- prometheus.MustNewConstMetric(descVMRefused, prometheus.GaugeValue, float64(w.v.Refused()))
 }
 
 // usageCollector serves what the agent holds open on the host.

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
@@ -94,6 +95,8 @@ type vmItem struct {
 	vm   *metadata.VM
 	// bad is why the object's size does not read, logged once per reason.
 	bad string
+	// forbidden is whether the last list of it was refused (403).
+	forbidden bool
 }
 
 // vmSink receives one watched object's state: set with the object as
@@ -101,6 +104,10 @@ type vmItem struct {
 type vmSink interface {
 	set(obj map[string]any)
 	unset()
+	// refused says the API server refused the agent this VM (403): its
+	// identity may not read the VM's namespace (the chart's
+	// metadata.vmNamespaces, docs/security.md).
+	refused(err error)
 }
 
 // OpenVMWatches returns VMWatches reading from the API server of rc. It
@@ -267,7 +274,26 @@ func (s itemSink) record(vm metadata.VM, err error) (newErr bool) {
 		s.it.vm, s.it.bad = &vm, ""
 		s.v.changed()
 	}
+	s.it.forbidden = false
 	return newErr
+}
+
+func (s itemSink) refused(err error) {
+	s.v.mu.Lock()
+	ours := s.v.items[s.ref] == s.it
+	first := ours && !s.it.forbidden
+	if ours {
+		s.it.forbidden = true
+		if s.it.vm != nil { // read before, refused now: unknown
+			s.it.vm = nil
+			s.v.changed()
+		}
+	}
+	s.v.mu.Unlock()
+	if first {
+		s.v.log.Warn("the API server refuses this agent the VM object: its pod gets no size from it (the tier's default weight) until the agent may read VM objects of the namespace (the chart's metadata.vmNamespaces)",
+			"kind", s.ref.Kind, "object", s.ref.Namespace+"/"+s.ref.Name, "err", err)
+	}
 }
 
 func (s itemSink) unset() {
@@ -308,6 +334,20 @@ func (v *VMWatches) Watches() int {
 	n := 0
 	for _, it := range v.items {
 		if it.stop != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// Refused is the number of VM objects whose last read the API server
+// refused (403): pods that reference them get no size from them.
+func (v *VMWatches) Refused() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	n := 0
+	for _, it := range v.items {
+		if it.forbidden {
 			n++
 		}
 	}
@@ -447,7 +487,11 @@ func dynamicWatch(dyn dynamic.Interface) func(context.Context, metadata.VMRef, v
 		lw := &cache.ListWatch{
 			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 				o.FieldSelector = selector
-				return res.List(ctx, o)
+				l, err := res.List(ctx, o)
+				if apierrors.IsForbidden(err) {
+					sink.refused(err)
+				}
+				return l, err
 			},
 			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 				o.FieldSelector = selector

@@ -1,20 +1,27 @@
 package podsource
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -476,4 +483,93 @@ func TestSlimVMReadsTheSame(t *testing.T) {
 			t.Errorf("slim %s kept labels or annotations: %v", whole.Name, u.Object)
 		}
 	}
+}
+
+// TestRefusedVMReadsAreSaidAndGiveNoSize: the API server refuses the
+// agent the VMs of namespace b (403: the chart's metadata.vmNamespaces
+// names only a). The VM of a is read; b's gives its pod no size, is
+// counted by Refused and logged once however often the informer retries;
+// once the API server allows it, its size is read and it is no longer
+// counted.
+func TestRefusedVMReadsAreSaidAndGiveNoSize(t *testing.T) {
+	ctx := t.Context()
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{vmGVR: "VirtualMachineList"},
+		&unstructured.Unstructured{Object: neonVMObject("a", "db", int64(2))},
+		&unstructured.Unstructured{Object: neonVMObject("b", "db", int64(3))})
+	var allowB atomic.Bool
+	refuse := func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetNamespace() == "b" && !allowB.Load() {
+			return true, nil, apierrors.NewForbidden(vmGVR.GroupResource(), "", errors.New(`User "system:serviceaccount:cgwarden-system:cgwarden" cannot list resource "virtualmachines" in API group "vm.neon.tech" in the namespace "b"`))
+		}
+		return false, nil, nil
+	}
+	dyn.PrependReactor("list", "virtualmachines", refuse)
+	dyn.PrependWatchReactor("virtualmachines", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		handled, _, err := refuse(a)
+		return handled, nil, err
+	})
+	var logged bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&lockedWriter{w: &logged}, nil))
+	v := newVMWatches(ctx, log, dynamicWatch(dyn), servesAll, backoff{first: time.Millisecond, max: time.Millisecond})
+	defer v.Close()
+	runner := func(ns string) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "db-runner", Namespace: ns, UID: types.UID("p-" + ns), Labels: map[string]string{vmsize.LabelNeonVM: "db"}},
+			Spec:       corev1.PodSpec{NodeName: "node-a", Containers: []corev1.Container{{Name: "neonvm-runner"}}},
+		}
+	}
+	k, err := NewKubernetes(ctx, fake.NewClientset(runner("a"), runner("b")).CoreV1().Pods(""), "node-a", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	src := &hold.MetaSource{Lister: k, Live: v}
+	sizes := func() (a, b int64) {
+		set, err := src.Sizes(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sa, _, _ := set.DeclaredSize("p-a")
+		sb, _, _ := set.DeclaredSize("p-b")
+		return sa.MilliCPU, sb.MilliCPU
+	}
+	poll.Every(5*time.Millisecond).UntilTrue(t, 10*time.Second, "a's VM read and b's refused", func() bool {
+		a, _ := sizes()
+		return a == 2000 && v.Refused() == 1
+	})
+	poll.Every(5*time.Millisecond).UntilTrue(t, 10*time.Second, "b's list retried", func() bool {
+		n := 0
+		for _, a := range dyn.Actions() {
+			if a.GetVerb() == "list" && a.GetNamespace() == "b" {
+				n++
+			}
+		}
+		return n >= 3
+	})
+	if _, b := sizes(); b != 0 {
+		t.Errorf("b's pod sized %dm from a VM the agent may not read", b)
+	}
+	if n := strings.Count(logged.String(), "refuses this agent the VM object"); n != 1 {
+		t.Errorf("the refusal logged %d times, want once:\n%s", n, logged.String())
+	}
+	if !strings.Contains(logged.String(), "object=b/db") {
+		t.Errorf("the log does not name b/db:\n%s", logged.String())
+	}
+	allowB.Store(true)
+	poll.Every(5*time.Millisecond).UntilTrue(t, 30*time.Second, "b's VM read once allowed", func() bool {
+		_, b := sizes()
+		return b == 3000 && v.Refused() == 0
+	})
+}
+
+// lockedWriter serialises writes of the watches' goroutines to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -157,4 +158,76 @@ var scopeRE = regexp.MustCompile(`scope="([a-z]*)".*\}\s+([0-9.e+]+)$`)
 func runKubectl(e *env, args ...string) (string, error) {
 	out, err := exec.Command(e.kubectl, append([]string{"--kubeconfig", e.kubeconfig}, args...)...).CombinedOutput()
 	return string(out), err
+}
+
+// TestAgentReadsVMsOfNamedNamespacesOnly: the fixing agent installed with
+// deploy/kustomize/components/vm-namespaces, which grants it the VM
+// objects of namespace vms alone. A VM (use 2) and the runner pod its
+// status names, in vms and in another namespace: the real API server lets
+// the agent's ServiceAccount read the first and refuses the second
+// (kubectl auth can-i); the runner in vms is weighed for 2 CPUs, the other
+// keeps the kubelet's weight, and the agent says why — its log names the
+// refused VM, and cgwarden_agent_vm_reads_refused is 1.
+func TestAgentReadsVMsOfNamedNamespacesOnly(t *testing.T) {
+	e := cluster(t)
+	ctx := context.Background()
+	dyn := dynamicClient(t, e)
+	ensureCRD(t, dyn)
+	importAgentImage(t)
+	const granted = "vms" // the component's namespace
+	if _, err := e.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: granted}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.cs.CoreV1().Namespaces().Delete(context.Background(), granted, metav1.DeleteOptions{}) })
+	other := e.namespace(t)
+	pods := map[string]*corev1.Pod{}
+	for _, ns := range []string{granted, other} {
+		vm := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "vm.neon.tech/v1", "kind": "VirtualMachine",
+			"metadata": map[string]any{"name": "db", "namespace": ns},
+			"spec":     map[string]any{"guest": map[string]any{"cpus": map[string]any{"min": 1, "max": 4, "use": 2}}},
+		}}
+		got, err := dyn.Resource(vmGVR).Namespace(ns).Create(ctx, vm, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := e.cs.CoreV1().Pods(ns).Create(ctx, neonRunnerPod("db-runner", got), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		attest(t, dyn.Resource(vmGVR).Namespace(ns), "db", p.Name)
+		pods[ns] = p
+	}
+	e.installAgent(t, "testdata/agent-fix-vm-namespaces")
+	const agentSA = "system:serviceaccount:cgwarden-system:cgwarden"
+	for ns, want := range map[string]string{granted: "yes", other: "no"} {
+		out, _ := runKubectl(e, "auth", "can-i", "list", "virtualmachines.vm.neon.tech", "-n", ns, "--as", agentSA)
+		if got := strings.TrimSpace(out); got != want {
+			t.Errorf("kubectl auth can-i list virtualmachines -n %s --as %s: %q, want %s", ns, agentSA, got, want)
+		}
+	}
+	root, wf := cgroupRoot()
+	weight := func(ns string) int64 {
+		return readInt(t, filepath.Join(root, "kubepods/besteffort/pod"+string(pods[ns].UID), wf))
+	}
+	poll.Until(t, 120*time.Second, "the runner in "+granted+" weighed for use=2", func() (bool, string, error) {
+		w := weight(granted)
+		return w == 2048, fmt.Sprintf("weight %d", w), nil
+	})
+	get := e.agentReader(t, other)
+	refused := regexp.MustCompile(`(?m)^cgwarden_agent_vm_reads_refused (\d+)$`)
+	poll.Until(t, 60*time.Second, "cgwarden_agent_vm_reads_refused 1 on the agent's /metrics", func() (bool, string, error) {
+		code, body := get("/metrics")
+		m := refused.FindStringSubmatch(body)
+		return code == 200 && m != nil && m[1] == "1", strings.Join(m, " "), nil
+	})
+	if w := weight(other); w == 2048 {
+		t.Errorf("the runner in %s weighs %d: sized from a VM the agent may not read", other, w)
+	} else {
+		t.Logf("runner in %s: %d (VM read); in %s: %d (VM refused)", granted, weight(granted), other, w)
+	}
+	logs, _ := runKubectl(e, "logs", "-n", "cgwarden-system", "ds/cgwarden", "-c", "cgwarden")
+	if !strings.Contains(logs, "refuses this agent the VM object") || !strings.Contains(logs, other+"/db") {
+		t.Errorf("the agent's log does not name the refused VM %s/db:\n%s", other, tail(logs, 20))
+	}
 }
