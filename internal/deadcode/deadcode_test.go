@@ -30,8 +30,6 @@ var testsOnly = map[string]string{
 	"internal/kubectlplugin.directSession.DialContext": "Direct's session: the scale lane's opener (test/scale)",
 	"internal/kubectlplugin.directSession.Close":       "Direct's session: the scale lane's opener (test/scale)",
 	"internal/snapshot.Reseal":                         "the seal's one owner for snapshots edited by hand: `go test ./internal/examples -run TestEmbeddedSealed -update` reseals the embedded examples with it",
-	"internal/journal.Open":                            "called only by tests (journal's own, internal/hold's and internal/fix's; hold and fix are being reworked, issue 37): to go once they use New and Lock",
-	"internal/journal.Read":                            "called only by tests (journal's own, internal/hold's and internal/fix's; hold and fix are being reworked, issue 37): to go once they use New and Snapshot",
 }
 
 // testSupport are packages of this module for tests alone: no binary
@@ -59,8 +57,8 @@ func TestNoProductionCodeForTestsOnly(t *testing.T) {
 // a package of skip), and for every entry of allowed that is reachable
 // now or gone.
 func check(t *testing.T, roots string, allowed, skip map[string]string, args ...string) {
-	// The go command is a host tool: skipped under -short (the v2 lane's
-	// guest), required in CI; once found, a failing deadcode is a failure.
+	// The go command is a host tool: skipped in the v2 lane's guest,
+	// required in CI; once found, a failing deadcode is a failure.
 	goBin := realtest.HostTool(t, "golang-go, or Go from go.dev", "go")
 	cmd := exec.Command(goBin, append([]string{"tool", "deadcode", "-json"}, args...)...)
 	cmd.Dir = "../.."

@@ -347,7 +347,7 @@ func TestJournalDiskFull(t *testing.T) {
 		t.Fatalf("apply error = %v, want no space left on device", err)
 	}
 	t.Logf("apply error: %v", err)
-	entries, rerr := journal.Read(dir)
+	entries, rerr := readJournal(dir)
 	if rerr != nil {
 		t.Fatalf("journal does not read back after the disk filled: %v", rerr)
 	}
@@ -428,7 +428,7 @@ func TestConcurrentRunIsExcluded(t *testing.T) {
 	f.seed()
 	pids := []int{f.s.Start(literalRel(uidA, idA), "sleep", "600").Process.Pid}
 	before := f.dump(pids)
-	j, err := journal.Open(f.journal)
+	j, err := lockJournal(f.journal)
 	if err != nil {
 		t.Fatal(err)
 	}

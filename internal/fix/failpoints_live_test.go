@@ -109,7 +109,7 @@ func TestKilledAtEveryFailpoint(t *testing.T) {
 // operations in doubt.
 func checkJournalAtMost(t *testing.T, dir string, n int) []journal.Entry {
 	t.Helper()
-	entries, err := journal.Read(dir)
+	entries, err := readJournal(dir)
 	if err != nil {
 		t.Fatalf("journal does not read back after the kill: %v", err)
 	}

@@ -609,7 +609,7 @@ func (s *suite) converge() {
 // targets; and (settled) a fresh plan finds nothing to do.
 func (s *suite) violations(settled bool) []string {
 	var out []string
-	entries, err := journal.Read(s.f.journal)
+	entries, err := readJournal(s.f.journal)
 	if err != nil {
 		return []string{fmt.Sprintf("journal: %v", err)}
 	}
@@ -709,7 +709,7 @@ func (s *suite) journalViolations(entries []journal.Entry, settled bool) string 
 // checkJournal fails on journal violations (settled: every run finished).
 func (s *suite) checkJournal(settled bool) {
 	s.t.Helper()
-	entries, err := journal.Read(s.f.journal)
+	entries, err := readJournal(s.f.journal)
 	if err != nil {
 		s.fail("journal after a fault: %v", err)
 	}
@@ -910,7 +910,7 @@ func (s *suite) writeMeta() {
 }
 
 func (s *suite) entries() []journal.Entry {
-	e, err := journal.Read(s.f.journal)
+	e, err := readJournal(s.f.journal)
 	if err != nil {
 		s.fail("journal: %v", err)
 	}

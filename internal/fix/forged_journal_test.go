@@ -28,7 +28,7 @@ func TestRevertStaysInTheHierarchies(t *testing.T) {
 	}
 	src := filepath.Join(f.s.Points[0], f.s.Name, literalRel(uidA, idA))
 	tgt := filepath.Join(f.s.Points[len(f.s.Points)-1], f.s.Name, podRel(uidA))
-	j, err := journal.Open(f.journal)
+	j, err := lockJournal(f.journal)
 	if err != nil {
 		t.Fatal(err)
 	}

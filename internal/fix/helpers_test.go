@@ -248,11 +248,29 @@ func (f *fixture) dump(pids []int) string {
 	return b.String()
 }
 
+// readJournal is the journal of dir as a reader without its lock sees
+// it (a dry run): journal.New and Snapshot.
+func readJournal(dir string) ([]journal.Entry, error) {
+	j := journal.New(dir)
+	defer j.Close()
+	return j.Snapshot()
+}
+
+// lockJournal is the journal of dir, locked: journal.New and Lock (Close
+// releases it).
+func lockJournal(dir string) (*journal.Journal, error) {
+	j := journal.New(dir)
+	if err := j.Lock(); err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
 // checkJournal asserts that the journal parses and that every intent is
 // settled (done, failed, or undone by a revert), except inDoubt of them.
 func checkJournal(t *testing.T, dir string, inDoubt int) []journal.Entry {
 	t.Helper()
-	entries, err := journal.Read(dir)
+	entries, err := readJournal(dir)
 	if err != nil {
 		t.Fatalf("journal does not read back: %v", err)
 	}

@@ -111,7 +111,7 @@ func forgeMove(t *testing.T, f *fixture, src, tgt string, p journal.Proc, boot s
 		pairs = append(pairs, plan.Pair{Source: path.Join(pt, f.s.Name, src), Target: path.Join(pt, f.s.Name, tgt)})
 	}
 	op := plan.Op{Kind: plan.Move, Rule: rules.MisplacedContainer, Pod: uidA, Pairs: pairs}
-	j, err := journal.Open(f.journal)
+	j, err := lockJournal(f.journal)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func TestMoveRecordsWhoItMoved(t *testing.T) {
 	if _, err := f.e.Apply(Options{Only: []string{rules.MisplacedContainer}}); err != nil {
 		t.Fatalf("apply: %v", err)
 	}
-	entries, err := journal.Read(f.journal)
+	entries, err := readJournal(f.journal)
 	if err != nil {
 		t.Fatal(err)
 	}

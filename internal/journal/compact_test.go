@@ -170,7 +170,7 @@ func TestMain(m *testing.M) {
 // compactChild compacts the journal in dir and stops forever at stage,
 // after saying so, for its parent to SIGKILL it there.
 func compactChild(dir, stage string) int {
-	j, err := Open(dir)
+	j, err := open(dir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

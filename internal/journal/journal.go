@@ -140,16 +140,6 @@ func New(dir string) *Journal {
 	return &Journal{dir: dir, MinCompact: MinCompactSize}
 }
 
-// Open creates dir if needed, takes the lock and reads the journal,
-// cutting off a torn last line: New(dir) and Lock. Close releases it.
-func Open(dir string) (*Journal, error) {
-	j := New(dir)
-	if err := j.Lock(); err != nil {
-		return nil, err
-	}
-	return j, nil
-}
-
 // Lock waits for this process's other writers, takes the directory's file
 // lock (ErrLocked at once when another process holds it), and reads what
 // was appended since the last Lock, cutting off a torn last line. Unlock
@@ -357,22 +347,6 @@ func truncate(f *os.File, size int64) error {
 		return fmt.Errorf("journal: %w", err)
 	}
 	return nil
-}
-
-// Read reads the journal in dir without locking it, for a dry run. A
-// missing journal is empty; a torn last line is ignored.
-func Read(dir string) ([]Entry, error) {
-	name := filepath.Join(dir, FileName)
-	f, err := os.Open(name)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("journal: %w", err)
-	}
-	defer f.Close()
-	entries, _, err := parse(f, name, 0)
-	return entries, err
 }
 
 // CorruptError is a journal line that is not a valid entry (and is not a

@@ -14,9 +14,26 @@ import (
 	"github.com/cgwarden/cgwarden/internal/rules"
 )
 
+// open is the journal of dir, locked: New and Lock (Close releases it).
+func open(dir string) (*Journal, error) {
+	j := New(dir)
+	if err := j.Lock(); err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// read is the journal of dir as a reader without its lock sees it (a dry
+// run): New and Snapshot.
+func read(dir string) ([]Entry, error) {
+	j := New(dir)
+	defer j.Close()
+	return j.Snapshot()
+}
+
 func mustOpen(t *testing.T, dir string) *Journal {
 	t.Helper()
-	j, err := Open(dir)
+	j, err := open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +55,7 @@ func TestAppendReadsBack(t *testing.T) {
 		}
 	}
 	j.Close()
-	got, err := Read(dir)
+	got, err := read(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +78,7 @@ func TestTornTailIsCut(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, FileName), []byte(whole+torn), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := Read(dir); err != nil || len(got) != 1 {
+	if got, err := read(dir); err != nil || len(got) != 1 {
 		t.Fatalf("Read = %v, %v; want the one whole entry", got, err)
 	}
 	j := mustOpen(t, dir)
@@ -73,7 +90,7 @@ func TestTornTailIsCut(t *testing.T) {
 	if strings.Contains(string(raw), "inte") || bytes.Count(raw, []byte("\n")) != 2 {
 		t.Fatalf("journal after reopening:\n%s", raw)
 	}
-	got, err := Read(dir)
+	got, err := read(dir)
 	if err != nil || len(got) != 2 || got[1].Seq != 2 || got[1].Type != End {
 		t.Fatalf("Read = %+v, %v", got, err)
 	}
@@ -94,10 +111,10 @@ func TestCorruptLineIsAnError(t *testing.T) {
 				t.Fatal(err)
 			}
 			var ce *CorruptError
-			if _, err := Read(dir); !errors.As(err, &ce) {
+			if _, err := read(dir); !errors.As(err, &ce) {
 				t.Fatalf("Read error = %v, want a CorruptError", err)
 			}
-			if _, err := Open(dir); !errors.As(err, &ce) {
+			if _, err := open(dir); !errors.As(err, &ce) {
 				t.Fatalf("Open error = %v, want a CorruptError", err)
 			}
 		})
@@ -107,7 +124,7 @@ func TestCorruptLineIsAnError(t *testing.T) {
 func TestLockExcludesASecondRun(t *testing.T) {
 	dir := t.TempDir()
 	j := mustOpen(t, dir)
-	if _, err := Open(dir); !errors.Is(err, ErrLocked) {
+	if _, err := open(dir); !errors.Is(err, ErrLocked) {
 		t.Fatalf("second Open error = %v, want ErrLocked", err)
 	}
 	j.Close()
@@ -116,7 +133,7 @@ func TestLockExcludesASecondRun(t *testing.T) {
 }
 
 func TestMissingJournalIsEmpty(t *testing.T) {
-	got, err := Read(filepath.Join(t.TempDir(), "nowhere"))
+	got, err := read(filepath.Join(t.TempDir(), "nowhere"))
 	if err != nil || got != nil {
 		t.Fatalf("Read = %v, %v", got, err)
 	}
@@ -241,7 +258,7 @@ func TestProcsOldAndNew(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, FileName), []byte(old), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	entries, err := Read(dir)
+	entries, err := read(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

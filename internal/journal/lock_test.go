@@ -41,7 +41,7 @@ func TestSharedJournalWaits(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	got, err := Read(dir)
+	got, err := read(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestSharedJournalWaits(t *testing.T) {
 	if err := j.Lock(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Open(dir); !errors.Is(err, ErrLocked) {
+	if _, err := open(dir); !errors.Is(err, ErrLocked) {
 		t.Fatalf("another process's Open beside a held lock: %v, want ErrLocked", err)
 	}
 	if err := j.Unlock(); err != nil {
@@ -126,7 +126,7 @@ func TestLockReadsTheTail(t *testing.T) {
 		t.Fatal(err)
 	}
 	mine.Unlock()
-	if got, err := Read(dir); err != nil || len(got) != len(want)+1 {
+	if got, err := read(dir); err != nil || len(got) != len(want)+1 {
 		t.Fatalf("Read after compaction and append: %d entries, %v", len(got), err)
 	}
 }
