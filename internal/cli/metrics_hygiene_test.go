@@ -19,9 +19,9 @@ import (
 )
 
 // promtoolPath is Debian's promtool (package prometheus); without it the
-// test skips, or fails when CGWARDEN_REQUIRE_REAL=1. Under -short (the v2
-// lane's guest, which has no promtool and whose kernel does not change an
-// exposition) it skips: the host lane runs it.
+// test skips, or fails when CGWARDEN_REQUIRE_REAL=1. In the v2 lane's guest
+// (which has no promtool and whose kernel does not change an exposition)
+// it skips: the host lane runs it.
 func promtoolPath(t *testing.T) string {
 	t.Helper()
 	return realtest.HostTool(t, "prometheus", "promtool")

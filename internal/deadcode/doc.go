@@ -18,5 +18,5 @@
 // what only they call is on the list, with their name.
 //
 // Both run on the host lane: `go` is a host tool (realtest.HostTool), and
-// the v2 lane's guest, which runs tests with -short, has none.
+// the v2 lane's guest has none.
 package deadcode

@@ -89,7 +89,7 @@ func TestVMWeightsFollowSizes(t *testing.T) {
 	// moves a 5 s split by up to a fifth for the smallest weight (39 of
 	// 275): there it settles and measures twice as long, and allows 15%.
 	settle, window, tolerance := time.Second, 5*time.Second, 0.10
-	if testing.Short() {
+	if realtest.InGuest {
 		settle, window, tolerance = 2*time.Second, 10*time.Second, 0.15
 	}
 	time.Sleep(settle)

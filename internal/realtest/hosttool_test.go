@@ -10,9 +10,7 @@ import (
 // TestHostToolFindsOnPath: a tool on PATH is found by its first name that
 // exists, in the order given.
 func TestHostToolFindsOnPath(t *testing.T) {
-	if testing.Short() {
-		t.Skip("HostTool skips under -short by design")
-	}
+	HostOnly(t, "HostTool skips in the guest by design")
 	dir := t.TempDir()
 	tool := filepath.Join(dir, "cgwarden-test-tool-b")
 	if err := os.WriteFile(tool, []byte("#!/bin/sh\n"), 0o755); err != nil {
@@ -28,9 +26,7 @@ func TestHostToolFindsOnPath(t *testing.T) {
 // CGWARDEN_REQUIRE_REAL=1, never a silent skip. The check runs HostTool on
 // a recording testing.TB, so the outer test sees which way it ended.
 func TestHostToolMissingFailsWhenRequired(t *testing.T) {
-	if testing.Short() {
-		t.Skip("HostTool skips under -short by design")
-	}
+	HostOnly(t, "HostTool skips in the guest by design")
 	t.Setenv("PATH", t.TempDir())
 	for _, required := range []string{"1", ""} {
 		t.Setenv(EnvRequire, required)

@@ -72,11 +72,9 @@ func scans(t testing.TB, url string) int {
 // request fails, and cgwarden scans once per interval regardless. The
 // figures (requests/s, cgwarden's CPU) are logged for docs/benchmarks.md.
 func TestLoadHundredScrapers(t *testing.T) {
-	if testing.Short() {
-		// The v2 lane (an emulated guest) runs with -test.short; this test
-		// measures the host, and nothing in it depends on the cgroup version.
-		t.Skip("load test: host lane only")
-	}
+	// Nothing in it depends on the cgroup version, and it measures the
+	// host, not an emulated guest.
+	realtest.HostOnly(t, "a load test of the host")
 	realtest.Require(t) // scans the live host's cgroups
 	// Under -race (the race lane) the same races are looked for with a
 	// fifth of the clients and a longer timeout: the raced server answers
