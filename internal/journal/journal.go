@@ -194,7 +194,7 @@ func (j *Journal) Unlock() error {
 	return err
 }
 
-// Close releases the lock if it is held (Open's caller holds it) and the
+// Close releases the lock if it is held (Locked and not Unlocked) and the
 // file. A shared Journal is closed by its owner once no writer uses it.
 func (j *Journal) Close() error {
 	if !j.locked.Load() {
