@@ -23,7 +23,7 @@ import (
 // whose cost it measures are this code and not a copy of it.
 type Meta struct {
 	// Lister is the node's pods (Config.Lister, else podsource.Open's).
-	Lister podsource.Lister
+	Lister metadata.Lister
 	// Source names where they come from (podsource's mode, "given").
 	Source string
 	// Note sends the node's Events (--events); nil without.

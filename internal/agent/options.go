@@ -73,11 +73,11 @@ type Options struct {
 	// Snapshot names a snapshot served instead of the live host; Feed
 	// feeds it (the command's loader, which knows the embedded examples).
 	Snapshot string
-	Feed     func(ctx context.Context, srv *serve.Server, lister podsource.Lister) error
+	Feed     func(ctx context.Context, srv *serve.Server, lister metadata.Lister) error
 
 	// Lister, when set, is the pod source instead of Metadata's (a test's,
 	// or an embedder's).
-	Lister podsource.Lister
+	Lister metadata.Lister
 	// Base is the cgroup the scans start from ("" or "/": the whole node;
 	// a test's scratch cgroup).
 	Base string

@@ -8,8 +8,8 @@ import (
 
 	"github.com/cgwarden/cgwarden/internal/cgroupfs"
 	"github.com/cgwarden/cgwarden/internal/inventory"
+	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/plan"
-	"github.com/cgwarden/cgwarden/internal/podsource"
 )
 
 var descAdoptRefused = prometheus.NewDesc("cgwarden_adoption_refused",
@@ -75,7 +75,7 @@ var _ prometheus.Collector = (*refusals)(nil)
 // evidence is what the adopter confirms misplaced containers with: the
 // host's /proc, and the runtime's container PIDs when the pods come from
 // the CRI.
-func evidence(host *cgroupfs.Host, lister podsource.Lister) *inventory.Evidence {
+func evidence(host *cgroupfs.Host, lister metadata.Lister) *inventory.Evidence {
 	ev := &inventory.Evidence{FS: host}
 	if pids, ok := lister.(inventory.ContainerPIDs); ok {
 		ev.Runtime = pids

@@ -11,7 +11,6 @@ import (
 	"github.com/cgwarden/cgwarden/internal/agent"
 	"github.com/cgwarden/cgwarden/internal/fairness"
 	"github.com/cgwarden/cgwarden/internal/metadata"
-	"github.com/cgwarden/cgwarden/internal/podsource"
 	"github.com/cgwarden/cgwarden/internal/poll"
 	"github.com/cgwarden/cgwarden/internal/realtest"
 )
@@ -63,7 +62,7 @@ func BenchmarkIdleFixModeSizeCheck(b *testing.B) {
 	}
 	target := tree.PodWeight(sum)
 	const window = 30 * time.Second
-	idle := func(name string, l podsource.Lister) float64 {
+	idle := func(name string, l metadata.Lister) float64 {
 		o := &agent.Options{Listen: "127.0.0.1:0", Interval: 10 * time.Second,
 			Fix: []string{"size-blind-weights", "besteffort-starvation"}, JournalDir: b.TempDir(),
 			MaxTierCPU: "100", HostRoot: "/", Base: s.Name, Lister: l, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),

@@ -106,7 +106,7 @@ func (so *serveOptions) agentOptions(o *Options) *agent.Options {
 	a := so.Options
 	a.Interval, a.SizeCheck = time.Duration(so.interval), time.Duration(so.check)
 	a.HostRoot, a.PodsFile, a.VMsFile, a.Snapshot = o.HostRoot, o.PodsFile, o.VMsFile, o.Snapshot
-	a.Feed = func(ctx context.Context, srv *serve.Server, lister podsource.Lister) error {
+	a.Feed = func(ctx context.Context, srv *serve.Server, lister metadata.Lister) error {
 		return feedSnapshot(ctx, srv, o.Snapshot, lister, o.VMsFile)
 	}
 	if a.Log == nil {
@@ -148,7 +148,7 @@ func watchAPI(log *slog.Logger) func(http.RoundTripper) http.RoundTripper {
 // feedSnapshot serves a snapshot: its samples are fed in order, so a
 // two-sample snapshot gives rates; nothing is rescanned afterwards. The
 // VMs file's sizes (--vms) are tied to the pods, as audit does.
-func feedSnapshot(ctx context.Context, srv *serve.Server, name string, lister podsource.Lister, vmsFile string) error {
+func feedSnapshot(ctx context.Context, srv *serve.Server, name string, lister metadata.Lister, vmsFile string) error {
 	snap, err := LoadSnapshot(name)
 	if err != nil {
 		return err

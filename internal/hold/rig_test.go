@@ -16,7 +16,6 @@ import (
 	"github.com/cgwarden/cgwarden/internal/agent"
 	"github.com/cgwarden/cgwarden/internal/journal"
 	"github.com/cgwarden/cgwarden/internal/metadata"
-	"github.com/cgwarden/cgwarden/internal/podsource"
 	"github.com/cgwarden/cgwarden/internal/rules"
 )
 
@@ -33,7 +32,7 @@ var weightRules = []string{rules.SizeBlindWeights, rules.BestEffortStarvation}
 // cgroup base, its pods from lister, its journal in journalDir. The
 // pods' size annotations count as --trust-size-annotations=default says
 // (no API server here: sizetrust).
-func fixOptions(base string, lister podsource.Lister, journalDir string, rules ...string) *agent.Options {
+func fixOptions(base string, lister metadata.Lister, journalDir string, rules ...string) *agent.Options {
 	return &agent.Options{Listen: "127.0.0.1:0", Interval: time.Second, Fix: rules, JournalDir: journalDir,
 		HostRoot: "/", Base: base, Lister: lister, TrustSizes: "default", Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 }

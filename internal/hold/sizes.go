@@ -9,11 +9,6 @@ import (
 	"github.com/cgwarden/cgwarden/internal/metadata"
 )
 
-// Lister lists the node's pods (a podsource).
-type Lister interface {
-	Pods(ctx context.Context) ([]metadata.Pod, error)
-}
-
 // MetaSource turns a pod lister and an optional VMs file into Sizes. The
 // VMs file (`kubectl get virtualmachines.vm.neon.tech -A -o json`, VMIs)
 // is read again whenever it changes, so a VM's live size (NeonVM's
@@ -22,7 +17,7 @@ type Lister interface {
 // info changed; with an informer lister and Live that is a pointer and a
 // number compared per call.
 type MetaSource struct {
-	Lister  Lister
+	Lister  metadata.Lister
 	VMsFile string
 	// Live reads the VM objects the node's pods reference
 	// (podsource.VMWatches: one watch per VM); may be nil. Track is

@@ -1,9 +1,17 @@
 package metadata
 
 import (
+	"context"
 	"slices"
 	"time"
 )
+
+// Lister lists the node's pods. Every pod source is one
+// (internal/podsource: a pods file, the CRI, the API server's informer),
+// and the agent's sizes read the pods through one (hold.MetaSource).
+type Lister interface {
+	Pods(ctx context.Context) ([]Pod, error)
+}
 
 // Pod is what is known of one pod besides its cgroups.
 type Pod struct {

@@ -35,7 +35,7 @@ type CRISource struct {
 	last []metadata.Pod // the slice Pods returned last
 }
 
-var _ Lister = (*CRISource)(nil)
+var _ metadata.Lister = (*CRISource)(nil)
 
 // dialCRI prepares a client for socket; gRPC connects lazily, so an absent
 // runtime shows up as an error from Pods, not here.

@@ -17,7 +17,7 @@
 // per VM (the kubelet's way with its pods' Secrets), counted by the pods
 // and stopped with the last.
 //
-// Every source is a Lister (one method). A source that fails keeps
+// Every source is a metadata.Lister (one method). A source that fails keeps
 // failing softly: the agent logs it and serves pods by UID. Open never
 // makes the agent stop serving.
 package podsource

@@ -58,7 +58,7 @@ var ErrNotSynced = errors.New("kubernetes pod informer not synced")
 // Close stops the informer.
 func (k *KubeSource) Close() { k.stop() }
 
-var _ Lister = (*KubeSource)(nil)
+var _ metadata.Lister = (*KubeSource)(nil)
 
 // OpenKubernetes builds a client (kubeconfig, else in-cluster) and starts
 // the informer; it waits for the first list up to cfg.SyncTimeout. See
@@ -237,7 +237,7 @@ type listThenWatch struct{}
 
 func (listThenWatch) IsWatchListSemanticsUnSupported() bool { return true }
 
-// Pods implements Lister. The slice is shared: callers must not change
+// Pods implements metadata.Lister. The slice is shared: callers must not change
 // it. It is the same slice until a pod's metadata changes.
 func (k *KubeSource) Pods(context.Context) ([]metadata.Pod, error) {
 	if !k.synced() {

@@ -14,11 +14,6 @@ import (
 	"github.com/cgwarden/cgwarden/internal/metadata"
 )
 
-// Lister lists the pods of this node.
-type Lister interface {
-	Pods(ctx context.Context) ([]metadata.Pod, error)
-}
-
 // Modes of --metadata.
 const (
 	Auto       = "auto"
@@ -64,7 +59,7 @@ type Config struct {
 // none). An explicitly chosen source that cannot be set up is returned as
 // a Lister that reports why at every call, so the agent logs it and keeps
 // serving by UID. Only a bad mode is an error.
-func Open(ctx context.Context, cfg Config, log *slog.Logger) (Lister, string, error) {
+func Open(ctx context.Context, cfg Config, log *slog.Logger) (metadata.Lister, string, error) {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -108,7 +103,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (Lister, string, er
 	return nil, "", fmt.Errorf("--metadata %q: want one of %s", cfg.Mode, strings.Join(Modes, ", "))
 }
 
-func openAuto(ctx context.Context, cfg Config, log *slog.Logger) (Lister, string, error) {
+func openAuto(ctx context.Context, cfg Config, log *slog.Logger) (metadata.Lister, string, error) {
 	if cfg.PodsFile != "" {
 		l, err := OpenFile(cfg.PodsFile)
 		if err != nil {
@@ -201,7 +196,7 @@ func OpenFile(name string) (*FileSource, error) {
 	return f, nil
 }
 
-// Pods implements Lister.
+// Pods implements metadata.Lister.
 func (f *FileSource) Pods(context.Context) ([]metadata.Pod, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
