@@ -86,8 +86,8 @@ type Agent struct {
 // Events), the pod metadata source, and the live host with its one
 // scanner and one inotify Hub (or the snapshot). Close (or Run) releases
 // them.
-func (c *Config) Complete(ctx context.Context) (a *Agent, err error) {
-	a = &Agent{cfg: c, log: c.Log, tls: c.TLS}
+func (c *Config) Complete(ctx context.Context) (_ *Agent, err error) {
+	a := &Agent{cfg: c, log: c.Log, tls: c.TLS}
 	defer func() {
 		if err != nil {
 			a.Close()
@@ -99,34 +99,39 @@ func (c *Config) Complete(ctx context.Context) (a *Agent, err error) {
 	if a.auth == nil && c.LocalListen != "" {
 		a.log.Warn("--local-listen without --authenticate: any process on the node reads the node's audit and inventory on " + c.LocalListen)
 	}
+	scfg := serve.Config{NodeName: c.NodeName, Interval: c.Interval, Logger: a.log, Findings: serve.AuditFindings, Demand: c.Demand, NRIMetrics: c.NRIMetrics}
+	if a.auth != nil {
+		scfg.Collectors = append(scfg.Collectors, a.auth) // cgwarden_auth_*
+	}
+	// The host first: a node the agent cannot read fails at once, before
+	// the sizes' first calls to the API server.
+	var sc *inventory.Scanner
+	if c.Snapshot == "" {
+		if sc, err = a.openScanner(ctx, &scfg); err != nil {
+			return nil, err
+		}
+	}
 	m, err := c.OpenMeta(ctx)
 	if err != nil {
 		return nil, err
 	}
 	a.source, a.note = m.Source, m.Note
 	a.closes = append(a.closes, m.Close)
-	scfg := serve.Config{NodeName: c.NodeName, Interval: c.Interval, Logger: a.log, Findings: serve.AuditFindings, Demand: c.Demand, NRIMetrics: c.NRIMetrics}
-	if a.auth != nil {
-		scfg.Collectors = append(scfg.Collectors, a.auth) // cgwarden_auth_*
-	}
 	if c.Snapshot != "" {
 		a.Server = serve.New(scfg)
 		return a, c.Feed(ctx, a.Server, m.Lister)
 	}
-	if err = a.completeLive(ctx, m, &scfg); err != nil {
+	if err = a.completeLive(m, sc, &scfg); err != nil {
 		return nil, err
 	}
 	return a, nil
 }
 
-// completeLive opens the host, its one scanner and Hub, the metadata
-// source with the VM sizes, and the fixers.
-func (a *Agent) completeLive(ctx context.Context, m *Meta, scfg *serve.Config) error {
+// completeLive wires the node loop over the scanner and m's sizes, and
+// the fixers.
+func (a *Agent) completeLive(m *Meta, sc *inventory.Scanner, scfg *serve.Config) error {
 	c := a.cfg
-	sc, err := a.openScanner(ctx, scfg)
-	if err != nil {
-		return err
-	}
+	var err error
 	src := m.Sizes
 	scfg.Collectors = append(scfg.Collectors, m.collectors...)
 	scfg.Collectors = append(scfg.Collectors, usageCollector{a.host})

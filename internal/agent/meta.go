@@ -46,8 +46,8 @@ type Meta struct {
 
 // OpenMeta opens c's pod source, its Events and, unless c serves a
 // snapshot, its sizes. Close releases them.
-func (c *Config) OpenMeta(ctx context.Context) (m *Meta, err error) {
-	m = &Meta{c: c, Lister: c.Lister, Source: "given", Changes: metadata.NewChanges()}
+func (c *Config) OpenMeta(ctx context.Context) (_ *Meta, err error) {
+	m := &Meta{c: c, Lister: c.Lister, Source: "given", Changes: metadata.NewChanges()}
 	defer func() {
 		if err != nil {
 			m.Close()
@@ -57,8 +57,8 @@ func (c *Config) OpenMeta(ctx context.Context) (m *Meta, err error) {
 		if m.Lister, m.Source, err = podsource.Open(ctx, c.sourceConfig(), c.Log); err != nil {
 			return nil, err
 		}
-		if cl, ok := m.Lister.(interface{ Close() }); ok {
-			m.closes = append(m.closes, cl.Close)
+		if cl := podsource.Closer(m.Lister); cl != nil {
+			m.closes = append(m.closes, cl)
 		}
 	}
 	if c.Events {

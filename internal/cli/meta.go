@@ -124,11 +124,8 @@ func (o *Options) listPods(mode string) (*metadata.Set, error) {
 	if err != nil {
 		return nil, err
 	}
-	if c, ok := lister.(interface{ Close() error }); ok {
-		defer c.Close()
-	}
-	if c, ok := lister.(interface{ Close() }); ok {
-		defer c.Close()
+	if cl := podsource.Closer(lister); cl != nil {
+		defer cl()
 	}
 	if lister == nil {
 		if mode == podsource.Auto {

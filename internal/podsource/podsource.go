@@ -103,6 +103,18 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (metadata.Lister, s
 	return nil, "", fmt.Errorf("--metadata %q: want one of %s", cfg.Mode, strings.Join(Modes, ", "))
 }
 
+// Closer is what closes a lister Open returned (its informer, its
+// connection to the runtime): nil when it holds nothing to close.
+func Closer(l metadata.Lister) func() {
+	switch c := l.(type) {
+	case interface{ Close() error }:
+		return func() { _ = c.Close() }
+	case interface{ Close() }:
+		return c.Close
+	}
+	return nil
+}
+
 func openAuto(ctx context.Context, cfg Config, log *slog.Logger) (metadata.Lister, string, error) {
 	if cfg.PodsFile != "" {
 		l, err := OpenFile(cfg.PodsFile)
