@@ -106,8 +106,10 @@ type vmSink interface {
 	unset()
 	// refused says the API server refused the agent this VM (403): its
 	// identity may not read the VM's namespace (the chart's
-	// metadata.vmNamespaces, docs/security.md).
+	// metadata.vmNamespaces, docs/security.md); allowed, that a list of
+	// it was answered (the VM may still be absent).
 	refused(err error)
+	allowed()
 }
 
 // OpenVMWatches returns VMWatches reading from the API server of rc. It
@@ -293,6 +295,14 @@ func (s itemSink) refused(err error) {
 	if first {
 		s.v.log.Warn("the API server refuses this agent the VM object: its pod gets no size from it (the tier's default weight) until the agent may read VM objects of the namespace (the chart's metadata.vmNamespaces)",
 			"kind", s.ref.Kind, "object", s.ref.Namespace+"/"+s.ref.Name, "err", err)
+	}
+}
+
+func (s itemSink) allowed() {
+	s.v.mu.Lock()
+	defer s.v.mu.Unlock()
+	if s.v.items[s.ref] == s.it {
+		s.it.forbidden = false
 	}
 }
 
@@ -488,7 +498,10 @@ func dynamicWatch(dyn dynamic.Interface) func(context.Context, metadata.VMRef, v
 			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 				o.FieldSelector = selector
 				l, err := res.List(ctx, o)
-				if apierrors.IsForbidden(err) {
+				switch {
+				case err == nil:
+					sink.allowed()
+				case apierrors.IsForbidden(err):
 					sink.refused(err)
 				}
 				return l, err

@@ -544,7 +544,7 @@ func TestRefusedVMReadsAreSaidAndGiveNoSize(t *testing.T) {
 				n++
 			}
 		}
-		return n >= 3
+		return n >= 2
 	})
 	if _, b := sizes(); b != 0 {
 		t.Errorf("b's pod sized %dm from a VM the agent may not read", b)
@@ -560,6 +560,30 @@ func TestRefusedVMReadsAreSaidAndGiveNoSize(t *testing.T) {
 		_, b := sizes()
 		return b == 3000 && v.Refused() == 0
 	})
+}
+
+// TestRefusedVMNotThereOnceAllowed: a VM refused (403) and then allowed
+// while it is not there (deleted meanwhile) is no longer counted as
+// refused: an answered list clears it, whatever it lists.
+func TestRefusedVMNotThereOnceAllowed(t *testing.T) {
+	ctx := t.Context()
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{vmGVR: "VirtualMachineList"})
+	var allow atomic.Bool
+	dyn.PrependReactor("list", "virtualmachines", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if allow.Load() {
+			return false, nil, nil
+		}
+		return true, nil, apierrors.NewForbidden(vmGVR.GroupResource(), "", errors.New("forbidden"))
+	})
+	v := newVMWatches(ctx, quiet, dynamicWatch(dyn), servesAll, backoff{first: time.Millisecond, max: time.Millisecond})
+	defer v.Close()
+	v.Track([]metadata.Pod{{UID: "p", Namespace: "b", Name: "db-runner", Labels: map[string]string{vmsize.LabelNeonVM: "db"}}})
+	poll.Every(5*time.Millisecond).UntilTrue(t, 10*time.Second, "b/db refused", func() bool { return v.Refused() == 1 })
+	allow.Store(true)
+	poll.Every(5*time.Millisecond).UntilTrue(t, 60*time.Second, "b/db no longer counted once its list is answered (empty)", func() bool { return v.Refused() == 0 })
+	if vms, _ := v.VMs(); len(vms) != 0 {
+		t.Errorf("VMs %+v from an empty list", vms)
+	}
 }
 
 // lockedWriter serialises writes of the watches' goroutines to w.
