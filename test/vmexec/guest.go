@@ -26,6 +26,12 @@ const hostIdle = 2 * time.Minute
 // process it left behind cannot hold the daemon.
 const leftoverWait = 5 * time.Second
 
+// unkillableWait is how long a killed binary is waited for: one still
+// there after it is stuck in the kernel, where no signal reaches it, and
+// the daemon goes on to the next job without it (its report above says
+// where it is stuck).
+const unkillableWait = 30 * time.Second
+
 // guest is the daemon.
 type guest struct {
 	src     string        // the tree's non-Go files: each package's directory is below it (/src)
@@ -138,11 +144,15 @@ func (g *guest) run(conn io.Reader, out *sender, j job) int {
 		_ = cmd.Process.Signal(syscall.SIGQUIT)
 		time.Sleep(g.grace)
 		kill(cmd.Process, kids)
-		<-exited
+		if !waitFor(exited, unkillableWait) {
+			return g.abandon(out, pr, copied, j)
+		}
 	case <-out.gone:
 		g.log("%s: the host went away; killing the test binary", j.Dir)
 		kill(cmd.Process, descendants(cmd.Process.Pid))
-		<-exited
+		if !waitFor(exited, unkillableWait) {
+			return g.abandon(out, pr, copied, j)
+		}
 	}
 	select {
 	case <-copied:
@@ -156,17 +166,43 @@ func (g *guest) run(conn io.Reader, out *sender, j job) int {
 	return status
 }
 
-// receive writes size bytes of r to a new executable file at path.
+// waitFor says whether done closed within d.
+func waitFor(done <-chan struct{}, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// abandon gives up on a binary that SIGKILL did not end: it says so,
+// stops reading its output and fails the job.
+func (g *guest) abandon(out io.Writer, pr io.Closer, copied <-chan struct{}, j job) int {
+	fmt.Fprintf(out, "vmexec guest: %s: still there %v after SIGKILL, stuck in the kernel; going on without it\n", j.Dir, unkillableWait)
+	g.log("%s: unkillable; abandoned", j.Dir)
+	pr.Close() // ends the copy's read
+	<-copied
+	return 1
+}
+
+// receive writes size bytes of r to a new executable file at path; a
+// failed transfer leaves no file.
 func receive(r io.Reader, path string, size int64) error {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
 	if err != nil {
 		return err
 	}
-	if _, err := io.CopyN(f, r, size); err != nil {
-		f.Close()
-		return err
+	_, err = io.CopyN(f, r, size)
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	return f.Close()
+	if err != nil {
+		_ = os.Remove(path)
+	}
+	return err
 }
 
 // exitStatus is a finished process's status as a shell gives it: its exit
