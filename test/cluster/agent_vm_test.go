@@ -175,10 +175,12 @@ func TestAgentReadsVMsOfNamedNamespacesOnly(t *testing.T) {
 	ensureCRD(t, dyn)
 	importAgentImage(t)
 	const granted = "vms" // the component's namespace
-	if _, err := e.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: granted}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	switch _, err := e.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: granted}}, metav1.CreateOptions{}); {
+	case err == nil: // ours: removed after
+		t.Cleanup(func() { _ = e.cs.CoreV1().Namespaces().Delete(context.Background(), granted, metav1.DeleteOptions{}) })
+	case !apierrors.IsAlreadyExists(err):
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = e.cs.CoreV1().Namespaces().Delete(context.Background(), granted, metav1.DeleteOptions{}) })
 	other := e.namespace(t)
 	pods := map[string]*corev1.Pod{}
 	for _, ns := range []string{granted, other} {

@@ -211,25 +211,28 @@ func TestAgentHeapFlatInVMs(t *testing.T) {
 		}
 		h0 := liveHeap()
 		f := e.startFleet(t, nodes)
-		time.Sleep(2 * time.Second) // a few Sizes rounds each
-		for _, a := range f.agents {
-			set, err := a.meta.Sizes.Sizes(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
-			sized := 0
-			for _, p := range set.Pods() {
-				if p.Namespace != ns {
-					continue // another test's, on the same node
+		// Each VM's watch delivers it after the agent's first pods.
+		poll.Every(250*time.Millisecond).Until(t, time.Minute, fmt.Sprintf("every agent's %d pods sized from their VM objects", own), func() (bool, string, error) {
+			for _, a := range f.agents {
+				set, err := a.meta.Sizes.Sizes(context.Background())
+				if err != nil {
+					return false, "", err
 				}
-				if o, ok := set.Origin(p.UID); ok && o.Source == "neonvm" && strings.HasPrefix(o.Via, "VM object") {
-					sized++
+				sized := 0
+				for _, p := range set.Pods() {
+					if p.Namespace != ns {
+						continue // another test's, on the same node
+					}
+					if o, ok := set.Origin(p.UID); ok && o.Source == "neonvm" && strings.HasPrefix(o.Via, "VM object") {
+						sized++
+					}
+				}
+				if sized != own {
+					return false, fmt.Sprintf("agent of %s: %d", a.node, sized), nil
 				}
 			}
-			if sized != own {
-				t.Fatalf("agent of %s: %d pods sized from their VM object, want %d", a.node, sized, own)
-			}
-		}
+			return true, "", nil
+		})
 		h1 := liveHeap()
 		per := (float64(h1) - float64(h0)) / float64(k)
 		xs, ys = append(xs, float64(made)), append(ys, per)
