@@ -184,12 +184,7 @@ func TestAgentReadsVMsOfNamedNamespacesOnly(t *testing.T) {
 	other := e.namespace(t)
 	pods := map[string]*corev1.Pod{}
 	for _, ns := range []string{granted, other} {
-		vm := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "vm.neon.tech/v1", "kind": "VirtualMachine",
-			"metadata": map[string]any{"name": "db", "namespace": ns},
-			"spec":     map[string]any{"guest": map[string]any{"cpus": map[string]any{"min": 1, "max": 4, "use": 2}}},
-		}}
-		got, err := dyn.Resource(vmGVR).Namespace(ns).Create(ctx, vm, metav1.CreateOptions{})
+		got, err := dyn.Resource(vmGVR).Namespace(ns).Create(ctx, newVM("db", int64(2)), metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
