@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cgwarden/cgwarden/internal/poll"
 )
 
 // TestMain lets this test binary stand in for a package's test binary:
@@ -183,17 +185,18 @@ func TestWatchdogKillsStuckBinary(t *testing.T) {
 	if burner == 0 {
 		t.Fatalf("no burner pid in the output:\n%s", out)
 	}
+	gone := false
+	t.Cleanup(func() { // it outlived the watchdog: not left burning
+		if !gone {
+			_ = syscall.Kill(burner, syscall.SIGKILL)
+		}
+	})
 	// Dead, or a zombie left for whoever inherited it.
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	poll.Every(50*time.Millisecond).Until(t, 5*time.Second, fmt.Sprintf("the burner %d gone with the watchdog's kill", burner), func() (bool, string, error) {
 		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", burner))
-		if err != nil || strings.Contains(string(stat), ") Z ") {
-			break
-		}
-		if time.Now().After(deadline) {
-			syscall.Kill(burner, syscall.SIGKILL)
-			t.Fatalf("the burner %d outlived the watchdog: %s", burner, stat)
-		}
-	}
+		gone = err != nil || strings.Contains(string(stat), ") Z ")
+		return gone, string(stat), nil
+	})
 }
 
 // TestPingAndPoweroff: the daemon answers a ping, and ends at poweroff.
