@@ -488,7 +488,7 @@ func withJSON(c *rest.Config) *rest.Config {
 
 // dynamicWatch watches one VM object through the dynamic client: a
 // list+watch in its namespace with the field selector metadata.name, the
-// object slimmed to what vmsize.FromObject reads (slimVM) before it is
+// object slimmed to what vmsize.FromObject reads (vmsize.Slim) before it is
 // stored.
 func dynamicWatch(dyn dynamic.Interface) func(context.Context, metadata.VMRef, vmSink) {
 	return func(ctx context.Context, ref metadata.VMRef, sink vmSink) {
@@ -519,7 +519,7 @@ func dynamicWatch(dyn dynamic.Interface) func(context.Context, metadata.VMRef, v
 		_, ctrl := cache.NewInformerWithOptions(cache.InformerOptions{
 			ListerWatcher: cache.ToListWatcherWithWatchListSemantics(lw, listThenWatch{}),
 			ObjectType:    &unstructured.Unstructured{},
-			Transform:     slimVM,
+			Transform:     vmsize.Slim,
 			Handler: cache.ResourceEventHandlerFuncs{
 				AddFunc:    set,
 				UpdateFunc: func(_, obj any) { set(obj) },
@@ -528,42 +528,4 @@ func dynamicWatch(dyn dynamic.Interface) func(context.Context, metadata.VMRef, v
 		})
 		ctrl.RunWithContext(ctx)
 	}
-}
-
-// vmFields are the paths of a VM object that vmsize.FromObject reads.
-var vmFields = [][]string{
-	{"apiVersion"}, {"kind"},
-	{"metadata", "name"}, {"metadata", "namespace"}, {"metadata", "uid"}, {"metadata", "resourceVersion"},
-	{"spec", "guest", "cpus"}, {"status", "podName"}, // NeonVM
-	{"spec", "domain", "cpu"}, {"status", "activePods"}, // KubeVirt
-}
-
-// slimVM keeps of a VM object the fields vmsize.FromObject reads
-// (vmFields): the informer then holds a few hundred bytes per VM, not its
-// whole spec and status. The kept values are shared with the object, which
-// the informer drops (no copy, so no value of an odd type can make a deep
-// copy panic).
-func slimVM(obj any) (any, error) {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return obj, nil
-	}
-	out := map[string]any{}
-	for _, path := range vmFields {
-		val, found, err := unstructured.NestedFieldNoCopy(u.Object, path...)
-		if err != nil || !found {
-			continue
-		}
-		m := out
-		for _, k := range path[:len(path)-1] {
-			next, ok := m[k].(map[string]any)
-			if !ok {
-				next = map[string]any{}
-				m[k] = next
-			}
-			m = next
-		}
-		m[path[len(path)-1]] = val
-	}
-	return &unstructured.Unstructured{Object: out}, nil
 }

@@ -207,7 +207,7 @@ type factory interface {
 func (c *Controller) watch() ([]factory, []cache.InformerSynced, error) {
 	dyn := dynamicinformer.NewDynamicSharedInformerFactory(c.Dynamic, 0)
 	vmInf := dyn.ForResource(VirtualMachines)
-	if err := vmInf.Informer().SetTransform(slimVM); err != nil {
+	if err := vmInf.Informer().SetTransform(vmsize.Slim); err != nil {
 		return nil, nil, fmt.Errorf("VM informer: %w", err)
 	}
 	c.vms = vmInf.Lister()

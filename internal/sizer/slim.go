@@ -3,7 +3,6 @@ package sizer
 import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/cgwarden/cgwarden/internal/vmsize"
@@ -20,7 +19,7 @@ import (
 
 var (
 	_ cache.TransformFunc = slimRunnerPod
-	_ cache.TransformFunc = slimVM
+	_ cache.TransformFunc = vmsize.Slim
 	_ cache.TransformFunc = nodeAllocatableOnly
 )
 
@@ -68,54 +67,6 @@ func slimRunnerPod(obj any) (any, error) {
 		}
 	}
 	return s, nil
-}
-
-// slimVM keeps of a VirtualMachine its apiVersion and kind, metadata name,
-// namespace, uid and resourceVersion, spec.guest.cpus use, min and max
-// (VMSize reads use), and status.podName.
-func slimVM(obj any) (any, error) {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return obj, nil
-	}
-	s := map[string]any{}
-	for _, k := range []string{"apiVersion", "kind"} {
-		if v, ok := u.Object[k]; ok {
-			s[k] = v
-		}
-	}
-	keep(s, u.Object, []string{"metadata"}, "name", "namespace", "uid", "resourceVersion")
-	keep(s, u.Object, []string{"spec", "guest", "cpus"}, "use", "min", "max")
-	keep(s, u.Object, []string{"status"}, "podName")
-	return &unstructured.Unstructured{Object: s}, nil
-}
-
-// keep copies the fields names of the map at path in from into the same
-// path in to, making the maps on the way; nothing when none is there.
-func keep(to, from map[string]any, path []string, names ...string) {
-	src, ok, err := unstructured.NestedFieldNoCopy(from, path...)
-	m, isMap := src.(map[string]any)
-	if !ok || err != nil || !isMap {
-		return
-	}
-	out := map[string]any{}
-	for _, n := range names {
-		if v, ok := m[n]; ok {
-			out[n] = v
-		}
-	}
-	if len(out) == 0 {
-		return
-	}
-	for _, p := range path[:len(path)-1] {
-		next, ok := to[p].(map[string]any)
-		if !ok {
-			next = map[string]any{}
-			to[p] = next
-		}
-		to = next
-	}
-	to[path[len(path)-1]] = out
 }
 
 // nodeAllocatableOnly is the node informer's transform: a Node's name and

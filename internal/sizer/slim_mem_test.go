@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/cgwarden/cgwarden/internal/vmsize"
 )
 
 // footprintCopies is how many VMs (each a VirtualMachine and its runner
@@ -39,7 +41,7 @@ func TestSlimCachesRetainLess(t *testing.T) {
 	wholePod := footprint(t, footprintCopies, pods(nil))
 	slimPodB := footprint(t, footprintCopies, pods(slimRunnerPod))
 	wholeVM := footprint(t, footprintCopies, vms(nil))
-	slimVMB := footprint(t, footprintCopies, vms(slimVM))
+	slimVMB := footprint(t, footprintCopies, vms(vmsize.Slim))
 	whole, slim := wholePod+wholeVM, slimPodB+slimVMB
 	t.Logf("bytes retained per runner pod: %d whole, %d slim (%.2f)", wholePod, slimPodB, ratio(slimPodB, wholePod))
 	t.Logf("bytes retained per VirtualMachine: %d whole, %d slim (%.2f)", wholeVM, slimVMB, ratio(slimVMB, wholeVM))

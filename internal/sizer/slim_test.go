@@ -189,7 +189,7 @@ func TestSlimVMSizesAlike(t *testing.T) {
 		} else if err := unstructured.SetNestedField(full.Object, use, "spec", "guest", "cpus", "use"); err != nil {
 			t.Fatal(err)
 		}
-		o, err := slimVM(full.DeepCopy())
+		o, err := vmsize.Slim(full.DeepCopy())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -206,13 +206,13 @@ func TestSlimVMSizesAlike(t *testing.T) {
 				t.Errorf("use %v, vmsize mode %d: whole VM %+v, %v; slim %+v, %v", use, mode, a, errA, b, errB)
 			}
 		}
-		if again, _ := slimVM(slim.DeepCopy()); !reflect.DeepEqual(again, slim) {
+		if again, _ := vmsize.Slim(slim.DeepCopy()); !reflect.DeepEqual(again, slim) {
 			t.Errorf("use %v: slimming a slim VM changed it", use)
 		}
 	}
 
 	full := fullVM(t)
-	o, _ := slimVM(full.DeepCopy())
+	o, _ := vmsize.Slim(full.DeepCopy())
 	slim := o.(*unstructured.Unstructured)
 	want := map[string]any{
 		"apiVersion": "vm.neon.tech/v1", "kind": "VirtualMachine",
@@ -237,14 +237,14 @@ func TestSlimVMSizesAlike(t *testing.T) {
 	// a guest: what is there is kept, nothing made up.
 	bare := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "vm.neon.tech/v1", "kind": "VirtualMachine",
 		"metadata": map[string]any{"name": "v", "namespace": "ns"}, "spec": map[string]any{"guest": "odd"}}}
-	o, _ = slimVM(bare)
+	o, _ = vmsize.Slim(bare)
 	if got := o.(*unstructured.Unstructured).Object; !reflect.DeepEqual(got, map[string]any{"apiVersion": "vm.neon.tech/v1", "kind": "VirtualMachine",
 		"metadata": map[string]any{"name": "v", "namespace": "ns"}}) {
 		t.Errorf("bare VM slimmed to %v", got)
 	}
 
 	tomb := cache.DeletedFinalStateUnknown{Key: "default/v", Obj: slim}
-	if o, err := slimVM(tomb); err != nil || !reflect.DeepEqual(o, tomb) {
+	if o, err := vmsize.Slim(tomb); err != nil || !reflect.DeepEqual(o, tomb) {
 		t.Errorf("tombstone: %v, %v; want it unchanged", o, err)
 	}
 	if strings.Contains(string(sb), "managedFields") {
