@@ -184,7 +184,8 @@ func (o *Options) liveTrust(ctx context.Context, cfg podsource.Config) (metadata
 // sourceConfig fills the source's configuration with the defaults a
 // command run by hand expects: kubectl's kubeconfig, the node's name.
 func (o *Options) sourceConfig(mode string) podsource.Config {
-	cfg := podsource.Config{Mode: mode, CRISocket: o.Meta.CRISocket, HostRoot: o.HostRoot,
+	// AllLabels: a command run by hand lists once, and -l reads any label.
+	cfg := podsource.Config{Mode: mode, CRISocket: o.Meta.CRISocket, HostRoot: o.HostRoot, AllLabels: true,
 		Kubeconfig: o.Meta.Kubeconfig, NodeName: o.Meta.NodeName, PodsFile: o.PodsFile, SyncTimeout: metaSyncTimeout}
 	if cfg.Kubeconfig == "" {
 		cfg.Kubeconfig = defaultKubeconfig()

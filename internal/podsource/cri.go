@@ -27,6 +27,8 @@ const criTimeout = 5 * time.Second
 // CRISource lists pods from the container runtime.
 type CRISource struct {
 	Socket string
+	// allLabels keeps every sandbox label (Config.AllLabels).
+	allLabels bool
 	conn   *grpc.ClientConn
 	client runtimeapi.RuntimeServiceClient
 	err    error
@@ -39,8 +41,8 @@ var _ metadata.Lister = (*CRISource)(nil)
 
 // dialCRI prepares a client for socket; gRPC connects lazily, so an absent
 // runtime shows up as an error from Pods, not here.
-func dialCRI(socket string) *CRISource {
-	c := &CRISource{Socket: socket}
+func dialCRI(socket string, allLabels bool) *CRISource {
+	c := &CRISource{Socket: socket, allLabels: allLabels}
 	c.conn, c.err = grpc.NewClient("unix://"+socket,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(criMaxMsg)))
@@ -76,7 +78,7 @@ func (c *CRISource) Pods(ctx context.Context) ([]metadata.Pod, error) {
 	if err != nil {
 		return nil, fmt.Errorf("CRI %s: ListContainers: %w", c.Socket, err)
 	}
-	pods := fromCRI(sbs.GetItems(), cts.GetContainers())
+	pods := fromCRI(sbs.GetItems(), cts.GetContainers(), c.allLabels)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.last != nil && sameListing(pods, c.last) {
@@ -108,7 +110,7 @@ func sameListing(a, b []metadata.Pod) bool {
 	return true
 }
 
-func fromCRI(sbs []*runtimeapi.PodSandbox, cts []*runtimeapi.Container) []metadata.Pod {
+func fromCRI(sbs []*runtimeapi.PodSandbox, cts []*runtimeapi.Container, allLabels bool) []metadata.Pod {
 	var pods []metadata.Pod
 	byUID := map[string]int{}
 	bySandbox := map[string]int{}
@@ -134,7 +136,12 @@ func fromCRI(sbs []*runtimeapi.PodSandbox, cts []*runtimeapi.Container) []metada
 			p.SandboxID = sb.GetId()
 			p.RuntimeHandler = sb.GetRuntimeHandler()
 			p.StartTime = nsTime(sb.GetCreatedAt())
-			p.Labels, p.Annotation = sb.GetLabels(), sb.GetAnnotations()
+			// What cgwarden reads, as SlimPod keeps it: the VM labels (all,
+			// for a selector) and the cgwarden.io/ annotations.
+			p.Labels, p.Annotation = sb.GetLabels(), metadata.OwnAnnotations(sb.GetAnnotations())
+			if !allLabels {
+				p.Labels = vmLabels(p.Labels)
+			}
 		} else {
 			pods[i].PastSandboxIDs = append(pods[i].PastSandboxIDs, sb.GetId())
 		}

@@ -82,7 +82,7 @@ func (s *statusRuntime) PodSandboxStatus(_ context.Context, r *runtimeapi.PodSan
 // over the real gRPC protocol; a container that is not running has none.
 func TestContainerPIDOverTheProtocol(t *testing.T) {
 	rt := &statusRuntime{state: runtimeapi.ContainerState_CONTAINER_RUNNING}
-	c := dialCRI(startStatusRuntime(t, rt))
+	c := dialCRI(startStatusRuntime(t, rt), false)
 	defer c.Close()
 	pid, err := c.ContainerPID(context.Background(), spinCtr, false)
 	if err != nil || pid != 41873 {

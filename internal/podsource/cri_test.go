@@ -2,6 +2,8 @@ package podsource
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"net"
 	"path/filepath"
 	"slices"
@@ -82,7 +84,7 @@ func seedRuntime() *fakeRuntime {
 
 func TestCRIListsPodsAndContainers(t *testing.T) {
 	sock := startRuntime(t, seedRuntime())
-	c := dialCRI(sock)
+	c := dialCRI(sock, true) // every label: the CLI's source
 	defer c.Close()
 	pods, err := c.Pods(context.Background())
 	if err != nil {
@@ -113,6 +115,44 @@ func TestCRIListsPodsAndContainers(t *testing.T) {
 	}
 }
 
+// TestCRIKeepsWhatTheAgentReads: the agent's CRI source keeps of a
+// sandbox's labels the VM labels and of its annotations the cgwarden.io/
+// ones, however many a tenant wrote on its pod; the CLI's (all labels)
+// keeps every label.
+func TestCRIKeepsWhatTheAgentReads(t *testing.T) {
+	rt := seedRuntime()
+	sb := rt.sandboxes[1]
+	sb.Labels = map[string]string{vmsize.LabelNeonVM: "db", "app": "spin-test"}
+	sb.Annotations = map[string]string{vmsize.AnnotationCPU: "2", "kubectl.kubernetes.io/last-applied-configuration": strings.Repeat("x", 64<<10)}
+	for i := range 1000 {
+		sb.Labels[fmt.Sprintf("tenant.example/l%d", i)] = "v"
+	}
+	sock := startRuntime(t, rt)
+	for _, all := range []bool{false, true} {
+		c := dialCRI(sock, all)
+		pods, err := c.Pods(t.Context())
+		c.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := slices.IndexFunc(pods, func(p metadata.Pod) bool { return p.UID == spinUID })
+		if i < 0 {
+			t.Fatalf("all labels %v: no pod %s in %+v", all, spinUID, pods)
+		}
+		p := pods[i]
+		want := map[string]string{vmsize.LabelNeonVM: "db"}
+		if all {
+			want = sb.Labels
+		}
+		if !maps.Equal(p.Labels, want) {
+			t.Errorf("all labels %v: %d labels kept, want %d", all, len(p.Labels), len(want))
+		}
+		if !maps.Equal(p.Annotation, map[string]string{vmsize.AnnotationCPU: "2"}) {
+			t.Errorf("all labels %v: annotations %d kept, want cgwarden.io/cpu alone", all, len(p.Annotation))
+		}
+	}
+}
+
 // TestCRIListingUnchangedIsTheSameSlice: a listing with the same pods as
 // the last one (in the runtime's order of the moment: it lists from a
 // map) returns the very slice of the last call, so the metadata built on
@@ -121,7 +161,7 @@ func TestCRIListsPodsAndContainers(t *testing.T) {
 // new slice.
 func TestCRIListingUnchangedIsTheSameSlice(t *testing.T) {
 	rt := seedRuntime()
-	c := dialCRI(startRuntime(t, rt))
+	c := dialCRI(startRuntime(t, rt), false)
 	defer c.Close()
 	list := func() []metadata.Pod {
 		t.Helper()
@@ -164,13 +204,13 @@ func TestCRIListingUnchangedIsTheSameSlice(t *testing.T) {
 func TestCRIErrorsAreReported(t *testing.T) {
 	rt := seedRuntime()
 	rt.fail = status.Error(codes.Unavailable, "runtime is restarting")
-	c := dialCRI(startRuntime(t, rt))
+	c := dialCRI(startRuntime(t, rt), false)
 	defer c.Close()
 	if _, err := c.Pods(context.Background()); err == nil || !strings.Contains(err.Error(), "runtime is restarting") {
 		t.Fatalf("err = %v", err)
 	}
 	// No runtime at all on the socket path.
-	c2 := dialCRI(filepath.Join(t.TempDir(), "absent.sock"))
+	c2 := dialCRI(filepath.Join(t.TempDir(), "absent.sock"), false)
 	defer c2.Close()
 	if _, err := c2.Pods(context.Background()); err == nil {
 		t.Fatal("no error for an absent runtime")

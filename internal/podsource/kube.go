@@ -79,7 +79,7 @@ func OpenKubernetes(ctx context.Context, cfg Config, log *slog.Logger) (*KubeSou
 	if err != nil {
 		return nil, err
 	}
-	return NewKubernetes(ctx, pods, cfg.NodeName, timeout)
+	return NewKubernetes(ctx, pods, cfg.NodeName, timeout, cfg.AllLabels)
 }
 
 // AsNode is cfg acting as the node's own identity, system:node:<node>:
@@ -153,7 +153,7 @@ func (n *nodeFirst) Watch(ctx context.Context, opts metav1.ListOptions) (watch.I
 // timeout for its first list. On timeout it returns the source together
 // with an error wrapping ErrNotSynced: the caller may keep it (it answers
 // once the API server does) or Close it.
-func NewKubernetes(ctx context.Context, pods PodWatcher, node string, timeout time.Duration) (*KubeSource, error) {
+func NewKubernetes(ctx context.Context, pods PodWatcher, node string, timeout time.Duration, allLabels bool) (*KubeSource, error) {
 	selector := fields.OneTermEqualSelector("spec.nodeName", node).String()
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -169,7 +169,11 @@ func NewKubernetes(ctx context.Context, pods PodWatcher, node string, timeout ti
 	// pods are a small list, and every API server (and client-go's fake)
 	// serves list+watch, whatever its feature gates.
 	inf := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, listThenWatch{}), &corev1.Pod{}, 0, cache.Indexers{})
-	if err := inf.SetTransform(SlimPod); err != nil {
+	transform := SlimPod
+	if allLabels {
+		transform = slimPodAllLabels
+	}
+	if err := inf.SetTransform(transform); err != nil {
 		return nil, err
 	}
 	k := &KubeSource{byUID: map[types.UID]metadata.Pod{}, list: []metadata.Pod{}, changes: metadata.NewChanges()}

@@ -32,7 +32,7 @@ func TestKubernetesInformerOnThisNode(t *testing.T) {
 	cs := fake.NewClientset(apiPod("spin-test", spinUID, "node-a", spinCtr))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	k, err := NewKubernetes(ctx, cs.CoreV1().Pods(""), "node-a", 10*time.Second)
+	k, err := NewKubernetes(ctx, cs.CoreV1().Pods(""), "node-a", 10*time.Second, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestKubernetesSourceRecoversAfterTimeout(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	f := &flakyPods{PodWatcher: cs.CoreV1().Pods("")}
-	k, err := NewKubernetes(ctx, f, "node-a", 300*time.Millisecond)
+	k, err := NewKubernetes(ctx, f, "node-a", 300*time.Millisecond, false)
 	if !errors.Is(err, ErrNotSynced) || k == nil {
 		t.Fatalf("unreachable API: %v, %v", k, err)
 	}
@@ -113,7 +113,7 @@ func TestKubernetesSourceRecoversAfterTimeout(t *testing.T) {
 func TestKubernetesSourceNotifiesChanges(t *testing.T) {
 	cs := fake.NewClientset(apiPod("spin-test", spinUID, "node-a", spinCtr))
 	ctx := t.Context()
-	k, err := NewKubernetes(ctx, cs.CoreV1().Pods(""), "node-a", 10*time.Second)
+	k, err := NewKubernetes(ctx, cs.CoreV1().Pods(""), "node-a", 10*time.Second, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,6 +49,11 @@ type Config struct {
 	// SyncTimeout bounds the wait for the Kubernetes informer's first
 	// list (30 s if 0).
 	SyncTimeout time.Duration
+	// AllLabels keeps every pod label, for a label selector (the CLI's
+	// -l). Without it a source keeps only the labels cgwarden reads (the
+	// VM labels): the agent holds its node's pods for as long as it runs,
+	// and a tenant's labels must not grow its memory.
+	AllLabels bool
 	// WrapTransport, when set, wraps the Kubernetes client's transport
 	// (apiconn.Reach.Wrap: the agent's log says once when the API server
 	// goes away and once when it is back).
@@ -82,7 +87,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (metadata.Lister, s
 		if sock == "" {
 			return failing{fmt.Errorf("no CRI socket found at %s", strings.Join(DefaultCRISockets, ", "))}, CRI, nil
 		}
-		return dialCRI(sock), CRI, nil
+		return dialCRI(sock, cfg.AllLabels), CRI, nil
 	case Kubernetes:
 		k, err := OpenKubernetes(ctx, cfg, log)
 		switch {
@@ -134,7 +139,7 @@ func openAuto(ctx context.Context, cfg Config, log *slog.Logger) (metadata.Liste
 		if _, err := os.Stat(s); err != nil {
 			continue
 		}
-		c := dialCRI(s)
+		c := dialCRI(s, cfg.AllLabels)
 		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		_, err := c.Pods(pctx)
 		cancel()

@@ -1,23 +1,30 @@
 package podsource
 
 import (
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/vmsize"
 )
 
-// SlimPod is the pod informer's transform (cache.TransformFunc): it keeps
-// of a Pod only what metadata.FromAPI reads, so the informer's store holds
-// a few hundred bytes per pod instead of the whole object (managedFields,
+// SlimPod is the agent's pod informer transform (cache.TransformFunc): it
+// keeps of a Pod only what cgwarden reads, so the informer's store holds a
+// few hundred bytes per pod instead of the whole object (managedFields,
 // env, volumes, probes, images and conditions are most of a pod's size and
-// none is read). Kept:
+// none is read), and a tenant cannot grow the agent's memory through what
+// it writes on its pods: labels and owner references, which the API server
+// bounds only by the object's size on every pod of the node, are kept only
+// where cgwarden reads them. Kept:
 //   - metadata: name, namespace, uid, resourceVersion (the store's and the
-//     reflector's), labels (VM runners, label selectors), the cgwarden.io/
-//     annotations (cgwarden.io/cpu, cgwarden.io/cpu-container), a mirror
-//     pod's kubernetes.io/config.mirror (its static pod's UID, which names
-//     its cgroup) and the owner references (a NeonVM runner's owner);
+//     reflector's), the VM labels (vmLabels), the cgwarden.io/ annotations
+//     (cgwarden.io/cpu, cgwarden.io/cpu-container), a mirror pod's
+//     kubernetes.io/config.mirror (its static pod's UID, which names its
+//     cgroup) and the first owner reference of each VM kind (vmOwners: a
+//     NeonVM runner's owner, a hint of which VM to read);
 //   - spec: each init and app container's name, its cpu and memory
 //     requests and limits (sizes and the kubelet's QoS rule) and an init
 //     container's restartPolicy (sidecars); a NeonVM runner's command and
@@ -26,16 +33,26 @@ import (
 //     containerID and running start time.
 //
 // A test checks that a slim pod and its whole object yield the same
-// metadata.Pod. Anything else is returned unchanged (a
-// cache.DeletedFinalStateUnknown carries an object already slimmed).
-func SlimPod(obj any) (any, error) {
+// metadata.Pod but for the labels and owners left out, and the same sizes.
+// Anything else is returned unchanged (a cache.DeletedFinalStateUnknown
+// carries an object already slimmed).
+func SlimPod(obj any) (any, error) { return slimPod(obj, false) }
+
+// slimPodAllLabels is SlimPod keeping every label: the CLI's source, for
+// its label selectors (Config.AllLabels).
+func slimPodAllLabels(obj any) (any, error) { return slimPod(obj, true) }
+
+func slimPod(obj any, allLabels bool) (any, error) {
 	k, ok := obj.(*corev1.Pod)
 	if !ok {
 		return obj, nil
 	}
 	s := &corev1.Pod{TypeMeta: k.TypeMeta}
 	s.Name, s.Namespace, s.UID, s.ResourceVersion = k.Name, k.Namespace, k.UID, k.ResourceVersion
-	s.Labels, s.OwnerReferences = k.Labels, k.OwnerReferences
+	s.Labels, s.OwnerReferences = k.Labels, vmOwners(k.OwnerReferences)
+	if !allLabels {
+		s.Labels = vmLabels(k.Labels)
+	}
 	s.Annotations = metadata.OwnAnnotations(k.Annotations)
 	if v, ok := k.Annotations[metadata.AnnotationMirror]; ok {
 		if s.Annotations == nil {
@@ -58,6 +75,46 @@ func SlimPod(obj any) (any, error) {
 }
 
 var _ cache.TransformFunc = SlimPod
+
+// vmLabels keeps of a pod's labels the ones cgwarden reads without a
+// selector: the VM labels (vmsize.LabelNeonVM, vmsize.LabelKubeVirt); nil
+// when there are none.
+func vmLabels(l map[string]string) map[string]string {
+	var out map[string]string
+	for _, k := range []string{vmsize.LabelNeonVM, vmsize.LabelKubeVirt} {
+		if v, ok := l[k]; ok {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// vmOwners keeps of a pod's owner references the first NeonVM
+// VirtualMachine and the first KubeVirt VirtualMachineInstance, the only
+// ones metadata reads (metadata.VMRefs takes the first; a claim is only a
+// hint of which VM to read, the VM's status decides); nil when neither.
+func vmOwners(refs []metav1.OwnerReference) []metav1.OwnerReference {
+	var out []metav1.OwnerReference
+	var neon, kubevirt bool
+	for _, o := range refs {
+		group, _, _ := strings.Cut(o.APIVersion, "/")
+		switch {
+		case o.Name == "":
+			continue
+		case !neon && group == vmsize.NeonVMGroup && o.Kind == "VirtualMachine":
+			neon = true
+		case !kubevirt && group == vmsize.KubeVirtGroup && o.Kind == "VirtualMachineInstance":
+			kubevirt = true
+		default:
+			continue
+		}
+		out = append(out, metav1.OwnerReference{APIVersion: o.APIVersion, Kind: o.Kind, Name: o.Name, UID: o.UID})
+	}
+	return out
+}
 
 func slimContainers(cs []corev1.Container, argv bool) []corev1.Container {
 	if cs == nil {

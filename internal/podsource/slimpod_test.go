@@ -2,11 +2,15 @@ package podsource
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"reflect"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/vmsize"
@@ -47,10 +51,11 @@ func slim(t *testing.T, k *corev1.Pod) *corev1.Pod {
 
 // TestSlimPodYieldsTheSameMetadata: the informer's transform keeps all
 // that cgwarden reads: each slim pod converts to the same metadata.Pod as
-// its whole object (and so to the same inventory, which reads nothing
-// else), the two sets give every pod the same size and origin, VM objects
-// and the runner's -vmspec included, and the slim pods are a fraction of
-// the whole ones.
+// its whole object but for the labels and owner references it leaves out
+// (and so to the same inventory, which reads nothing else), the two sets
+// give every pod the same size and origin, VM objects and the runner's
+// -vmspec included, and the slim pods are a fraction of the whole ones.
+// With every label kept (the CLI's source) the labels are the whole's.
 func TestSlimPodYieldsTheSameMetadata(t *testing.T) {
 	full := fullPods(t)
 	var whole, slimmed []metadata.Pod
@@ -59,8 +64,20 @@ func TestSlimPodYieldsTheSameMetadata(t *testing.T) {
 		k := &full[i]
 		s := slim(t, k)
 		a, b := metadata.FromAPI(k), metadata.FromAPI(s)
-		if !reflect.DeepEqual(a, b) {
+		all, _ := slimPodAllLabels(k)
+		if c := metadata.FromAPI(all.(*corev1.Pod)); !reflect.DeepEqual(c.Labels, a.Labels) || !reflect.DeepEqual(c.Owners, b.Owners) {
+			t.Errorf("%s: the slim pod with all labels has labels %v and owners %v; want the whole's labels %v, the slim's owners %v", k.Name, c.Labels, c.Owners, a.Labels, b.Owners)
+		}
+		// What SlimPod leaves out, and only that.
+		left := b
+		left.Labels, left.Owners = a.Labels, a.Owners
+		if !reflect.DeepEqual(a, left) {
 			t.Errorf("%s: the slim pod reads differently:\nwhole %+v\nslim  %+v", k.Name, a, b)
+		}
+		for l := range b.Labels {
+			if l != vmsize.LabelNeonVM && l != vmsize.LabelKubeVirt {
+				t.Errorf("%s: label %s kept", k.Name, l)
+			}
 		}
 		if again := slim(t, s); !reflect.DeepEqual(again, s) {
 			t.Errorf("%s: slimming a slim pod changed it", k.Name)
@@ -116,6 +133,12 @@ func TestSlimPodYieldsTheSameMetadata(t *testing.T) {
 	if runner.VMSize == nil || runner.VMSize.MilliCPU != 2000 || len(runner.Owners) != 1 {
 		t.Errorf("the runner's -vmspec or owner was not read: %+v", runner)
 	}
+	if r := slimmed[0]; len(r.Owners) != 1 || r.Labels[vmsize.LabelNeonVM] == "" || !reflect.DeepEqual(metadata.VMRefs(&r), metadata.VMRefs(&runner)) {
+		t.Errorf("the slim runner lost its VM label or owner: %+v", r)
+	}
+	if len(slimmed[2].Owners) != 0 || len(whole[2].Owners) == 0 {
+		t.Errorf("the web pod's ReplicaSet owner: %v whole, %v slim; want it read only whole", whole[2].Owners, slimmed[2].Owners)
+	}
 	if whole[2].Annotation[vmsize.AnnotationCPU] != "1500m" || len(whole[2].Containers) != 4 {
 		t.Errorf("the web pod's annotation or containers were not read: %+v", whole[2])
 	}
@@ -157,5 +180,50 @@ func TestMirrorPodFoundByItsStaticUID(t *testing.T) {
 	set := metadata.NewSet([]metadata.Pod{metadata.FromAPI(&mirror), metadata.FromAPI(&twin)})
 	if p, ok := set.Pod("5c5e1ab7d2f0c3a9e1b4d6f8a0c2e4f6"); ok {
 		t.Errorf("two pods claim one static pod: Pod(hash) = %s, want none", p.Name)
+	}
+}
+
+// TestTenantCannotGrowTheInformer: what a tenant writes on its pod in bulk
+// — labels and owner references, which the API server bounds only by the
+// object's size (1.5 MiB) — is not kept by the agent's informer: a pod with
+// 1 MiB of labels and 2,000 owner references slims to what a plain pod
+// does, keeping the VM label and the first VirtualMachine owner it claims
+// (where to look: the VM's status decides). The CLI's source (all labels)
+// keeps the labels, for its selectors, and not the owners.
+func TestTenantCannotGrowTheInformer(t *testing.T) {
+	k := fullPods(t)[0].DeepCopy() // the NeonVM runner
+	vmLabel, owner := k.Labels[vmsize.LabelNeonVM], k.OwnerReferences[0]
+	for i := 0; len(k.Labels) < 12000; i++ {
+		k.Labels[fmt.Sprintf("tenant.example/l%05d", i)] = strings.Repeat("v", 63)
+	}
+	k.OwnerReferences = nil
+	for i := range 2000 {
+		o := owner
+		o.Name, o.UID = fmt.Sprintf("claim-%d", i), types.UID(fmt.Sprintf("u-%d", i))
+		if i%2 == 0 {
+			o.APIVersion, o.Kind = "apps/v1", "ReplicaSet"
+		}
+		k.OwnerReferences = append(k.OwnerReferences, o)
+	}
+	k.OwnerReferences = append([]metav1.OwnerReference{{APIVersion: owner.APIVersion, Kind: owner.Kind}}, k.OwnerReferences...) // no name: not a claim
+	whole, _ := json.Marshal(k)
+	s := slim(t, k)
+	kept, _ := json.Marshal(s)
+	t.Logf("pod JSON: %d bytes whole, %d slim", len(whole), len(kept))
+	if len(whole) < 1<<20 || len(kept) > 8<<10 {
+		t.Errorf("a pod of %d bytes slims to %d, want under 8 KiB", len(whole), len(kept))
+	}
+	if !reflect.DeepEqual(s.Labels, map[string]string{vmsize.LabelNeonVM: vmLabel}) {
+		t.Errorf("labels kept: %d, want the VM label alone", len(s.Labels))
+	}
+	if len(s.OwnerReferences) != 1 || s.OwnerReferences[0].Name != "claim-1" {
+		t.Errorf("owner references kept: %v, want the first VirtualMachine with a name", s.OwnerReferences)
+	}
+	if again := slim(t, s); !reflect.DeepEqual(again, s) {
+		t.Error("slimming a slim pod changed it")
+	}
+	all, _ := slimPodAllLabels(k)
+	if p := all.(*corev1.Pod); len(p.Labels) != len(k.Labels) || len(p.OwnerReferences) != 1 {
+		t.Errorf("all labels: %d labels and %d owners kept, want %d and 1", len(p.Labels), len(p.OwnerReferences), len(k.Labels))
 	}
 }

@@ -352,7 +352,7 @@ func TestNodeWatchesItsPodsVMsThroughTheClients(t *testing.T) {
 		Spec:       corev1.PodSpec{NodeName: "node-a", Containers: []corev1.Container{{Name: "neonvm-runner"}}},
 	}
 	cs := fake.NewClientset(runnerPod)
-	k, err := NewKubernetes(ctx, cs.CoreV1().Pods(""), "node-a", 10*time.Second)
+	k, err := NewKubernetes(ctx, cs.CoreV1().Pods(""), "node-a", 10*time.Second, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -412,7 +412,7 @@ func TestKubeSourceSliceChangesOnlyWithMetadata(t *testing.T) {
 	ctx := t.Context()
 	p := apiPod("web", "u1", "node-a", spinCtr)
 	cs := fake.NewClientset(p)
-	k, err := NewKubernetes(ctx, cs.CoreV1().Pods(""), "node-a", 10*time.Second)
+	k, err := NewKubernetes(ctx, cs.CoreV1().Pods(""), "node-a", 10*time.Second, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -428,7 +428,7 @@ func TestKubeSourceSliceChangesOnlyWithMetadata(t *testing.T) {
 	if _, err := cs.CoreV1().Pods("default").UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	p.Labels = map[string]string{"tier": "gold"}
+	p.Labels = map[string]string{vmsize.LabelNeonVM: "db"}
 	p.ResourceVersion = "3"
 	if _, err := cs.CoreV1().Pods("default").Update(ctx, p, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
@@ -436,12 +436,12 @@ func TestKubeSourceSliceChangesOnlyWithMetadata(t *testing.T) {
 	var now []metadata.Pod
 	poll.Every(5*time.Millisecond).UntilTrue(t, 10*time.Second, "the new label", func() bool {
 		now, _ = k.Pods(ctx)
-		return len(now) == 1 && now[0].Labels["tier"] == "gold"
+		return len(now) == 1 && now[0].Labels[vmsize.LabelNeonVM] == "db"
 	})
 	if &now[0] == &first[0] {
 		t.Error("a label changed and the slice did not")
 	}
-	if first[0].Labels["tier"] != "" {
+	if first[0].Labels[vmsize.LabelNeonVM] != "" {
 		t.Error("the slice handed out earlier was changed")
 	}
 }
@@ -479,7 +479,7 @@ func TestRefusedVMReadsAreSaidAndGiveNoSize(t *testing.T) {
 			Spec:       corev1.PodSpec{NodeName: "node-a", Containers: []corev1.Container{{Name: "neonvm-runner"}}},
 		}
 	}
-	k, err := NewKubernetes(ctx, fake.NewClientset(runner("a"), runner("b")).CoreV1().Pods(""), "node-a", 10*time.Second)
+	k, err := NewKubernetes(ctx, fake.NewClientset(runner("a"), runner("b")).CoreV1().Pods(""), "node-a", 10*time.Second, false)
 	if err != nil {
 		t.Fatal(err)
 	}
