@@ -29,9 +29,9 @@ type CRISource struct {
 	Socket string
 	// allLabels keeps every sandbox label (Config.AllLabels).
 	allLabels bool
-	conn   *grpc.ClientConn
-	client runtimeapi.RuntimeServiceClient
-	err    error
+	conn      *grpc.ClientConn
+	client    runtimeapi.RuntimeServiceClient
+	err       error
 
 	mu   sync.Mutex
 	last []metadata.Pod // the slice Pods returned last
