@@ -155,6 +155,7 @@ func TestChartAndKustomizeAgree(t *testing.T) {
 	same(t, "observe-only", helm(t, nil), kustomize(t, "base"))
 	rules := []any{"misplaced-container", "size-blind-weights", "besteffort-starvation"}
 	same(t, "fix", helm(t, map[string]any{"fix": map[string]any{"rules": rules}}), kustomize(t, "fix"))
+	same(t, "fix-cgroup-v1", helm(t, map[string]any{"fix": map[string]any{"rules": rules, "cgroupV1": true}}), kustomize(t, "fix-cgroup-v1"))
 	var sm []object
 	verified := map[string]any{"enabled": true, "tls": map[string]any{"caSecret": map[string]any{"name": "cgwarden-serving-ca"}, "serverName": "cgwarden.cgwarden-system.svc"}}
 	for _, o := range helm(t, map[string]any{"serviceMonitor": verified}) {

@@ -27,7 +27,7 @@ func configurations(t *testing.T) []config {
 	nri := map[string]any{"enabled": true, "runtimeHandlers": []any{"wasmtime-spin-v2"}}
 	sm := map[string]any{"enabled": true, "tls": map[string]any{"caSecret": map[string]any{"name": "ca"}, "serverName": "cgwarden.cgwarden-system.svc"}}
 	out := []config{}
-	for _, dir := range []string{"base", "fix", "nri", "node-scoped", "vm-namespaces", "servicemonitor", "sizer", "sizer-servicemonitor"} {
+	for _, dir := range []string{"base", "fix", "fix-cgroup-v1", "nri", "node-scoped", "vm-namespaces", "servicemonitor", "sizer", "sizer-servicemonitor"} {
 		out = append(out, config{"kustomize " + dir, kustomize(t, dir)})
 	}
 	for _, c := range []struct {
@@ -36,6 +36,7 @@ func configurations(t *testing.T) []config {
 	}{
 		{"chart defaults", nil},
 		{"chart fix", map[string]any{"fix": fix}},
+		{"chart fix cgroup v1", map[string]any{"fix": map[string]any{"rules": rules, "cgroupV1": true}}},
 		{"chart nri", map[string]any{"nri": nri}},
 		{"chart fix+nri", map[string]any{"fix": fix, "nri": nri}},
 		{"chart cri", map[string]any{"metadata": map[string]any{"source": "cri"}}},
@@ -325,6 +326,65 @@ func TestFixAddsOnlyWhatFixingNeeds(t *testing.T) {
 		}
 		if len(extra) != 2 || extra[0] != "--journal-dir=/var/lib/cgwarden" || !strings.HasPrefix(extra[1], "--fix=") {
 			t.Errorf("%s: arguments added %v, want --journal-dir and --fix", what, extra)
+		}
+	}
+}
+
+// On a cgroup v1 node (components/cgroup-v1, chart fix.cgroupV1) the
+// fixing agent's cgroup tree is read-only again, recursively, and only the
+// hierarchies it writes are writable above it: cpu, cpuacct, memory and
+// pids, each from the host's same path, which must exist. Every other
+// mount is fix mode's. The lane's TestFixAgentWritesOnlyItsHierarchies
+// shows the kernel refusing the rest.
+func TestCgroupV1WritesOnlyItsHierarchies(t *testing.T) {
+	byName := map[string]config{}
+	for _, cfg := range configurations(t) {
+		byName[cfg.name] = cfg
+	}
+	writable := map[string]string{"cgroup-cpu": "cpu", "cgroup-cpuacct": "cpuacct", "cgroup-memory": "memory", "cgroup-pids": "pids"}
+	for _, pair := range [][2]string{{"kustomize fix", "kustomize fix-cgroup-v1"}, {"chart fix", "chart fix cgroup v1"}} {
+		fSpec, f := agentOf(t, byName[pair[0]])
+		vSpec, v := agentOf(t, byName[pair[1]])
+		fm, vm := mounts(f), mounts(v)
+		tree := vm["/host/sys/fs/cgroup"]
+		if tree["readOnly"] != true || tree["recursiveReadOnly"] != "Enabled" {
+			t.Errorf("%s: the cgroup tree is mounted %v, want recursively read-only", pair[1], tree)
+		}
+		paths := hostPaths(vSpec)
+		var rw []string
+		for path, m := range vm {
+			if m["readOnly"] == true {
+				continue
+			}
+			name, _ := m["name"].(string)
+			if name == "journal" {
+				continue
+			}
+			rw = append(rw, name)
+			h, ok := writable[name]
+			if !ok || path != "/host/sys/fs/cgroup/"+h || paths[name] != "/sys/fs/cgroup/"+h {
+				t.Errorf("%s: %s mounted writable at %s from %s", pair[1], name, path, paths[name])
+			}
+		}
+		if len(rw) != len(writable) {
+			t.Errorf("%s: writable mounts %v, want the journal and %v", pair[1], rw, writable)
+		}
+		for _, vol := range vSpec["volumes"].([]any) {
+			vol := vol.(map[string]any)
+			if _, ok := writable[vol["name"].(string)]; ok && vol["hostPath"].(map[string]any)["type"] != "Directory" {
+				t.Errorf("%s: volume %v may be created on the host (a mkdir in a cgroup tree makes a cgroup)", pair[1], vol)
+			}
+		}
+		for path, m := range fm {
+			if path != "/host/sys/fs/cgroup" && !reflect.DeepEqual(vm[path], m) {
+				t.Errorf("%s: mount %s is %v, fix mode's is %v", pair[1], path, vm[path], m)
+			}
+		}
+		if len(vm) != len(fm)+len(writable) || len(hostPaths(fSpec))+len(writable) != len(paths) {
+			t.Errorf("%s: %d mounts and %d host paths, fix mode %d and %d: want the four hierarchies added only", pair[1], len(vm), len(paths), len(fm), len(hostPaths(fSpec)))
+		}
+		if !reflect.DeepEqual(v["args"], f["args"]) || !reflect.DeepEqual(v["securityContext"], f["securityContext"]) {
+			t.Errorf("%s: arguments or securityContext differ from fix mode's", pair[1])
 		}
 	}
 }
