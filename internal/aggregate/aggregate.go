@@ -69,27 +69,20 @@ func sum(parts []Usage) Usage {
 	}
 	out := parts[0]
 	for _, p := range parts[1:] {
-		out.CPUUsageNs = addU(out.CPUUsageNs, p.CPUUsageNs)
-		out.CPUCores = addF(out.CPUCores, p.CPUCores)
-		out.MemoryUsageBytes = addU(out.MemoryUsageBytes, p.MemoryUsageBytes)
-		out.WorkingSetBytes = addU(out.WorkingSetBytes, p.WorkingSetBytes)
-		out.RSSBytes = addU(out.RSSBytes, p.RSSBytes)
-		out.PageFaults = addU(out.PageFaults, p.PageFaults)
-		out.MajorPageFaults = addU(out.MajorPageFaults, p.MajorPageFaults)
+		out.CPUUsageNs = add(out.CPUUsageNs, p.CPUUsageNs)
+		out.CPUCores = add(out.CPUCores, p.CPUCores)
+		out.MemoryUsageBytes = add(out.MemoryUsageBytes, p.MemoryUsageBytes)
+		out.WorkingSetBytes = add(out.WorkingSetBytes, p.WorkingSetBytes)
+		out.RSSBytes = add(out.RSSBytes, p.RSSBytes)
+		out.PageFaults = add(out.PageFaults, p.PageFaults)
+		out.MajorPageFaults = add(out.MajorPageFaults, p.MajorPageFaults)
 		out.MemoryLimitBytes = nil
 	}
 	return out
 }
 
-func addU(a, b *uint64) *uint64 {
-	if a == nil || b == nil {
-		return nil
-	}
-	v := *a + *b
-	return &v
-}
-
-func addF(a, b *float64) *float64 {
+// add is a + b, unknown (nil) when either is.
+func add[T uint64 | float64](a, b *T) *T {
 	if a == nil || b == nil {
 		return nil
 	}
@@ -195,11 +188,11 @@ func foldLeftovers(p *inventory.Pod, cs []Container) {
 // cumulative CPU and its memory; not its rate (it runs nothing) nor a
 // limit.
 func withLeftover(u, left Usage) Usage {
-	u.CPUUsageNs = addU(u.CPUUsageNs, left.CPUUsageNs)
-	u.MemoryUsageBytes = addU(u.MemoryUsageBytes, left.MemoryUsageBytes)
-	u.WorkingSetBytes = addU(u.WorkingSetBytes, left.WorkingSetBytes)
-	u.RSSBytes = addU(u.RSSBytes, left.RSSBytes)
-	u.PageFaults = addU(u.PageFaults, left.PageFaults)
-	u.MajorPageFaults = addU(u.MajorPageFaults, left.MajorPageFaults)
+	u.CPUUsageNs = add(u.CPUUsageNs, left.CPUUsageNs)
+	u.MemoryUsageBytes = add(u.MemoryUsageBytes, left.MemoryUsageBytes)
+	u.WorkingSetBytes = add(u.WorkingSetBytes, left.WorkingSetBytes)
+	u.RSSBytes = add(u.RSSBytes, left.RSSBytes)
+	u.PageFaults = add(u.PageFaults, left.PageFaults)
+	u.MajorPageFaults = add(u.MajorPageFaults, left.MajorPageFaults)
 	return u
 }

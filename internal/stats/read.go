@@ -110,9 +110,11 @@ func (x *reading) fail(mount, name string, err error) {
 	x.errs = append(x.errs, &FileError{path.Join(mount, x.cgroup, name), err})
 }
 
-func uintField(x *reading, mount, name string) *uint64 {
+// field reads and parses one file: nil when it is missing (unknown) or
+// cannot be read or parsed (an error recorded).
+func field[T any](x *reading, mount, name string, parse func(string) (T, error)) *T {
 	if s, ok := x.file(mount, name); ok {
-		v, err := ParseUint(s)
+		v, err := parse(s)
 		if err != nil {
 			x.fail(mount, name, err)
 			return nil
@@ -243,7 +245,7 @@ func (x *reading) listProcs(s *Stats, withThreads bool) {
 		if x.r.Places.V2 {
 			pids = x.r.Places.Unified
 		}
-		s.Pids.Current = uintField(x, pids, "pids.current")
+		s.Pids.Current = field(x, pids, "pids.current", ParseUint)
 	}
 	if x.r.Places.V2 {
 		x.counting = true
@@ -275,33 +277,18 @@ func (x *reading) readProcs(mount string, s *Stats) {
 
 func (x *reading) settingsV1(s *Stats) {
 	p := x.r.Places
-	s.CPU.Weight = uintField(x, p.CPU, "cpu.shares")
-	if t, ok := x.file(p.CPU, "cpu.cfs_quota_us"); ok {
-		if v, err := ParseInt(t); err != nil {
-			x.fail(p.CPU, "cpu.cfs_quota_us", err)
-		} else {
-			if v < 0 {
-				v = Unlimited
-			}
-			s.CPU.QuotaUs = &v
+	s.CPU.Weight = field(x, p.CPU, "cpu.shares", ParseUint)
+	s.CPU.QuotaUs = field(x, p.CPU, "cpu.cfs_quota_us", func(t string) (int64, error) {
+		v, err := ParseInt(t)
+		if v < 0 {
+			v = Unlimited // -1, or any negative: no quota
 		}
-	}
-	s.CPU.PeriodUs = uintField(x, p.CPU, "cpu.cfs_period_us")
-	if t, ok := x.file(p.CPU, "cpu.idle"); ok {
-		if v, err := ParseInt(t); err != nil {
-			x.fail(p.CPU, "cpu.idle", err)
-		} else {
-			s.CPU.Idle = &v
-		}
-	}
-	if t, ok := x.file(p.Memory, "memory.limit_in_bytes"); ok {
-		if v, err := ParseV1MemoryLimit(t); err != nil {
-			x.fail(p.Memory, "memory.limit_in_bytes", err)
-		} else {
-			s.Memory.LimitBytes = &v
-		}
-	}
-	x.pidsMax(p.Pids, s)
+		return v, err
+	})
+	s.CPU.PeriodUs = field(x, p.CPU, "cpu.cfs_period_us", ParseUint)
+	s.CPU.Idle = field(x, p.CPU, "cpu.idle", ParseInt)
+	s.Memory.LimitBytes = field(x, p.Memory, "memory.limit_in_bytes", ParseV1MemoryLimit)
+	s.Pids.Max = field(x, p.Pids, "pids.max", ParseMax)
 }
 
 func (x *reading) countersV1(s *Stats, withThreads, frozen bool) {
@@ -321,9 +308,9 @@ func (x *reading) countersV1(s *Stats, withThreads, frozen bool) {
 	// cpuacct.stat (the user/system split) is not read: nothing cgwarden
 	// serves uses it, and it would be one more file per cgroup per scan.
 	// v2 gives the split in cpu.stat, read anyway.
-	s.CPU.UsageNs = uintField(x, p.CPUAcct, "cpuacct.usage")
+	s.CPU.UsageNs = field(x, p.CPUAcct, "cpuacct.usage", ParseUint)
 
-	s.Memory.UsageBytes = uintField(x, p.Memory, "memory.usage_in_bytes")
+	s.Memory.UsageBytes = field(x, p.Memory, "memory.usage_in_bytes", ParseUint)
 	if t, ok := x.file(p.Memory, "memory.stat"); ok {
 		if err := parseMemoryStat(t, &s.Memory, false); err != nil {
 			x.fail(p.Memory, "memory.stat", err)
@@ -332,7 +319,7 @@ func (x *reading) countersV1(s *Stats, withThreads, frozen bool) {
 	workingSet(&s.Memory)
 
 	if withThreads || !x.r.SkipProcs {
-		s.Pids.Current = uintField(x, p.Pids, "pids.current")
+		s.Pids.Current = field(x, p.Pids, "pids.current", ParseUint)
 	}
 	// v1 keeps the pid list of cgroup.procs and tasks for a second after
 	// a read and hands it to the next read on the same open file
@@ -351,19 +338,9 @@ func (x *reading) countersV1(s *Stats, withThreads, frozen bool) {
 	}
 }
 
-func (x *reading) pidsMax(mount string, s *Stats) {
-	if t, ok := x.file(mount, "pids.max"); ok {
-		if v, err := ParseMax(t); err != nil {
-			x.fail(mount, "pids.max", err)
-		} else {
-			s.Pids.Max = &v
-		}
-	}
-}
-
 func (x *reading) settingsV2(s *Stats) {
 	u := x.r.Places.Unified
-	s.CPU.Weight = uintField(x, u, "cpu.weight")
+	s.CPU.Weight = field(x, u, "cpu.weight", ParseUint)
 	if t, ok := x.file(u, "cpu.max"); ok {
 		if q, per, err := ParseCPUMax(t); err != nil {
 			x.fail(u, "cpu.max", err)
@@ -371,21 +348,9 @@ func (x *reading) settingsV2(s *Stats) {
 			s.CPU.QuotaUs, s.CPU.PeriodUs = &q, &per
 		}
 	}
-	if t, ok := x.file(u, "cpu.idle"); ok {
-		if v, err := ParseInt(t); err != nil {
-			x.fail(u, "cpu.idle", err)
-		} else {
-			s.CPU.Idle = &v
-		}
-	}
-	if t, ok := x.file(u, "memory.max"); ok {
-		if v, err := ParseMax(t); err != nil {
-			x.fail(u, "memory.max", err)
-		} else {
-			s.Memory.LimitBytes = &v
-		}
-	}
-	x.pidsMax(u, s)
+	s.CPU.Idle = field(x, u, "cpu.idle", ParseInt)
+	s.Memory.LimitBytes = field(x, u, "memory.max", ParseMax)
+	s.Pids.Max = field(x, u, "pids.max", ParseMax)
 }
 
 func (x *reading) countersV2(s *Stats) {
@@ -395,7 +360,7 @@ func (x *reading) countersV2(s *Stats) {
 			x.fail(u, "cpu.stat", err)
 		}
 	}
-	s.Memory.UsageBytes = uintField(x, u, "memory.current")
+	s.Memory.UsageBytes = field(x, u, "memory.current", ParseUint)
 	if t, ok := x.file(u, "memory.stat"); ok {
 		if err := parseMemoryStat(t, &s.Memory, true); err != nil {
 			x.fail(u, "memory.stat", err)
@@ -403,21 +368,10 @@ func (x *reading) countersV2(s *Stats) {
 	}
 	workingSet(&s.Memory)
 	if !x.r.SkipProcs {
-		s.Pids.Current = uintField(x, u, "pids.current") // spares cgroup.procs
+		s.Pids.Current = field(x, u, "pids.current", ParseUint) // spares cgroup.procs
 	}
-	var pr Pressure
-	for _, f := range []struct {
-		name string
-		dst  **PSI
-	}{{"cpu.pressure", &pr.CPU}, {"memory.pressure", &pr.Memory}, {"io.pressure", &pr.IO}} {
-		if t, ok := x.file(u, f.name); ok {
-			if v, err := ParsePSI(t); err != nil {
-				x.fail(u, f.name, err)
-			} else {
-				*f.dst = &v
-			}
-		}
-	}
+	pr := Pressure{CPU: field(x, u, "cpu.pressure", ParsePSI), Memory: field(x, u, "memory.pressure", ParsePSI),
+		IO: field(x, u, "io.pressure", ParsePSI)}
 	if pr.CPU != nil || pr.Memory != nil || pr.IO != nil {
 		s.Pressure = &pr
 	}
