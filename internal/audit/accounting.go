@@ -54,7 +54,7 @@ func checkAccountingGap(in *Input, r *Report) {
 			Message: fmt.Sprintf("Everything that reads the pod cgroup sees %s cores for pod %s instead of %s: the kubelet's pod CPU "+
 				"(Summary API, pod_cpu_usage_seconds_total), cAdvisor and what is built on them; kubectl top and the HPA are right "+
 				"only if the runtime's own container stats are (the runwasi shim's once read 0.0005 cores for an app under load, and the HPA never scaled).",
-				cores(pod), podLabel(p), cores(sum)),
+				cores(pod), p.Label(), cores(sum)),
 			Remedy: "Move the containers' processes under the pod cgroup (see misplaced-container / escaped-process for where they " +
 				"are); until then `cgwarden serve` can report the pod from where its processes really are.",
 		})

@@ -13,13 +13,6 @@ import (
 	"github.com/cgwarden/cgwarden/internal/mounts"
 )
 
-func shortID(id string) string {
-	if len(id) > 12 {
-		return id[:12]
-	}
-	return id
-}
-
 func podSubject(p *inventory.Pod) Subject {
 	s := Subject{Kind: "pod", PodUID: p.UID, PodName: p.Name, Namespace: p.Namespace}
 	if p.Cgroup != nil {
@@ -31,14 +24,6 @@ func podSubject(p *inventory.Pod) Subject {
 func containerSubject(p *inventory.Pod, c *inventory.Container) Subject {
 	return Subject{Kind: "container", PodUID: p.UID, PodName: p.Name, Namespace: p.Namespace,
 		Container: c.Name, ContainerID: c.ID, Cgroup: c.Cgroup.Path}
-}
-
-// podLabel names a pod for a message.
-func podLabel(p *inventory.Pod) string {
-	if p.Name != "" {
-		return p.Namespace + "/" + p.Name
-	}
-	return p.UID
 }
 
 // cores prints a CPU figure with two significant digits below 0.1 (so

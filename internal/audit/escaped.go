@@ -47,7 +47,7 @@ func checkEscaped(in *Input, r *Report) {
 			if c.Cgroup.Identity.Kind == layout.Escaped {
 				s := containerSubject(p, c)
 				s.Kind = "cgroup"
-				report(s, "pod "+podLabel(p), c.Cgroup)
+				report(s, "pod "+p.Label(), c.Cgroup)
 			}
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/cgwarden/cgwarden/internal/inventory"
+	"github.com/cgwarden/cgwarden/internal/layout"
 	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/rules"
 	"github.com/cgwarden/cgwarden/internal/weights"
@@ -77,7 +78,7 @@ func (s Subject) String() string {
 	case "container":
 		c := s.Container
 		if c == "" {
-			c = shortID(s.ContainerID)
+			c = layout.ShortID(s.ContainerID)
 		}
 		if pod == "" {
 			return "container " + c

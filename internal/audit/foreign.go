@@ -3,6 +3,7 @@ package audit
 import (
 	"fmt"
 
+	"github.com/cgwarden/cgwarden/internal/layout"
 	"github.com/cgwarden/cgwarden/internal/rules"
 )
 
@@ -19,7 +20,7 @@ func checkForeign(in *Input, r *Report) {
 		id := c.Identity
 		ev := Evidence{}
 		ev.Add("cgroup", c.Path).Add("shape", id.Shape).Add("claimedPodUID", id.PodUID).Add("claimedContainerID", id.ContainerID)
-		summary := fmt.Sprintf("%s names pod %s and container %s, which the pod's metadata does not list", c.Path, id.PodUID, shortID(id.ContainerID))
+		summary := fmt.Sprintf("%s names pod %s and container %s, which the pod's metadata does not list", c.Path, id.PodUID, layout.ShortID(id.ContainerID))
 		if procs, ok := procsIn(c); ok {
 			ev.Add("processes", procs)
 			summary += fmt.Sprintf("; it holds %d process(es)", procs)

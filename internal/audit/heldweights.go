@@ -2,6 +2,7 @@ package audit
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -21,18 +22,14 @@ func checkHeldWeights(in *Input, r *Report) {
 	if !in.viewsHeld || len(in.views) == 0 {
 		return
 	}
-	vs := make([]weights.View, 0, len(in.views))
-	for _, v := range in.views {
-		vs = append(vs, v)
-	}
-	slices.SortFunc(vs, func(a, b weights.View) int { return int(b.MilliCPU - a.MilliCPU) })
+	vs := slices.SortedFunc(maps.Values(in.views), func(a, b weights.View) int { return int(b.MilliCPU - a.MilliCPU) })
 	var rows []map[string]any
 	var parts []string
 	for _, v := range vs {
-		rows = append(rows, map[string]any{"pod": podLabel(v.Pod), "sizeCores": float64(v.MilliCPU) / 1000, "weight": v.Target,
+		rows = append(rows, map[string]any{"pod": v.Pod.Label(), "sizeCores": float64(v.MilliCPU) / 1000, "weight": v.Target,
 			"guaranteedCores": round(v.Guaranteed), "guaranteedCoresAtKubeletWeights": round(v.AtKubelet)})
 		if len(parts) < 6 {
-			parts = append(parts, fmt.Sprintf("%s (%s) at %d: guaranteed %s cores, %s at the kubelet's weights", podLabel(v.Pod), cpuCount(v.MilliCPU), v.Target, cores(v.Guaranteed), cores(v.AtKubelet)))
+			parts = append(parts, fmt.Sprintf("%s (%s) at %d: guaranteed %s cores, %s at the kubelet's weights", v.Pod.Label(), cpuCount(v.MilliCPU), v.Target, cores(v.Guaranteed), cores(v.AtKubelet)))
 		}
 	}
 	tier := vs[0].Pod.Cgroup.Parent

@@ -54,7 +54,7 @@ func checkMisplaced(in *Input, r *Report) {
 				Message: fmt.Sprintf("The kubelet reads pod %s's CPU and memory from its pod cgroup, which does not hold these "+
 					"processes: %s, and kubectl top and the HPA are only as right as the runtime's own container stats. The "+
 					"pod's limits and its QoS tier's weight do not apply to these processes.",
-					podLabel(p), podFigures(p)),
+					p.Label(), podFigures(p)),
 				Remedy: "Move the processes under the pod cgroup (for each PID in " + cg.Path + "/cgroup.procs, write it to a " +
 					"container cgroup made under " + podPath + "; `cgwarden fix` plans exactly this, `--apply` does it with a " +
 					"journal and `cgwarden revert` undoes it), and fix the runtime so new containers land there: runwasi-based shims before their 2025 fix, " +

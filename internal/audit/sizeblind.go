@@ -76,7 +76,7 @@ func checkSizeBlind(in *Input, r *Report) {
 			if math.Abs(ratio-1) > proportionalTolerance {
 				off = append(off, s)
 			}
-			row := map[string]any{"pod": podLabel(s.pod), "sizeCores": float64(s.milli) / 1000,
+			row := map[string]any{"pod": s.pod.Label(), "sizeCores": float64(s.milli) / 1000,
 				"sizeSource": s.source, "weight": s.weight, "sizeShare": round(sizeShare), "weightShare": round(weightShare)}
 			if c := s.pod.Cgroup; c.FairCores != nil && c.DemandCores != nil {
 				row["demandCores"], row["fairCores"] = round(*c.DemandCores), round(*c.FairCores)
@@ -116,7 +116,7 @@ func checkSizeBlind(in *Input, r *Report) {
 		ev.Add("pods", rows).Add("unsizedSiblings", unsized[parent]).Add("spread", round(hi/lo))
 		big := off[0]
 		msg := fmt.Sprintf("Under contention these pods split %s by weight, not by size: %s (%s) gets %s of the CPU it would get if weights followed sizes.",
-			parent.Name(), podLabel(big.pod), cpuCount(big.milli), pct(float64(big.weight)/sumW/(float64(kubeletWeight(in.Node, big.milli))/sumSize)))
+			parent.Name(), big.pod.Label(), cpuCount(big.milli), pct(float64(big.weight)/sumW/(float64(kubeletWeight(in.Node, big.milli))/sumSize)))
 		r.add(Finding{Rule: rules.SizeBlindWeights, Severity: sev,
 			Subject: Subject{Kind: "cgroup", Cgroup: parent.Path}, Evidence: ev, Message: msg,
 			Remedy: "For BestEffort pods with a declared size: `cgwarden fix --only size-blind-weights --apply` writes each pod cgroup's " +

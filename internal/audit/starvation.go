@@ -64,7 +64,7 @@ func checkStarvation(in *Input, r *Report) {
 		sz, sized := in.Meta.Size(p.UID)
 		sev := Warning
 		msg := fmt.Sprintf("Under CPU contention pod %s is guaranteed %s cores: any busy Burstable or Guaranteed pod can starve it.",
-			podLabel(p), cores(c.GuaranteedCores))
+			p.Label(), cores(c.GuaranteedCores))
 		if sized {
 			sev = Error
 			ev.Add("sizeCores", float64(sz.MilliCPU)/1000).Add("sizeSource", sz.Source)
@@ -81,7 +81,7 @@ func checkStarvation(in *Input, r *Report) {
 				summary += fmt.Sprintf("; weighed by its size (pod %d, tier %d) it would be guaranteed %s cores", v.Target, v.TierTarget, cores(v.AtTarget))
 			}
 		} else if vm, ok := vmLabel(mp); ok {
-			r.note("%s runs %s, whose size is unknown: give --vms to judge it against its size", podLabel(p), vm)
+			r.note("%s runs %s, whose size is unknown: give --vms to judge it against its size", p.Label(), vm)
 		} else if in.Meta == nil {
 			r.note("BestEffort pods without metadata cannot be told from VMs of any size: give --pods (and --vms)")
 		}

@@ -3,9 +3,9 @@ package audit
 import (
 	"fmt"
 	"io"
-	"regexp"
 	"strings"
 
+	"github.com/cgwarden/cgwarden/internal/inspect"
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/mounts"
 )
@@ -17,6 +17,7 @@ const textWidth = 100
 // section per severity, the findings of each subject together under it;
 // each finding's consequence, its evidence and its remedy (a remedy already
 // printed is not repeated). Notes on what could not be checked come last.
+// Container IDs are cut to 12 characters; the JSON output keeps them whole.
 func WriteText(w io.Writer, n *inventory.Node, r *Report) error {
 	var b strings.Builder
 	ver := string(n.Version)
@@ -66,16 +67,16 @@ func WriteText(w io.Writer, n *inventory.Node, r *Report) error {
 					if brief == "" {
 						brief = f.Evidence.Summary
 					}
-					wrap(&b, "  "+f.Rule+": ", "    ", shortIDs(brief)+" (as above)")
+					wrap(&b, "  "+f.Rule+": ", "    ", inspect.ShortIDs(brief)+" (as above)")
 					continue
 				}
 				explained[key] = true
-				wrap(&b, "  "+f.Rule+": ", "    ", shortIDs(f.Message))
-				wrap(&b, "    evidence: ", "      ", shortIDs(f.Evidence.Summary))
+				wrap(&b, "  "+f.Rule+": ", "    ", inspect.ShortIDs(f.Message))
+				wrap(&b, "    evidence: ", "      ", inspect.ShortIDs(f.Evidence.Summary))
 				if seenRemedy[f.Remedy] {
 					wrap(&b, "    fix: ", "      ", "as for "+f.Rule+" above.")
 				} else {
-					wrap(&b, "    fix: ", "      ", shortIDs(f.Remedy))
+					wrap(&b, "    fix: ", "      ", inspect.ShortIDs(f.Remedy))
 					seenRemedy[f.Remedy] = true
 				}
 			}
@@ -93,14 +94,6 @@ func WriteText(w io.Writer, n *inventory.Node, r *Report) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
-}
-
-var longHex = regexp.MustCompile(`[0-9a-f]{64}`)
-
-// shortIDs cuts 64-hex container IDs to 12 characters, as runtimes print
-// them; the JSON output keeps them whole.
-func shortIDs(s string) string {
-	return longHex.ReplaceAllStringFunc(s, func(h string) string { return h[:12] + "…" })
 }
 
 func tally(c map[Severity]int) string {

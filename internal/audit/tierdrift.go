@@ -83,9 +83,9 @@ func checkTierDrift(in *Input, r *Report) {
 				continue // weighted by its declared size on purpose
 			}
 			drift(r, n, p.Cgroup, w, want,
-				fmt.Sprintf("pod %s requests %dm CPU → the kubelet writes %d", podLabel(p), *mp.RequestMilliCPU, want),
+				fmt.Sprintf("pod %s requests %dm CPU → the kubelet writes %d", p.Label(), *mp.RequestMilliCPU, want),
 				fmt.Sprintf("Pod %s competes with its siblings at %d where its requests say %d: under contention it gets %s of what its requests promise.",
-					podLabel(p), w, want, pct(float64(w)/float64(want))),
+					p.Label(), w, want, pct(float64(w)/float64(want))),
 				"Find what wrote the weight (another agent, a runtime hook, a hand-made change) and stop it; the kubelet does not "+
 					"rewrite pod weights, so restoring "+fmt.Sprint(want)+" by hand sticks.")
 		}
@@ -200,7 +200,7 @@ func checkContainerFormula(r *Report, n *inventory.Node, p *inventory.Pod, mp *m
 	ev.Add("maxDeviation", round(worst))
 	r.add(Finding{Rule: rules.TierDrift, Severity: Warning, Subject: podSubject(p), Evidence: ev,
 		Message: fmt.Sprintf("Inside pod %s the containers split the pod's CPU by weights the runtime converted with its own formula: under contention %s gets %s more or less than its request says.",
-			podLabel(p), worstName, pct(worst)),
+			p.Label(), worstName, pct(worst)),
 		Remedy: "Nothing to change in the pod spec: write each container cgroup's cpu.weight from the linear formula " +
 			"(1 + (shares-2)*9999/262142) if the in-pod split matters, or keep one busy container per pod.",
 	})

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"slices"
@@ -53,14 +54,7 @@ type Usage struct {
 // it.
 func (h *Host) Usage() Usage {
 	h.liveMu.Lock()
-	kepts := make([]*Kept, 0, len(h.kepts))
-	for k := range h.kepts {
-		kepts = append(kepts, k)
-	}
-	watchers := make([]*Watcher, 0, len(h.watchers))
-	for w := range h.watchers {
-		watchers = append(watchers, w)
-	}
+	kepts, watchers := slices.Collect(maps.Keys(h.kepts)), slices.Collect(maps.Keys(h.watchers))
 	h.liveMu.Unlock()
 	u := Usage{Caches: len(kepts), Watchers: len(watchers)}
 	for _, k := range kepts {

@@ -71,7 +71,7 @@ func runDemo(cmd *cobra.Command, o *Options, f demoFlags) error {
 func writeDemo(cmd *cobra.Command, o *Options, res *demo.Result, htmlFile string) error {
 	var err error
 	if o.Output == "json" {
-		err = res.WriteJSON(cmd.OutOrStdout())
+		err = writeData(cmd.OutOrStdout(), "json", res)
 	} else {
 		err = res.WriteText(cmd.OutOrStdout())
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/apiconn"
 	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/podsource"
+	"github.com/cgwarden/cgwarden/internal/serve"
 	"github.com/cgwarden/cgwarden/internal/sizetrust"
 	"github.com/cgwarden/cgwarden/internal/vmsize"
 )
@@ -186,15 +187,9 @@ func (o *Options) liveTrust(ctx context.Context, cfg podsource.Config) (metadata
 func (o *Options) sourceConfig(mode string) podsource.Config {
 	// AllLabels: a command run by hand lists once, and -l reads any label.
 	cfg := podsource.Config{Mode: mode, CRISocket: o.Meta.CRISocket, HostRoot: o.HostRoot, AllLabels: true,
-		Kubeconfig: o.Meta.Kubeconfig, NodeName: o.Meta.NodeName, PodsFile: o.PodsFile, SyncTimeout: metaSyncTimeout}
+		Kubeconfig: o.Meta.Kubeconfig, NodeName: serve.NodeName(o.Meta.NodeName), PodsFile: o.PodsFile, SyncTimeout: metaSyncTimeout}
 	if cfg.Kubeconfig == "" {
 		cfg.Kubeconfig = defaultKubeconfig()
-	}
-	if cfg.NodeName == "" {
-		cfg.NodeName = os.Getenv("NODE_NAME")
-	}
-	if cfg.NodeName == "" {
-		cfg.NodeName, _ = os.Hostname()
 	}
 	return cfg
 }

@@ -47,17 +47,17 @@ func demoOnTheLiveKernel(t *testing.T, driver string) {
 		t.Fatal(err)
 	}
 	// The JSON is what a user sees; check it, not the Go values.
-	var js bytes.Buffer
-	if err := res.WriteJSON(&js); err != nil {
+	js, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
 		t.Fatal(err)
 	}
 	var got Result
-	if err := json.Unmarshal(js.Bytes(), &got); err != nil {
+	if err := json.Unmarshal(js, &got); err != nil {
 		t.Fatalf("demo JSON: %v", err)
 	}
 	before, paused, after := got.Phase(PhaseBefore), got.Phase(PhasePaused), got.Phase(PhaseAfter)
 	if before == nil || paused == nil || after == nil || before.Seed000 == nil || before.Seed003 == nil || after.Seed000 == nil || after.Seed003 == nil {
-		t.Fatalf("phases missing from the JSON: %s", js.String())
+		t.Fatalf("phases missing from the JSON: %s", js)
 	}
 
 	// Seed 000, before.

@@ -1,7 +1,6 @@
 package demo
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -124,13 +123,6 @@ func (r *Result) NodeAfter() *inventory.Node { return r.nodeAfter }
 
 // Meta is the demo's pod metadata (the VM pods' sizes among it).
 func (r *Result) Meta() *metadata.Set { return r.meta }
-
-// WriteJSON writes the result, indented.
-func (r *Result) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
-}
 
 // Line is a phase's figures in one line.
 func (p Phase) Line() string {

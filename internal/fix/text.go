@@ -17,7 +17,7 @@ import (
 // snapshot came from.
 func WriteDryRun(w io.Writer, format string, p *plan.Plan, fromSnapshot bool) error {
 	if format == "json" {
-		return plan.WriteJSON(w, p)
+		return writeJSON(w, p)
 	}
 	if err := plan.WriteText(w, p); err != nil {
 		return err

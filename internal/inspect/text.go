@@ -21,8 +21,9 @@ const NoKubepods = "no kubepods hierarchy found: this node runs no kubelet (or i
 
 var longHex = regexp.MustCompile(`[0-9a-f]{64}`)
 
-// short cuts 64-hex container IDs to 12 characters, as runtimes print them.
-func short(s string) string {
+// ShortIDs cuts the 64-hex container IDs in s to 12 characters, as
+// runtimes print them.
+func ShortIDs(s string) string {
 	return longHex.ReplaceAllStringFunc(s, func(h string) string { return h[:12] + "…" })
 }
 
@@ -70,7 +71,7 @@ func WriteText(w io.Writer, n *inventory.Node, opt TextOptions) error {
 		writeNodeLine(w, n, opt.Hints)
 	}
 	keep := func(p *inventory.Pod) bool { return opt.Keep == nil || opt.Keep(p) }
-	id := short
+	id := ShortIDs
 	if opt.Wide {
 		id = func(s string) string { return s }
 	}
@@ -174,7 +175,7 @@ func WriteText(w io.Writer, n *inventory.Node, opt TextOptions) error {
 			}
 			// The short ID says which container when the path is cut;
 			// -o wide shows the path whole, and the ID in it.
-			fixed := MisplacedMarker + " " + short(ct.ID) + " at "
+			fixed := MisplacedMarker + " " + ShortIDs(ct.ID) + " at "
 			if opt.Wide {
 				fixed = MisplacedMarker + " at "
 			}
@@ -202,7 +203,7 @@ func WriteText(w io.Writer, n *inventory.Node, opt TextOptions) error {
 	}
 	for _, c := range n.Foreign {
 		fmt.Fprintf(w, "\nforeign: %s names pod %s and container %s, which the pod's metadata does not list: not the pod's, never moved into it.\n",
-			c.Path, c.Identity.PodUID, short(c.Identity.ContainerID))
+			c.Path, c.Identity.PodUID, ShortIDs(c.Identity.ContainerID))
 	}
 	return nil
 }

@@ -58,7 +58,7 @@ func WriteSized(w io.Writer, views []weights.View, held bool) error {
 	fmt.Fprintln(tw, "POD\tSIZE (CPUs)\tSOURCE\tWEIGHT\tTARGET\tTIER\tTIER TARGET\tGUARANTEED (cores)\tAT TARGET (cores)")
 	for _, v := range views {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s\n", podLabel(v.Pod), strconv.FormatFloat(float64(v.MilliCPU)/1000, 'f', -1, 64),
-			v.Source, ptrText(v.Weight), v.Target, ptrText(v.TierWeight), v.TierTarget, fixedCores(v.Guaranteed), fixedCores(v.AtTarget))
+			v.Source, ptrText(v.Weight), v.Target, ptrText(v.TierWeight), v.TierTarget, FixedCores(v.Guaranteed), FixedCores(v.AtTarget))
 	}
 	return tw.Flush()
 }
@@ -69,7 +69,3 @@ func ptrText(p *uint64) string {
 	}
 	return strconv.FormatUint(*p, 10)
 }
-
-// fixedCores writes cores in one fixed-point format for the column: four
-// decimals, enough for the starved pods' slivers.
-func fixedCores(v float64) string { return strconv.FormatFloat(v, 'f', 4, 64) }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path"
 	"slices"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cgwarden/cgwarden/internal/cgroupfs"
+	"github.com/cgwarden/cgwarden/internal/layout"
 	"github.com/cgwarden/cgwarden/internal/procid"
 )
 
@@ -97,7 +99,7 @@ func (ev *Evidence) Confirm(n *Node, p *Pod, c *Container, dirs []string) (ok bo
 			continue
 		}
 		if err != nil {
-			return false, fmt.Sprintf("%s is not moved: its processes cannot be read to confirm it is container %s's: %v", d, short(c.ID), err)
+			return false, fmt.Sprintf("%s is not moved: its processes cannot be read to confirm it is container %s's: %v", d, layout.ShortID(c.ID), err)
 		}
 		if runtimePID > 0 && slices.Contains(pids, runtimePID) {
 			continue
@@ -127,15 +129,11 @@ func (ev *Evidence) refusal(dir string, c *Container, runtimePID int, runtimeErr
 	if len(parents) == 0 {
 		saw = append(saw, "the pod's cgroup holds no process whose parent (the runtime's) could vouch for it")
 	} else {
-		ps := make([]int, 0, len(parents))
-		for p := range parents {
-			ps = append(ps, p)
-		}
-		slices.Sort(ps)
-		saw = append(saw, fmt.Sprintf("none of its processes is a child of the processes that started the pod's own (%s)", joinInts(ps, 8)))
+		saw = append(saw, fmt.Sprintf("none of its processes is a child of the processes that started the pod's own (%s)",
+			joinInts(slices.Sorted(maps.Keys(parents)), 8)))
 	}
 	return fmt.Sprintf("%s is not moved: only its name says it holds container %s, the runtime does not confirm it (a decoy?): %s",
-		dir, short(c.ID), strings.Join(saw, "; "))
+		dir, layout.ShortID(c.ID), strings.Join(saw, "; "))
 }
 
 // podParents are the parents of the processes in p's own cgroup and below
@@ -213,11 +211,4 @@ func joinInts(v []int, max int) string {
 		s = append(s, strconv.Itoa(x))
 	}
 	return strings.Join(s, ", ")
-}
-
-func short(id string) string {
-	if len(id) > 12 {
-		return id[:12]
-	}
-	return id
 }

@@ -72,6 +72,15 @@ type Pod struct {
 	Containers []*Container
 }
 
+// Label names the pod for a message: namespace/name, or its UID when its
+// name is unknown.
+func (p *Pod) Label() string {
+	if p.Name != "" {
+		return p.Namespace + "/" + p.Name
+	}
+	return p.UID
+}
+
 // Container is a container (or sandbox) cgroup attached to a pod.
 type Container struct {
 	ID      string

@@ -117,6 +117,10 @@ var (
 // NormalizeUID turns a cgroup-name UID (underscores) into the API form.
 func NormalizeUID(s string) string { return strings.ReplaceAll(s, "_", "-") }
 
+// ShortID is the first 12 characters of a container (or pod) ID, as
+// crictl and docker show it; a shorter ID whole.
+func ShortID(id string) string { return id[:min(len(id), 12)] }
+
 // Child classifies the cgroup called name whose parent has identity parent.
 func Child(parent Identity, name string) Identity {
 	switch parent.Kind {

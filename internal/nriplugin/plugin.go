@@ -71,7 +71,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 // act logs, counts and reports a decision, and returns its adjustment (nil
 // when nothing is set).
 func (p *Plugin) act(pod *api.PodSandbox, ctr *api.Container, d Decision) *api.ContainerAdjustment {
-	log := p.log.With("pod", podName(pod), "container", ctr.GetName(), "id", short(ctr.GetId()), "handler", d.Handler)
+	log := p.log.With("pod", podName(pod), "container", ctr.GetName(), "id", layout.ShortID(ctr.GetId()), "handler", d.Handler)
 	switch {
 	case d.Err != nil:
 		p.metrics.Containers.WithLabelValues(d.Handler, ResultFailed).Inc()
@@ -108,10 +108,3 @@ func (p *Plugin) event(pod *api.PodSandbox, reason, msg string) {
 }
 
 func podName(pod *api.PodSandbox) string { return pod.GetNamespace() + "/" + pod.GetName() }
-
-func short(id string) string {
-	if len(id) > 12 {
-		return id[:12]
-	}
-	return id
-}

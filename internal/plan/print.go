@@ -1,7 +1,6 @@
 package plan
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -61,11 +60,4 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-// WriteJSON prints a plan as indented JSON.
-func WriteJSON(w io.Writer, p *Plan) error {
-	e := json.NewEncoder(w)
-	e.SetIndent("", "  ")
-	return e.Encode(p)
 }

@@ -151,7 +151,7 @@ func (w *weigher) pod(p *inventory.Pod, want bool) {
 	}
 	shares := fairness.MilliCPUToShares(sz.MilliCPU)
 	if sz.MilliCPU*fairness.DefaultShares/1000 > fairness.MaxShares {
-		w.note(fmt.Sprintf("pod %s: its size %s weighs more than the kernel's maximum; held at %d shares", podName(p), milliText(sz.MilliCPU), fairness.MaxShares))
+		w.note(fmt.Sprintf("pod %s: its size %s weighs more than the kernel's maximum; held at %d shares", p.Label(), milliText(sz.MilliCPU), fairness.MaxShares))
 	}
 	t.sized++
 	t.milli += sz.MilliCPU
@@ -172,19 +172,19 @@ func (w *weigher) pod(p *inventory.Pod, want bool) {
 	}
 	why := fmt.Sprintf("what the kubelet would write if the pod requested its %s size (%s)", sizeAdj(sz.MilliCPU), sz.Source)
 	w.add(c, Target{Value: podWeight, Role: RolePod, Pod: p.UID, MilliCPU: sz.MilliCPU,
-		Description: fmt.Sprintf("pod %s (cgroup %s): %s", podName(p), c.Path, why)})
+		Description: fmt.Sprintf("pod %s (cgroup %s): %s", p.Label(), c.Path, why)})
 	vc, why2 := vmContainer(p, w.meta, sz.Source)
 	switch {
 	case vc == nil:
-		w.note(fmt.Sprintf("pod %s: %s; only the pod cgroup is weighted", podName(p), why2))
+		w.note(fmt.Sprintf("pod %s: %s; only the pod cgroup is weighted", p.Label(), why2))
 	case vc.Misplaced:
-		skip(fmt.Sprintf("its VM container %s lives outside the pod (%s): adopt it first (misplaced-container), then its weight is set", short(vc.ID), vc.Cgroup.Path))
+		skip(fmt.Sprintf("its VM container %s lives outside the pod (%s): adopt it first (misplaced-container), then its weight is set", layout.ShortID(vc.ID), vc.Cgroup.Path))
 	case w.notSetUp(vc.Cgroup, w.ctrWeight(shares)):
 		// The runtime's window, as the kubelet's above.
 		skip(fmt.Sprintf("its VM container's cgroup %s still has the kernel's default weight: the runtime has not set it up yet; weighed at the next plan", vc.Cgroup.Path))
 	default:
 		w.add(vc.Cgroup, Target{Value: w.ctrWeight(shares), Role: RoleContainer, Pod: p.UID, Container: vc.ID, MilliCPU: sz.MilliCPU,
-			Description: fmt.Sprintf("VM container %s of pod %s: %s", short(vc.ID), podName(p), why)})
+			Description: fmt.Sprintf("VM container %s of pod %s: %s", layout.ShortID(vc.ID), p.Label(), why)})
 	}
 }
 
@@ -324,20 +324,6 @@ func vmContainer(p *inventory.Pod, meta *metadata.Set, source string) (*inventor
 		return nil, "of the running containers: " + err.Error()
 	}
 	return app[i], ""
-}
-
-func podName(p *inventory.Pod) string {
-	if p.Name != "" {
-		return p.Namespace + "/" + p.Name
-	}
-	return p.UID
-}
-
-func short(id string) string {
-	if len(id) > 12 {
-		return id[:12]
-	}
-	return id
 }
 
 func qosText(q string) string {

@@ -9,6 +9,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/audit"
 	"github.com/cgwarden/cgwarden/internal/inspect"
 	"github.com/cgwarden/cgwarden/internal/inventory"
+	"github.com/cgwarden/cgwarden/internal/layout"
 	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/weights"
 )
@@ -104,7 +105,7 @@ func Build(title, source string, n *inventory.Node, meta *metadata.Set, r audit.
 			cr := ContainerRow{Name: str(c.Name), Runtime: str(c.Runtime), Cgroup: c.Cgroup, Weight: weight(c.CPU.Weight),
 				Used: cores(c.CPU.UsageCores), Memory: bytes(c.Memory.WorkingSetBytes)}
 			if cr.Name == "" {
-				cr.Name = shortID(c.ID)
+				cr.Name = layout.ShortID(c.ID)
 			}
 			switch {
 			case c.Misplaced:
@@ -203,7 +204,7 @@ func podName(p inspect.PodJSON) string { return label(str(p.Name), str(p.Namespa
 
 func label(name, namespace, uid string) string {
 	if name == "" {
-		return "pod " + shortID(uid)
+		return "pod " + layout.ShortID(uid)
 	}
 	if namespace == "" {
 		return name
@@ -219,13 +220,6 @@ func str(s *string) string {
 		return ""
 	}
 	return *s
-}
-
-func shortID(id string) string {
-	if len(id) > 12 {
-		return id[:12]
-	}
-	return id
 }
 
 func weight(w *uint64) string {

@@ -386,7 +386,7 @@ type refusedError struct {
 }
 
 func (e *refusedError) Error() string {
-	return fmt.Sprintf("pod %s: resize to %s: %v", e.pod, FormatMilli(e.to), e.err)
+	return fmt.Sprintf("pod %s: resize to %s: %v", e.pod, vmsize.FormatMilli(e.to), e.err)
 }
 
 func (e *refusedError) Unwrap() error { return e.err }
@@ -545,8 +545,8 @@ func (c *Controller) syncPod(ctx context.Context, p *corev1.Pod, size, alloc int
 		reason, _, _ := strings.Cut(d.Reason, ":")
 		if c.once(p.UID, fmt.Sprintf("pending %d %s", d.To, reason)) {
 			c.Metrics.resize("pending")
-			c.event(p, corev1.EventTypeWarning, ReasonPending, "CPU request %s on %s not applied by the kubelet: %s", FormatMilli(d.To), d.On(), d.Reason)
-			log.Warn("resize pending", "cpu", FormatMilli(d.To), "reason", d.Reason)
+			c.event(p, corev1.EventTypeWarning, ReasonPending, "CPU request %s on %s not applied by the kubelet: %s", vmsize.FormatMilli(d.To), d.On(), d.Reason)
+			log.Warn("resize pending", "cpu", vmsize.FormatMilli(d.To), "reason", d.Reason)
 		}
 		return nil
 	}
@@ -557,7 +557,7 @@ func (c *Controller) syncPod(ctx context.Context, p *corev1.Pod, size, alloc int
 		resizePatch(d), metav1.PatchOptions{FieldManager: "cgwarden-sizer"}, "resize")
 	if err != nil {
 		c.Metrics.resize("failed")
-		c.event(p, corev1.EventTypeWarning, ReasonResizeError, "CPU request %s → %s on %s refused: %v", d.from(), FormatMilli(d.To), d.On(), err)
+		c.event(p, corev1.EventTypeWarning, ReasonResizeError, "CPU request %s → %s on %s refused: %v", d.from(), vmsize.FormatMilli(d.To), d.On(), err)
 		return &refusedError{pod: p.Namespace + "/" + p.Name, to: d.To, err: err}
 	}
 	c.forget(p.UID) // done: a later pending status is reported afresh
@@ -565,7 +565,7 @@ func (c *Controller) syncPod(ctx context.Context, p *corev1.Pod, size, alloc int
 	if !changed.IsZero() {
 		c.Metrics.latency(c.now().Sub(changed))
 	}
-	msg := fmt.Sprintf("CPU request %s → %s on %s (VM size %s)", d.from(), FormatMilli(d.To), d.On(), FormatMilli(size))
+	msg := fmt.Sprintf("CPU request %s → %s on %s (VM size %s)", d.from(), vmsize.FormatMilli(d.To), d.On(), vmsize.FormatMilli(size))
 	if d.Reason != "" {
 		msg += ": " + d.Reason
 	}
@@ -573,7 +573,7 @@ func (c *Controller) syncPod(ctx context.Context, p *corev1.Pod, size, alloc int
 	if d.Reason != "" {
 		log = log.With("reason", d.Reason)
 	}
-	log.Info("resized", "on", d.On(), "from", d.from(), "to", FormatMilli(d.To), "vmSize", FormatMilli(size))
+	log.Info("resized", "on", d.On(), "from", d.from(), "to", vmsize.FormatMilli(d.To), "vmSize", vmsize.FormatMilli(size))
 	return nil
 }
 

@@ -7,11 +7,11 @@
 // mutating webhook (Webhook), and later changes go through the pod's
 // "resize" subresource (Controller). The decisions — which pods, which
 // container, what size, what JSON patch — are pure functions (Find,
-// VMSize, AnnotationSize, Patch) tested without a cluster; the webhook and
-// the controller only read and write the API. The controller's informers
-// keep only the fields those functions read (slim.go), and a resize the
-// API server refuses is retried with backoff (Controller.RetryBase and
-// RetryMax) until it is applied or the VM's size changes.
+// vmsize.FromObject, AnnotationSize, Patch) tested without a cluster; the
+// webhook and the controller only read and write the API. The controller's
+// informers keep only the fields those functions read (slim.go), and a
+// resize the API server refuses is retried with backoff (Controller.RetryBase
+// and RetryMax) until it is applied or the VM's size changes.
 //
 // Pods considered:
 //   - NeonVM runner pods: an owner reference of kind VirtualMachine in the

@@ -25,9 +25,9 @@ func Sized(t Target, milli int64) string {
 		from = "VirtualMachine " + t.VMName + " spec.guest.cpus.use"
 	}
 	if t.PodLevel {
-		return fmt.Sprintf("requests.cpu=%s on the pod (spec.resources) from %s", FormatMilli(milli), from)
+		return fmt.Sprintf("requests.cpu=%s on the pod (spec.resources) from %s", vmsize.FormatMilli(milli), from)
 	}
-	return fmt.Sprintf("requests.cpu=%s on container %s from %s", FormatMilli(milli), t.ContainerName, from)
+	return fmt.Sprintf("requests.cpu=%s on container %s from %s", vmsize.FormatMilli(milli), t.ContainerName, from)
 }
 
 // Patch is the JSON patch that sets the target container's requests.cpu

@@ -108,10 +108,9 @@ func TestOneSizePolicy(t *testing.T) {
 			}
 			// The sizer.
 			sizer := map[string]string{}
-			var size int64
 			if r := Runner(vm, tt.pods); r != nil {
-				if size, err = VMSize(tt.vm); err == nil {
-					d := DecideResize(r, size, 0, bounds.For(r.Namespace))
+				if req, err := vmsize.FromObject(tt.vm.Object, vmsize.Request); err == nil {
+					d := DecideResize(r, req.MilliCPU, 0, bounds.For(r.Namespace))
 					sizer[r.Name] = fmt.Sprintf("%dm on %s", d.To, d.Container)
 				}
 			}

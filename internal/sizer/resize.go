@@ -69,7 +69,7 @@ func (d ResizeDecision) from() string {
 	if d.Added {
 		return "none"
 	}
-	return FormatMilli(d.From)
+	return vmsize.FormatMilli(d.From)
 }
 
 // DecideResize compares a running runner pod's CPU request with its VM's
@@ -104,7 +104,7 @@ func DecideResize(pod *corev1.Pod, vmMilli, allocMilli int64, bound vmsize.Bound
 		d.Container, res = pod.Spec.Containers[idx].Name, pod.Spec.Containers[idx].Resources
 	}
 	if to, cut := capped(vmMilli, allocMilli, bound); cut != "" {
-		d.To, d.Reason = to, "VM size "+FormatMilli(vmMilli)+" "+cut
+		d.To, d.Reason = to, "VM size "+vmsize.FormatMilli(vmMilli)+" "+cut
 	} else {
 		d.To = vmMilli
 	}
@@ -138,7 +138,7 @@ func DecideResize(pod *corev1.Pod, vmMilli, allocMilli int64, bound vmsize.Bound
 	d.From = q.MilliValue()
 	if d.From != d.To {
 		if l, ok := res.Limits[corev1.ResourceCPU]; ok && l.MilliValue() < d.To {
-			d.Action, d.Reason = ActSkip, fmt.Sprintf("its CPU limit %s is below the size %s", l.String(), FormatMilli(d.To))
+			d.Action, d.Reason = ActSkip, fmt.Sprintf("its CPU limit %s is below the size %s", l.String(), vmsize.FormatMilli(d.To))
 			return d
 		}
 		d.Action = ActResize
@@ -166,7 +166,7 @@ func capped(milli, alloc int64, bound vmsize.Bound) (int64, string) {
 	case byNamespace:
 		return limit, "cut to " + bound.String()
 	}
-	return limit, "cut to the node's allocatable " + FormatMilli(limit)
+	return limit, "cut to the node's allocatable " + vmsize.FormatMilli(limit)
 }
 
 // bestEffort reports whether pod is in the BestEffort QoS class, which a
@@ -211,9 +211,9 @@ func hasCPU(l corev1.ResourceList) bool {
 // otherwise refuses for a pod that has one) or one container's.
 func resizePatch(d ResizeDecision) []byte {
 	if d.PodLevel {
-		return fmt.Appendf(nil, `{"spec":{"resources":{"requests":{"cpu":%q}}}}`, FormatMilli(d.To))
+		return fmt.Appendf(nil, `{"spec":{"resources":{"requests":{"cpu":%q}}}}`, vmsize.FormatMilli(d.To))
 	}
-	return fmt.Appendf(nil, `{"spec":{"containers":[{"name":%q,"resources":{"requests":{"cpu":%q}}}]}}`, d.Container, FormatMilli(d.To))
+	return fmt.Appendf(nil, `{"spec":{"containers":[{"name":%q,"resources":{"requests":{"cpu":%q}}}]}}`, d.Container, vmsize.FormatMilli(d.To))
 }
 
 // WithMinStep turns a resize smaller than step milli-CPU into no action, so
@@ -228,7 +228,7 @@ func WithMinStep(d ResizeDecision, step, limit int64) ResizeDecision {
 	}
 	if diff := d.To - d.From; diff < step && -diff < step {
 		d.Action = ActNone
-		d.Reason = fmt.Sprintf("%s → %s is below the minimum step %s", FormatMilli(d.From), FormatMilli(d.To), FormatMilli(step))
+		d.Reason = fmt.Sprintf("%s → %s is below the minimum step %s", vmsize.FormatMilli(d.From), vmsize.FormatMilli(d.To), vmsize.FormatMilli(step))
 	}
 	return d
 }

@@ -131,7 +131,9 @@ func vm(use any) *unstructured.Unstructured {
 	return u
 }
 
-func TestVMSize(t *testing.T) {
+// TestVMRequestSize: the size the webhook requests for a NeonVM pod,
+// vmsize's Request mode.
+func TestVMRequestSize(t *testing.T) {
 	tests := []struct {
 		use  any
 		want int64
@@ -151,7 +153,8 @@ func TestVMSize(t *testing.T) {
 		{use: true, err: "neither"},
 	}
 	for _, tt := range tests {
-		got, err := VMSize(vm(tt.use))
+		v, err := vmsize.FromObject(vm(tt.use).Object, vmsize.Request)
+		got := v.MilliCPU
 		if tt.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tt.err) {
 				t.Errorf("use %v: err %v, want %q", tt.use, err, tt.err)

@@ -9,8 +9,8 @@ import (
 )
 
 // The resize controller's informers keep of each object only what it
-// reads (DecideResize, vmContainer, hasCPURequest, VMSize and the
-// controller's sync): a whole runner pod is several KiB (managedFields,
+// reads (DecideResize, vmContainer, hasCPURequest, vmsize.FromObject and
+// the controller's sync): a whole runner pod is several KiB (managedFields,
 // the runner's -vmspec argument, env, volumes, conditions) and a whole
 // VirtualMachine about 2 KiB, where the fields read are a few hundred
 // bytes. Each transform (a cache.TransformFunc) is idempotent, and returns

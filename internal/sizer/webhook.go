@@ -201,7 +201,7 @@ func (h *Webhook) Review(ctx context.Context, req *admissionv1.AdmissionRequest)
 	// only the namespace's bound holds here; the resize controller holds
 	// the request to the node's allocatable CPU too.
 	if to, cut := capped(milli, 0, h.MaxSizes.For(pod.Namespace)); cut != "" {
-		why := fmt.Sprintf("%s %s %s", t.sizeOf(), FormatMilli(milli), cut)
+		why := fmt.Sprintf("%s %s %s", t.sizeOf(), vmsize.FormatMilli(milli), cut)
 		resp.Warnings = []string{"cgwarden sizer: " + why}
 		log = log.With("reason", why)
 		milli = to
@@ -223,7 +223,7 @@ func (h *Webhook) Review(ctx context.Context, req *admissionv1.AdmissionRequest)
 	if t.PodLevel {
 		where = "pod"
 	}
-	log.Info("pod sized", "on", where, "cpu", FormatMilli(milli), "source", t.Source, "vm", t.VMName)
+	log.Info("pod sized", "on", where, "cpu", vmsize.FormatMilli(milli), "source", t.Source, "vm", t.VMName)
 	return resp
 }
 
@@ -243,5 +243,10 @@ func (h *Webhook) size(ctx context.Context, namespace string, t Target) (int64, 
 	if err != nil {
 		return 0, fmt.Errorf("VirtualMachine %s/%s: %w", namespace, t.VMName, err)
 	}
-	return VMSize(vm)
+	// The size policy's Request mode: spec.guest.cpus.use within .min and
+	// .max. Unlike the agent's weights it does not fall back to max or
+	// min: a request is a promise to the scheduler, so only the size the
+	// VM runs at now is used; a VM without one is not sized.
+	v, err := vmsize.FromObject(vm.Object, vmsize.Request)
+	return v.MilliCPU, err
 }

@@ -2,6 +2,7 @@ package sizercmd
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -39,13 +40,7 @@ changed only by running this again and applying the overlay. secret.yaml holds t
 			if err := os.MkdirAll(dir, 0o700); err != nil {
 				return err
 			}
-			names := slices.Sorted(func(yield func(string) bool) {
-				for n := range files {
-					if !yield(n) {
-						return
-					}
-				}
-			})
+			names := slices.Sorted(maps.Keys(files))
 			if !force {
 				for _, n := range names {
 					if _, err := os.Stat(filepath.Join(dir, n)); err == nil {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"path"
 	"slices"
 	"strconv"
@@ -603,15 +604,8 @@ func Write(w io.Writer, first, second *Recorder, taken time.Time, interval time.
 		fmt.Fprintf(&hdr, "# %s\n", strings.ReplaceAll(n, "\n", " "))
 	}
 	ar := &txtar.Archive{Comment: []byte(hdr.String())}
-	names := slices.Sorted(func(yield func(string) bool) {
-		for p := range first.data {
-			if !yield(p) {
-				return
-			}
-		}
-	})
 	hasFile := map[string]bool{}
-	for _, p := range names {
+	for _, p := range slices.Sorted(maps.Keys(first.data)) {
 		data := first.data[p]
 		if p == mountinfo {
 			data = cgroupLines(data)
@@ -624,47 +618,35 @@ func Write(w io.Writer, first, second *Recorder, taken time.Time, interval time.
 			hasFile[d] = true
 		}
 	}
-	for _, d := range slices.Sorted(func(yield func(string) bool) {
-		for d := range first.dirs {
-			if !yield(d) {
-				return
-			}
-		}
-	}) {
+	for _, d := range slices.Sorted(maps.Keys(first.dirs)) {
 		if !hasFile[d] {
 			ar.Files = append(ar.Files, txtar.File{Name: strings.TrimSuffix(d, "/") + "/"})
 		}
 	}
-	for _, p := range sortedKeys(first.fails) {
+	for _, p := range slices.Sorted(maps.Keys(first.fails)) {
 		if _, ok := first.data[p]; !ok {
 			ar.Files = append(ar.Files, txtar.File{Name: failedPrefix + p, Data: []byte(first.fails[p] + "\n")})
 		}
 	}
 	if second != nil {
-		for _, p := range sortedKeys(second.fails) {
+		for _, p := range slices.Sorted(maps.Keys(second.fails)) {
 			if first.fails[p] != second.fails[p] {
 				ar.Files = append(ar.Files, txtar.File{Name: nextFailedPrefix + p, Data: []byte(second.fails[p] + "\n")})
 			}
 		}
 		// Cgroups removed or made between the two samples: the
 		// directories each sample listed.
-		for _, d := range sortedKeys(first.dirs) {
+		for _, d := range slices.Sorted(maps.Keys(first.dirs)) {
 			if !second.dirs[d] && !firstGoneAbove(d, first.dirs, second.dirs) {
 				ar.Files = append(ar.Files, txtar.File{Name: gonePrefix + strings.TrimSuffix(d, "/") + "/"})
 			}
 		}
-		for _, d := range sortedKeys(second.dirs) {
+		for _, d := range slices.Sorted(maps.Keys(second.dirs)) {
 			if !first.dirs[d] {
 				ar.Files = append(ar.Files, txtar.File{Name: nextPrefix + strings.TrimSuffix(d, "/") + "/"})
 			}
 		}
-		for _, p := range slices.Sorted(func(yield func(string) bool) {
-			for p := range second.data {
-				if !yield(p) {
-					return
-				}
-			}
-		}) {
+		for _, p := range slices.Sorted(maps.Keys(second.data)) {
 			if old, ok := first.data[p]; ok && bytes.Equal(old, second.data[p]) {
 				continue
 			}
@@ -676,16 +658,6 @@ func Write(w io.Writer, first, second *Recorder, taken time.Time, interval time.
 	}
 	_, err := w.Write(Seal(txtar.Format(ar)))
 	return err
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	return slices.Sorted(func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	})
 }
 
 // firstGoneAbove reports whether an ancestor of d is itself removed in the

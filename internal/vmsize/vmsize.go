@@ -2,6 +2,7 @@ package vmsize
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -145,10 +146,7 @@ func FromObject(obj map[string]any, mode Mode) (VM, error) {
 		vm.MilliCPU = vcpus * 1000
 		active, _, _ := unstructured.NestedFieldNoCopy(obj, "status", "activePods")
 		uids, _ := active.(map[string]any)
-		for uid := range uids {
-			vm.PodUIDs = append(vm.PodUIDs, uid)
-		}
-		slices.Sort(vm.PodUIDs)
+		vm.PodUIDs = slices.Sorted(maps.Keys(uids))
 	default:
 		return VM{}, fmt.Errorf("%s (%s) is neither a NeonVM VirtualMachine (vm.neon.tech/v1) nor a KubeVirt VirtualMachineInstance (kubevirt.io/v1)",
 			id, u.GetAPIVersion())
