@@ -350,6 +350,62 @@ func probeScript(t *testing.T, e *env, agent *corev1.Pod, spec *corev1.PodSpec, 
 // neither reads Secrets outside what the sizer keeps for itself; the agent
 // writes nothing but Events; the size policy's role lets it list and
 // watch that policy and binding by name, and Nodes, and nothing else. The resize itself through these rules is
+
+// TestFixAgentWritesOnlyItsHierarchies: the fixing agent of
+// testdata/agent-adopt (deploy/kustomize/components/fix, then
+// components/cgroup-v1) on this cgroup v1 node. Through its mount
+// namespace (/proc/<pid>/root), in scratch cgroups of the test's own: the
+// hierarchies adoption and weights write (cpu, cpuacct, memory, pids) take
+// a mkdir, and cpu a cpu.shares write the host then reads; devices,
+// freezer and blkio refuse a mkdir and a write with EROFS. Without the
+// component every hierarchy is writable: devices.deny and freezer.state
+// take the write. The lane's adoption tests run under the same overlay.
+func TestFixAgentWritesOnlyItsHierarchies(t *testing.T) {
+	e := cluster(t)
+	if _, wf := cgroupRoot(); wf != "cpu.shares" {
+		t.Fatalf("the lane's node is cgroup v1 (%s): components/cgroup-v1 is for v1 nodes", wf)
+	}
+	importAgentImage(t)
+	e.installAgent(t, "testdata/agent-adopt")
+	pod, _ := e.agentPod(t)
+	agent := containerPID(t, pod, "cgwarden")
+	name := "cgwarden-privtest-" + rand.String(6)
+	scratch := func(h string) string {
+		dir := filepath.Join("/sys/fs/cgroup", h, name)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = os.Remove(filepath.Join(dir, "child"))
+			_ = os.Remove(dir)
+		})
+		return dir
+	}
+	inAgent := func(p string) string { return fmt.Sprintf("/proc/%d/root/host%s", agent, p) }
+	for _, h := range []string{"cpu", "cpuacct", "memory", "pids"} {
+		dir := scratch(h)
+		if err := os.Mkdir(inAgent(filepath.Join(dir, "child")), 0o755); err != nil {
+			t.Errorf("%s: mkdir through the agent's mounts: %v, want it allowed (adoption writes here)", h, err)
+		}
+		if h == "cpu" {
+			if err := os.WriteFile(inAgent(filepath.Join(dir, "cpu.shares")), []byte("4"), 0); err != nil {
+				t.Errorf("cpu.shares through the agent's mounts: %v", err)
+			} else if got := readInt(t, filepath.Join(dir, "cpu.shares")); got != 4 {
+				t.Errorf("cpu.shares written 4 through the agent's mounts, the host reads %d", got)
+			}
+		}
+	}
+	for h, file := range map[string][2]string{"devices": {"devices.deny", "a"}, "freezer": {"freezer.state", "FROZEN"}, "blkio": {"blkio.reset_stats", "1"}} {
+		dir := scratch(h)
+		if err := os.Mkdir(inAgent(filepath.Join(dir, "child")), 0o755); !errors.Is(err, syscall.EROFS) {
+			t.Errorf("%s: mkdir through the agent's mounts: %v, want EROFS", h, err)
+		}
+		if err := os.WriteFile(inAgent(filepath.Join(dir, file[0])), []byte(file[1]), 0); !errors.Is(err, syscall.EROFS) {
+			t.Errorf("%s: writing %s through the agent's mounts: %v, want EROFS", h, file[0], err)
+		}
+	}
+}
+
 // TestSizerDeployedWithItsManifests.
 func TestRBACIsLeast(t *testing.T) {
 	e := cluster(t)
