@@ -82,7 +82,7 @@ func TestAgentAdoptsMisplacedContainers(t *testing.T) {
 
 	// The agent in fix mode: the existing containers within one interval
 	// of its start.
-	_, ready, uninstall := e.installAgent(t, "testdata/agent-adopt")
+	_, ready, uninstall := e.installAgent(t, "testdata/agent-adopt-v1")
 	for _, p := range pods {
 		at := waitAdopted(t, root, p, containerID(p), 60*time.Second)
 		t.Logf("pod %s: container adopted %v after the agent was Ready", p.Name, at.Sub(ready).Round(100*time.Millisecond))

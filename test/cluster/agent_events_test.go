@@ -174,7 +174,7 @@ func TestAgentEventsBounded(t *testing.T) {
 	})
 
 	installed := time.Now()
-	_, ready, _ := e.installAgent(t, "testdata/agent-adopt")
+	_, ready, _ := e.installAgent(t, "testdata/agent-adopt-v1")
 	poll.Until(t, 3*time.Minute, "every pod adopted", func() (bool, string, error) {
 		left := 0
 		for _, p := range pods {

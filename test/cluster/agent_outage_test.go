@@ -47,7 +47,7 @@ func TestAgentRidesOutAPIServerOutage(t *testing.T) {
 	for _, q := range e.runningPods(t, ns, "busy", 1, 120*time.Second) {
 		p = q
 	}
-	_, _, _ = e.installAgent(t, "testdata/agent-adopt")
+	_, _, _ = e.installAgent(t, "testdata/agent-adopt-v1")
 	id := containerID(p)
 	waitAdopted(t, root, p, id, 60*time.Second)
 

@@ -42,7 +42,7 @@ func TestAgentRefusesAdoptionDecoy(t *testing.T) {
 	for _, p := range victim {
 		id, uid = containerID(p), string(p.UID)
 	}
-	e.installAgent(t, "testdata/agent-adopt")
+	e.installAgent(t, "testdata/agent-adopt-v1")
 	for _, p := range victim {
 		waitAdopted(t, root, p, id, 60*time.Second)
 	}

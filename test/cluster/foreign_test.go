@@ -91,7 +91,7 @@ func TestAgentLeavesForeignCgroups(t *testing.T) {
 	}
 
 	start := time.Now()
-	e.installAgent(t, "testdata/agent-adopt")
+	e.installAgent(t, "testdata/agent-adopt-v1")
 	for _, p := range []*corev1.Pod{a, b} {
 		waitAdopted(t, root, p, containerID(p), 60*time.Second)
 	}

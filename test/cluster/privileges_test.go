@@ -352,21 +352,22 @@ func probeScript(t *testing.T, e *env, agent *corev1.Pod, spec *corev1.PodSpec, 
 // watch that policy and binding by name, and Nodes, and nothing else. The resize itself through these rules is
 
 // TestFixAgentWritesOnlyItsHierarchies: the fixing agent of
-// testdata/agent-adopt (deploy/kustomize/components/fix, then
+// testdata/agent-adopt-v1 (deploy/kustomize/components/fix, then
 // components/cgroup-v1) on this cgroup v1 node. Through its mount
 // namespace (/proc/<pid>/root), in scratch cgroups of the test's own: the
 // hierarchies adoption and weights write (cpu, cpuacct, memory, pids) take
 // a mkdir, and cpu a cpu.shares write the host then reads; devices,
 // freezer and blkio refuse a mkdir and a write with EROFS. Without the
 // component every hierarchy is writable: devices.deny and freezer.state
-// take the write. The lane's adoption tests run under the same overlay.
+// take the write. The host node's adoption tests run under the same
+// overlay.
 func TestFixAgentWritesOnlyItsHierarchies(t *testing.T) {
 	e := cluster(t)
 	if _, wf := cgroupRoot(); wf != "cpu.shares" {
 		t.Fatalf("the lane's node is cgroup v1 (%s): components/cgroup-v1 is for v1 nodes", wf)
 	}
 	importAgentImage(t)
-	e.installAgent(t, "testdata/agent-adopt")
+	e.installAgent(t, "testdata/agent-adopt-v1")
 	pod, _ := e.agentPod(t)
 	agent := containerPID(t, pod, "cgwarden")
 	name := "cgwarden-privtest-" + rand.String(6)

@@ -1,20 +1,21 @@
-// Command vmexec runs the v2 lane's test binaries in its QEMU guest, as
-// `go test -exec` (scripts/vmtest; docs/testing.md). One binary, two
-// roles:
+// Command vmexec runs test binaries in scripts/vmtest's QEMU guests, as
+// `go test -exec` (the v2 lane, the systemd guest, the systemd node;
+// docs/testing.md). One binary, two roles:
 //
 //	vmexec [-listen :7711] guest
 //
 // is the guest's daemon: scripts/vmtest.d/init starts it in the busybox
-// guest, behind QEMU's user network (the host's 127.0.0.1:PORT forwarded
-// to it). Each connection brings one job: a test binary, which it writes
-// to /tmp and runs from /src/<the package's directory> (where the tree's
+// guest, scripts/vmtest.d/systemd/vmtest.service in the systemd guests,
+// behind QEMU's user network (the host's 127.0.0.1:PORT forwarded to it).
+// Each connection brings one job: a test binary, which it writes to /tmp
+// and runs from /src/<the package's directory> (where the tree's
 // non-Go files are) with CGWARDEN_REQUIRE_REAL=1 and stdin /dev/null,
 // streaming its output back as it comes, then its exit status. A binary
 // still running past the job's limit is stuck: the daemon shows why (its
 // tasks' state, kernel stacks and wait channels, every task in
 // uninterruptible sleep, the kernel's blocked tasks by sysrq w), then
 // kills it and everything it started. A poweroff job ends the daemon,
-// and /init powers the guest off.
+// and its starter powers the guest off.
 //
 //	vmexec -addr 127.0.0.1:PORT -root REPO -limit SECONDS -silence DURATION [-down FILE] BINARY ARGS...
 //
