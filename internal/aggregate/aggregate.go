@@ -69,13 +69,9 @@ func sum(parts []Usage) Usage {
 	}
 	out := parts[0]
 	for _, p := range parts[1:] {
-		out.CPUUsageNs = add(out.CPUUsageNs, p.CPUUsageNs)
+		// A leftover's counters, and the part's rate; no one limit.
+		out = withLeftover(out, p)
 		out.CPUCores = add(out.CPUCores, p.CPUCores)
-		out.MemoryUsageBytes = add(out.MemoryUsageBytes, p.MemoryUsageBytes)
-		out.WorkingSetBytes = add(out.WorkingSetBytes, p.WorkingSetBytes)
-		out.RSSBytes = add(out.RSSBytes, p.RSSBytes)
-		out.PageFaults = add(out.PageFaults, p.PageFaults)
-		out.MajorPageFaults = add(out.MajorPageFaults, p.MajorPageFaults)
 		out.MemoryLimitBytes = nil
 	}
 	return out
