@@ -134,8 +134,7 @@ func (t Trust) take(ns string, o Origin) Origin {
 // neonVMOwner is the pod's NeonVM VirtualMachine owner reference, if any.
 func (p *Pod) neonVMOwner() *Owner {
 	for i, o := range p.Owners {
-		group, _, _ := strings.Cut(o.APIVersion, "/")
-		if group == vmsize.NeonVMGroup && o.Kind == "VirtualMachine" && o.Name != "" {
+		if vmsize.OwnerKind(o.APIVersion, o.Kind) == vmsize.NeonVM && o.Name != "" {
 			return &p.Owners[i]
 		}
 	}

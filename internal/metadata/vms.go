@@ -9,9 +9,10 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/cgwarden/cgwarden/internal/vmsize"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/cgwarden/cgwarden/internal/vmsize"
 )
 
 // VM is a VM object's size and the pod its controller names (the one
@@ -215,13 +216,8 @@ func match(vm VM, p *Pod) int {
 	if vm.Attests(p.Namespace, p.Name, p.UID) {
 		return matchStatus
 	}
-	group, kind := vmsize.NeonVMGroup, "VirtualMachine"
-	if vm.Kind == vmsize.KubeVirt {
-		group, kind = vmsize.KubeVirtGroup, "VirtualMachineInstance"
-	}
 	for _, o := range p.Owners {
-		g, _, _ := strings.Cut(o.APIVersion, "/")
-		if g == group && o.Kind == kind && o.Name == vm.Name && (vm.UID == "" || o.UID == "" || o.UID == vm.UID) {
+		if vmsize.OwnerKind(o.APIVersion, o.Kind) == vm.Kind && o.Name == vm.Name && (vm.UID == "" || o.UID == "" || o.UID == vm.UID) {
 			return matchOwner
 		}
 	}

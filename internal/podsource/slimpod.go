@@ -1,8 +1,6 @@
 package podsource
 
 import (
-	"strings"
-
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
@@ -98,19 +96,13 @@ func vmLabels(l map[string]string) map[string]string {
 // hint of which VM to read, the VM's status decides); nil when neither.
 func vmOwners(refs []metav1.OwnerReference) []metav1.OwnerReference {
 	var out []metav1.OwnerReference
-	var neon, kubevirt bool
+	seen := map[string]bool{}
 	for _, o := range refs {
-		group, _, _ := strings.Cut(o.APIVersion, "/")
-		switch {
-		case o.Name == "":
-			continue
-		case !neon && group == vmsize.NeonVMGroup && o.Kind == "VirtualMachine":
-			neon = true
-		case !kubevirt && group == vmsize.KubeVirtGroup && o.Kind == "VirtualMachineInstance":
-			kubevirt = true
-		default:
+		k := vmsize.OwnerKind(o.APIVersion, o.Kind)
+		if o.Name == "" || k == "" || seen[k] {
 			continue
 		}
+		seen[k] = true
 		out = append(out, metav1.OwnerReference{APIVersion: o.APIVersion, Kind: o.Kind, Name: o.Name, UID: o.UID})
 	}
 	return out

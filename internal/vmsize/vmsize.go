@@ -274,3 +274,17 @@ func Container(names []string, kind string, annotations map[string]string) (int,
 	}
 	return 0, fmt.Errorf("%d containers, none named %s: say which with annotation %s", len(names), runner, AnnotationContainer)
 }
+
+// OwnerKind says which kind of VM object an owner reference names (NeonVM
+// for a vm.neon.tech VirtualMachine, KubeVirt for a kubevirt.io
+// VirtualMachineInstance), and "" for any other owner.
+func OwnerKind(apiVersion, kind string) string {
+	group, _, _ := strings.Cut(apiVersion, "/")
+	switch {
+	case group == NeonVMGroup && kind == "VirtualMachine":
+		return NeonVM
+	case group == KubeVirtGroup && kind == "VirtualMachineInstance":
+		return KubeVirt
+	}
+	return ""
+}
