@@ -339,3 +339,34 @@ func TestPackageDir(t *testing.T) {
 		t.Errorf("a directory above the root: %q", dir)
 	}
 }
+
+// TestSelectsNothing: a -test.run that lists none of the binary's tests
+// (this binary's, listed on the host) is answered here as the binary would
+// answer it, without a guest; one that lists some, a subtest pattern or no
+// pattern runs in the guest.
+func TestSelectsNothing(t *testing.T) {
+	wd, _ := os.Getwd()
+	for _, c := range []struct {
+		args []string
+		want bool
+	}{
+		{[]string{"-test.v=test2json", "-test.run", "NoSuchTest"}, true},
+		{[]string{"-test.run=NoSuchTest", "-test.timeout=1m"}, true},
+		{[]string{"-test.run", "PackageDir"}, false},
+		{[]string{"-test.run=PackageDir"}, false},
+		{[]string{"-test.run", "NoSuchTest/x"}, false},
+		{[]string{"-test.v"}, false},
+	} {
+		if got := selectsNothing(wd, os.Args[0], c.args); got != c.want {
+			t.Errorf("selectsNothing(%q) = %v, want %v", c.args, got, c.want)
+		}
+	}
+	// Through run: no job reaches the guest (nothing listens at the
+	// address), the output is the binary's own for no tests.
+	tr := newTree(t)
+	var out bytes.Buffer
+	r := &runner{client: client{addr: "127.0.0.1:1", silence: time.Second}, root: tr.root, limit: 60, out: &out}
+	if status := r.run(tr.wd, os.Args[0], []string{"-test.run", "NoSuchTest"}); status != 0 || out.String() != "testing: warning: no tests to run\nPASS\n" {
+		t.Errorf("status %d, output %q", status, out.String())
+	}
+}
