@@ -19,8 +19,8 @@ import (
 // must achieve: before, the VM tier gets what its weight promises (under
 // 1% on v1: 2 shares against 512 and a Guaranteed pod) and, with the
 // Burstable pod paused, the VM pods split equally whatever their sizes;
-// the misplaced container burns a core while its pod's own cgroup reads
-// 0. After: the split follows the sizes, the pod's own cgroup holds its
+// the misplaced container burns (half a core at least) while its pod's
+// own cgroup reads 0. After: the split follows the sizes, the pod's own cgroup holds its
 // container's usage and the runtime's directory is empty. Afterwards the
 // scratch is gone and none of the demo's processes is left.
 //
@@ -75,9 +75,11 @@ func demoOnTheLiveKernel(t *testing.T, driver string) {
 			t.Errorf("before, Burstable paused: %s got %.1f%% of the VM pods' CPU, not within 20%% of equal (%.1f%%)", v.Name, 100*v.ShareOfVMs, 100*v.ShareEqual)
 		}
 	}
-	// Seed 003, before.
-	if p := before.Seed003; p.PodCores >= 0.05 || p.ContainerCores < 0.75 || !p.Misplaced {
-		t.Errorf("before: pod's own cgroup %.3f cores (want < 0.05), its misplaced container %.3f (want near 1), misplaced=%v", p.PodCores, p.ContainerCores, p.Misplaced)
+	// Seed 003, before. The burner is alone on its CPU, but CI's other
+	// lanes (in cgroups of their own, which nice does not reach) take up
+	// to a third of it: half a core is the same floor as after's.
+	if p := before.Seed003; p.PodCores >= 0.05 || p.ContainerCores < 0.5 || !p.Misplaced {
+		t.Errorf("before: pod's own cgroup %.3f cores (want < 0.05), its misplaced container %.3f (want 0.5 or more), misplaced=%v", p.PodCores, p.ContainerCores, p.Misplaced)
 	}
 	// After.
 	for _, v := range after.Seed000.VMs {

@@ -492,8 +492,11 @@ func (f *consumerFigures) checkWithout(t *testing.T) {
 	if r := mis / f.truth["ok-bu"]; !(r < 0.8) {
 		t.Errorf("without cgwarden: the misplaced Burstable container got %.2f of its placed twin's CPU under the hog; want less than 0.8 (weighed at the root beside all of kubepods)", r)
 	}
-	if v := f.truth["mis-pl"]; !(v > 0.39) {
-		t.Errorf("without cgwarden: the pod with a 300m pod-level limit used %.3f cores; want more than 0.39 (each misplaced container gets the limit to itself)", v)
+	// CFS holds a throttled cgroup to its quota in each 100 ms period, so
+	// over the seconds measured 10 % above it is out of its reach; the
+	// two burners would take 600m, but on a busy CPU 0 may get less.
+	if v := f.truth["mis-pl"]; !(v > 0.33) {
+		t.Errorf("without cgwarden: the pod with a 300m pod-level limit used %.3f cores; want more than 0.33 (each misplaced container gets the limit to itself)", v)
 	}
 }
 

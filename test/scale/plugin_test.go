@@ -180,7 +180,7 @@ func TestPluginBounded(t *testing.T) {
 	e.setup(t)
 	n := envInt(t, "CGWARDEN_SCALE_PLUGIN_AGENTS", 800)
 	parallel := envInt(t, "CGWARDEN_SCALE_PLUGIN_PARALLEL", 16)
-	timeout := envDuration(t, "CGWARDEN_SCALE_PLUGIN_TIMEOUT", 3*time.Second)
+	timeout := envDuration(t, "CGWARDEN_SCALE_PLUGIN_TIMEOUT", 8*time.Second)
 	isDead := func(i int) bool { return i%20 == 3 } // 5 %
 	e.makeNodes(t, n)
 	ctx := context.Background()
