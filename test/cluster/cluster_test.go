@@ -139,6 +139,12 @@ func describe(p *corev1.Pod) string {
 		if c.State.Waiting != nil {
 			s += fmt.Sprintf("; %s waiting: %s %s", c.Name, c.State.Waiting.Reason, c.State.Waiting.Message)
 		}
+		if last := c.LastTerminationState.Terminated; last != nil {
+			// Why a restarted container ended (OOMKilled, Error with its
+			// exit code: a failed liveness probe's kill is 137/143).
+			s += fmt.Sprintf("; %s restarted %d times, last ended %s (exit %d at %s) %s", c.Name, c.RestartCount,
+				last.Reason, last.ExitCode, last.FinishedAt.UTC().Format(time.TimeOnly), strings.TrimSpace(last.Message))
+		}
 	}
 	return s
 }

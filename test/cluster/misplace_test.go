@@ -245,6 +245,17 @@ func (e *env) installAgent(t *testing.T, overlay string) (uid string, ready time
 			for _, p := range pods.Items {
 				logs, _ := runKubectl(e, "logs", "-n", "cgwarden-system", p.Name, "-c", "cgwarden", "--tail", "40")
 				t.Logf("the agent's log on node %s (pod %s, last 40 lines):\n%s", p.Spec.NodeName, p.Name, logs)
+				for _, c := range p.Status.ContainerStatuses {
+					if c.RestartCount == 0 {
+						continue
+					}
+					// A restarted agent: why it ended, in its own words
+					// and the kubelet's (a liveness probe's kill is an
+					// Event).
+					logs, _ := runKubectl(e, "logs", "-n", "cgwarden-system", p.Name, "-c", c.Name, "--previous", "--tail", "40")
+					events, _ := runKubectl(e, "get", "events", "-n", "cgwarden-system", "--field-selector", "involvedObject.name="+p.Name)
+					t.Logf("%s: the agent before its restart (last 40 lines):\n%s\nthe pod's Events:\n%s", describe(&p), logs, events)
+				}
 			}
 		}
 	})
