@@ -32,8 +32,6 @@ type scratch struct {
 	v2     bool
 }
 
-var v1Controllers = []string{"cpu", "cpuacct", "memory", "pids"}
-
 // newScratch creates the scratch cgroup under a unique name.
 func newScratch() (*scratch, error) {
 	host, err := cgroupfs.OpenHost("/")
@@ -53,36 +51,9 @@ func newScratch() (*scratch, error) {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	s := &scratch{host: host, table: table, name: "/" + ScratchPrefix + hex.EncodeToString(b[:])}
-	switch table.Version() {
-	case mounts.V2:
-		u, _ := table.Unified()
-		ctl, err := host.ReadFile(path.Join(u.Point, "cgroup.subtree_control"))
-		if err != nil {
-			host.Close()
-			return nil, err
-		}
-		for _, c := range []string{"cpu", "memory", "pids"} {
-			if !slices.Contains(strings.Fields(string(ctl)), c) {
-				host.Close()
-				return nil, fmt.Errorf("controller %s is not enabled in %s/cgroup.subtree_control: the demo cannot weigh or measure its pods", c, u.Point)
-			}
-		}
-		s.v2 = true
-		s.points = []string{u.Point}
-	case mounts.V1, mounts.Hybrid:
-		for _, c := range v1Controllers {
-			m, ok := table.Controller(c)
-			if !ok {
-				host.Close()
-				return nil, fmt.Errorf("no cgroup v1 %s hierarchy is mounted", c)
-			}
-			if !slices.Contains(s.points, m.Point) {
-				s.points = append(s.points, m.Point)
-			}
-		}
-	default:
+	if s.points, s.v2, err = table.Scratch(host.ReadFile, "the demo"); err != nil {
 		host.Close()
-		return nil, errors.New("no cgroup hierarchy is mounted")
+		return nil, err
 	}
 	for _, p := range s.points {
 		s.host.AllowExact(path.Join(p, s.name))
@@ -100,17 +71,7 @@ func (s *scratch) at(point, rel string) string { return path.Join(point, s.name,
 
 // path is the host path of file in rel, in the hierarchy that holds it.
 func (s *scratch) path(rel, file string) string {
-	if s.v2 {
-		return s.at(s.points[0], path.Join(rel, file))
-	}
-	ctl, _, _ := strings.Cut(file, ".")
-	switch ctl {
-	case "cpuacct", "memory", "pids", "cpu":
-	default:
-		ctl = "cpu"
-	}
-	m, _ := s.table.Controller(ctl)
-	return s.at(m.Point, path.Join(rel, file))
+	return s.at(s.table.FileMount(file), path.Join(rel, file))
 }
 
 // cgroup is rel's cgroup path, as a scan sees it.

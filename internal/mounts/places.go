@@ -1,6 +1,12 @@
 package mounts
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+)
 
 // Places says where a cgroup's files live: on v2 every file is under the
 // unified mount; on v1 each controller has its own mount (which may be
@@ -43,4 +49,56 @@ func (p Places) Tree() string {
 		return p.Unified
 	}
 	return p.CPU
+}
+
+// Scratch lists the mount points, each once, that a scratch cgroup is made
+// in for who (the demo, a test) to weigh and measure it: on v1 those of
+// cpu, cpuacct, memory and pids; on v2 the unified mount, whose root must
+// enable cpu, memory and pids for its children (readFile reads its
+// cgroup.subtree_control).
+func (t Table) Scratch(readFile func(string) ([]byte, error), who string) (points []string, v2 bool, err error) {
+	switch t.Version() {
+	case V2:
+		u, _ := t.Unified()
+		ctl, err := readFile(path.Join(u.Point, "cgroup.subtree_control"))
+		if err != nil {
+			return nil, false, err
+		}
+		for _, c := range []string{"cpu", "memory", "pids"} {
+			if !slices.Contains(strings.Fields(string(ctl)), c) {
+				return nil, false, fmt.Errorf("controller %s is not enabled in %s/cgroup.subtree_control: %s cannot weigh or measure its pods", c, u.Point, who)
+			}
+		}
+		return []string{u.Point}, true, nil
+	case V1, Hybrid:
+		for _, c := range []string{"cpu", "cpuacct", "memory", "pids"} {
+			m, ok := t.Controller(c)
+			if !ok {
+				return nil, false, fmt.Errorf("no cgroup v1 %s hierarchy is mounted", c)
+			}
+			if !slices.Contains(points, m.Point) {
+				points = append(points, m.Point)
+			}
+		}
+		return points, false, nil
+	}
+	return nil, false, errors.New("no cgroup hierarchy is mounted")
+}
+
+// FileMount is the mount point that holds a cgroup's file (cpu.shares,
+// memory.max): the unified mount on v2, else the v1 mount of the file's
+// controller, cpu's for a file of none (cgroup.procs).
+func (t Table) FileMount(file string) string {
+	if t.Version() == V2 {
+		u, _ := t.Unified()
+		return u.Point
+	}
+	ctl, _, _ := strings.Cut(file, ".")
+	switch ctl {
+	case "cpuacct", "memory", "pids":
+	default:
+		ctl = "cpu"
+	}
+	m, _ := t.Controller(ctl)
+	return m.Point
 }

@@ -41,9 +41,6 @@ type Scratch struct {
 	procs  []*exec.Cmd
 }
 
-// Controllers the scratch hierarchy is built in (v1 names).
-var v1Controllers = []string{"cpu", "cpuacct", "memory", "pids"}
-
 // NewScratch creates the scratch cgroup. It calls Require first.
 func NewScratch(t testing.TB) *Scratch {
 	t.Helper()
@@ -63,32 +60,8 @@ func NewScratch(t testing.TB) *Scratch {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	s := &Scratch{t: t, Host: host, Table: table, Name: fmt.Sprintf("/cgwarden-test-%d-%s", os.Getpid(), hex.EncodeToString(b[:]))}
-	switch table.Version() {
-	case mounts.V2:
-		u, _ := table.Unified()
-		ctl, err := host.ReadFile(path.Join(u.Point, "cgroup.subtree_control"))
-		if err != nil {
-			Unavailable(t, err.Error())
-		}
-		for _, c := range []string{"cpu", "memory", "pids"} {
-			if !slices.Contains(strings.Fields(string(ctl)), c) {
-				Unavailable(t, "controller "+c+" not enabled in the root's cgroup.subtree_control")
-			}
-		}
-		s.v2 = true
-		s.Points = []string{u.Point}
-	case mounts.V1, mounts.Hybrid:
-		for _, c := range v1Controllers {
-			m, ok := table.Controller(c)
-			if !ok {
-				Unavailable(t, "no v1 "+c+" hierarchy")
-			}
-			if !slices.Contains(s.Points, m.Point) {
-				s.Points = append(s.Points, m.Point)
-			}
-		}
-	default:
-		Unavailable(t, "no cgroup hierarchy mounted")
+	if s.Points, s.v2, err = table.Scratch(host.ReadFile, "the test"); err != nil {
+		Unavailable(t, err.Error())
 	}
 	host.AllowWrites(s.Points...)
 	s.sweep()
@@ -103,25 +76,11 @@ func (s *Scratch) V2() bool { return s.v2 }
 // Path is the host path of rel (relative to the scratch cgroup) in the
 // hierarchy that holds file (e.g. "cpu.shares" lives in the cpu mount).
 func (s *Scratch) Path(rel, file string) string {
-	return path.Join(s.mountFor(file), s.Name, rel, file)
+	return path.Join(s.Table.FileMount(file), s.Name, rel, file)
 }
 
 // Cgroup is the cgroup path of rel, as a scan sees it.
 func (s *Scratch) Cgroup(rel string) string { return path.Join(s.Name, rel) }
-
-func (s *Scratch) mountFor(file string) string {
-	if s.v2 {
-		return s.Points[0]
-	}
-	ctl, _, _ := strings.Cut(file, ".")
-	switch ctl {
-	case "cpuacct", "memory", "pids", "cpu":
-	default:
-		ctl = "cpu"
-	}
-	m, _ := s.Table.Controller(ctl)
-	return m.Point
-}
 
 // Mkdir creates rel (relative to the scratch cgroup; "" is the scratch
 // itself) in every hierarchy. On v2 it enables cpu, memory and pids for the

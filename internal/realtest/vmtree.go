@@ -37,11 +37,8 @@ const Kube = "kubepods"
 // the test on an error).
 type treeCgroups struct{ s *Scratch }
 
-func (c treeCgroups) Mkdir(rel string) error { c.s.Mkdir(rel); return nil }
-func (c treeCgroups) Write(rel, file, value string) error {
-	c.s.Write(rel, file, value)
-	return nil
-}
+func (c treeCgroups) Mkdir(rel string) error              { c.s.Mkdir(rel); return nil }
+func (c treeCgroups) Write(rel, file, value string) error { c.s.Write(rel, file, value); return nil }
 
 // NewVMTree builds the tree with one VM pod per size and a Burstable pod
 // requesting burstMilli. The scratch itself is weighed at the maximum so
