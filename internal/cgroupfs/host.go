@@ -329,6 +329,12 @@ func (h *Host) Mkdir(p string) error {
 }
 
 func (h *Host) mkdir(p string) error {
+	return h.inParent(p, "mkdir", func(dirfd int, base string) error { return unix.Mkdirat(dirfd, base, 0o755) })
+}
+
+// inParent counts one write and runs op (named name in its error) on p's
+// last element, from a descriptor of p's parent directory.
+func (h *Host) inParent(p, name string, op func(dirfd int, base string) error) error {
 	dir, base := path.Split(path.Clean(p))
 	fd, err := h.open(dir, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
@@ -336,8 +342,8 @@ func (h *Host) mkdir(p string) error {
 	}
 	defer unix.Close(fd)
 	h.writes.Add(1)
-	if err := unix.Mkdirat(fd, base, 0o755); err != nil {
-		return &fs.PathError{Op: "mkdir", Path: p, Err: err}
+	if err := op(fd, base); err != nil {
+		return &fs.PathError{Op: name, Path: p, Err: err}
 	}
 	return nil
 }
@@ -352,17 +358,7 @@ func (h *Host) Rmdir(p string) error {
 }
 
 func (h *Host) rmdir(p string) error {
-	dir, base := path.Split(path.Clean(p))
-	fd, err := h.open(dir, unix.O_RDONLY|unix.O_DIRECTORY)
-	if err != nil {
-		return &fs.PathError{Op: "open", Path: dir, Err: err}
-	}
-	defer unix.Close(fd)
-	h.writes.Add(1)
-	if err := unix.Unlinkat(fd, base, unix.AT_REMOVEDIR); err != nil {
-		return &fs.PathError{Op: "rmdir", Path: p, Err: err}
-	}
-	return nil
+	return h.inParent(p, "rmdir", func(dirfd int, base string) error { return unix.Unlinkat(dirfd, base, unix.AT_REMOVEDIR) })
 }
 
 // ErrNotWritable is returned for a write outside the allowed paths.

@@ -130,7 +130,7 @@ func (s *Scanner) SampleRunnable(tt *ThreadTimes, rs *RunnableSamples) {
 func ParseProcState(text string) (byte, error) {
 	i := strings.LastIndexByte(text, ')')
 	if i < 0 || i+2 >= len(text) || text[i+1] != ' ' {
-		return 0, fmt.Errorf("stat: no state after the command in %q", clipText(text))
+		return 0, fmt.Errorf("stat: no state after the command in %q", clip(text, 60))
 	}
 	return text[i+2], nil
 }
@@ -145,17 +145,18 @@ func ParseSchedstat(text string) (uint64, error) {
 	run, err1 := strconv.ParseUint(f[0], 10, 64)
 	wait, err2 := strconv.ParseUint(f[1], 10, 64)
 	if _, err3 := strconv.ParseUint(f[2], 10, 64); err1 != nil || err2 != nil || err3 != nil {
-		return 0, fmt.Errorf("schedstat: %q is not three counters", clipText(text))
+		return 0, fmt.Errorf("schedstat: %q is not three counters", clip(text, 60))
 	}
 	if run > math.MaxUint64-wait {
-		return 0, fmt.Errorf("schedstat: %q overflows", clipText(text))
+		return 0, fmt.Errorf("schedstat: %q overflows", clip(text, 60))
 	}
 	return run + wait, nil
 }
 
-func clipText(s string) string {
-	if len(s) > 60 {
-		return s[:60] + "…"
+// clip keeps an error message short: s up to n bytes.
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
 	}
 	return s
 }

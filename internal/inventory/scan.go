@@ -127,16 +127,16 @@ func ParseCPUList(text string) (int, error) {
 		lo, hi, isRange := strings.Cut(part, "-")
 		a, err := strconv.Atoi(lo)
 		if err != nil || a < next {
-			return 0, fmt.Errorf("bad CPU list %q", clipList(s))
+			return 0, fmt.Errorf("bad CPU list %q", clip(s, 64))
 		}
 		b := a
 		if isRange {
 			if b, err = strconv.Atoi(hi); err != nil || b < a {
-				return 0, fmt.Errorf("bad CPU list %q", clipList(s))
+				return 0, fmt.Errorf("bad CPU list %q", clip(s, 64))
 			}
 		}
 		if b-a >= maxCPUs || n+(b-a+1) > maxCPUs {
-			return 0, fmt.Errorf("absurd CPU list %q", clipList(s))
+			return 0, fmt.Errorf("absurd CPU list %q", clip(s, 64))
 		}
 		n += b - a + 1
 		next = b + 1
@@ -146,13 +146,6 @@ func ParseCPUList(text string) (int, error) {
 
 // maxCPUs bounds a CPU list; Linux's NR_CPUS tops out at 8192.
 const maxCPUs = 1 << 20
-
-func clipList(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "…"
-	}
-	return s
-}
 
 // MaxDepth bounds the walk; real trees are under 15 levels deep.
 const MaxDepth = 64

@@ -199,19 +199,7 @@ func PropertyKey(op plan.Op) string {
 // to restore the original.
 func Written(runs []*Run) map[string]bool {
 	out := map[string]bool{}
-	for _, r := range runs {
-		for _, s := range r.Steps {
-			if s.Undone || s.Status == StatusFailed {
-				continue
-			}
-			switch s.Op.Kind {
-			case plan.Write:
-				out[path.Clean(s.Op.Path)] = true
-			case plan.Property:
-				out[PropertyKey(s.Op)] = true
-			}
-		}
-	}
+	eachWritten(runs, func(_ *Run, key, _ string) { out[key] = true })
 	return out
 }
 
@@ -220,21 +208,29 @@ func Written(runs []*Run) map[string]bool {
 // weight holder must not lower silently when `fix --apply` set it.
 func WrittenBy(runs []*Run, by string) map[string]string {
 	out := map[string]string{}
-	for _, r := range runs {
-		if r.By != by {
-			continue
+	eachWritten(runs, func(r *Run, key, value string) {
+		if r.By == by {
+			out[key] = value
 		}
+	})
+	return out
+}
+
+// eachWritten calls f, in journal order, with each file (its clean path)
+// and unit property (PropertyKey) that a step of runs, done or in doubt
+// and not undone, set, and the value it set.
+func eachWritten(runs []*Run, f func(r *Run, key, value string)) {
+	for _, r := range runs {
 		for _, s := range r.Steps {
 			if s.Undone || s.Status == StatusFailed {
 				continue
 			}
 			switch s.Op.Kind {
 			case plan.Write:
-				out[path.Clean(s.Op.Path)] = s.Op.Value
+				f(r, path.Clean(s.Op.Path), s.Op.Value)
 			case plan.Property:
-				out[PropertyKey(s.Op)] = s.Op.Value
+				f(r, PropertyKey(s.Op), s.Op.Value)
 			}
 		}
 	}
-	return out
 }

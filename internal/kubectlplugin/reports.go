@@ -90,25 +90,18 @@ func selectSizes(raw json.RawMessage, sel selection) (json.RawMessage, error) {
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		return nil, fmt.Errorf("the agent's audit: sizes: %w", err)
 	}
-	var pods, kept []json.RawMessage
+	var pods []json.RawMessage
 	if err := unmarshalKey(doc, "pods", &pods); err != nil {
 		return nil, err
 	}
-	for _, p := range pods {
-		var s struct {
-			Subject struct {
-				Namespace string `json:"namespace"`
-			} `json:"subject"`
-		}
-		if err := json.Unmarshal(p, &s); err != nil {
-			return nil, fmt.Errorf("the agent's audit: a sized pod: %w", err)
-		}
-		if sel.match(&s.Subject.Namespace) {
-			kept = append(kept, p)
-		}
+	type sizedPod struct {
+		Subject struct {
+			Namespace string `json:"namespace"`
+		} `json:"subject"`
 	}
-	if kept == nil {
-		kept = []json.RawMessage{}
+	kept, _, err := selectRaw(pods, sel, "the agent's audit: a sized pod", func(p *sizedPod) *string { return &p.Subject.Namespace })
+	if err != nil {
+		return nil, err
 	}
 	if err := setKey(doc, "pods", kept); err != nil {
 		return nil, err
@@ -163,35 +156,34 @@ func selectPods(doc map[string]json.RawMessage, sel selection) ([]json.RawMessag
 	if err := unmarshalKey(doc, "pods", &pods); err != nil {
 		return nil, nil, err
 	}
-	kept, rows := []json.RawMessage{}, []inspect.PodJSON{}
-	for _, raw := range pods {
-		var p inspect.PodJSON
-		if err := json.Unmarshal(raw, &p); err != nil {
-			return nil, nil, fmt.Errorf("the agent's inventory: a pod: %w", err)
-		}
-		if sel.match(p.Namespace) {
-			kept, rows = append(kept, raw), append(rows, p)
-		}
-	}
-	return kept, rows, nil
+	return selectRaw(pods, sel, "the agent's inventory: a pod", func(p *inspect.PodJSON) *string { return p.Namespace })
 }
 
 // selectSized keeps the selected sizedPods[] as sent.
 func selectSized(doc map[string]json.RawMessage, sel selection) ([]json.RawMessage, error) {
-	var sized, kept []json.RawMessage
+	var sized []json.RawMessage
 	if err := unmarshalKey(doc, "sizedPods", &sized); err != nil {
 		return nil, err
 	}
-	for _, raw := range sized {
-		var s inspect.SizedJSON
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, fmt.Errorf("the agent's inventory: a sized pod: %w", err)
+	kept, _, err := selectRaw(sized, sel, "the agent's inventory: a sized pod", func(s *inspect.SizedJSON) *string { return &s.Namespace })
+	return kept, err
+}
+
+// selectRaw keeps the elements of raws, as sent, whose namespace (ns of
+// the element decoded as T) the selection matches, and returns them
+// decoded too; what names an element in an error.
+func selectRaw[T any](raws []json.RawMessage, sel selection, what string, ns func(*T) *string) ([]json.RawMessage, []T, error) {
+	kept, rows := []json.RawMessage{}, []T{}
+	for _, raw := range raws {
+		var v T
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", what, err)
 		}
-		if sel.match(&s.Namespace) {
-			kept = append(kept, raw)
+		if sel.match(ns(&v)) {
+			kept, rows = append(kept, raw), append(rows, v)
 		}
 	}
-	return kept, nil
+	return kept, rows, nil
 }
 
 func unmarshalKey(doc map[string]json.RawMessage, key string, v any) error {

@@ -184,13 +184,14 @@ func writePromInspectTable(w io.Writer, nodes []PromNode) error {
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Name, ns, name,
 				promNumber(p.Weight, "%.0f"), promNumber(p.GuaranteedCores, "%.3f"), promNumber(p.UsageCores, "%.3f"),
-				promMiB(p.WorkingSetBytes), promCount(p.Containers), promCount(p.Misplaced))
+				promMiB(p.WorkingSetBytes), promNumber(p.Containers, "%d"), promNumber(p.Misplaced, "%d"))
 		}
 	}
 	return tw.Flush()
 }
 
-func promNumber(v *float64, format string) string {
+// promNumber formats *v with format, "-" when Prometheus has no series.
+func promNumber[T any](v *T, format string) string {
 	if v == nil {
 		return "-"
 	}
@@ -202,11 +203,4 @@ func promMiB(v *float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.1fMi", *v/(1<<20))
-}
-
-func promCount(v *int) string {
-	if v == nil {
-		return "-"
-	}
-	return fmt.Sprint(*v)
 }

@@ -8,10 +8,11 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/cgwarden/cgwarden/internal/layout"
-	"github.com/cgwarden/cgwarden/internal/vmsize"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/cgwarden/cgwarden/internal/layout"
+	"github.com/cgwarden/cgwarden/internal/vmsize"
 )
 
 // MaxFileBytes bounds a metadata file; a node's pod list is far smaller.
@@ -53,17 +54,20 @@ func ParsePods(r io.Reader) ([]Pod, error) {
 
 // ReadPodsFile reads a file holding `kubectl get pods -A -o json`; errors
 // name the file.
-func ReadPodsFile(name string) ([]Pod, error) {
+func ReadPodsFile(name string) ([]Pod, error) { return readFile(name, ParsePods) }
+
+// readFile parses the file name with parse; parse's errors name the file.
+func readFile[T any](name string, parse func(io.Reader) ([]T, error)) ([]T, error) {
 	f, err := os.Open(name)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	pods, err := ParsePods(f)
+	v, err := parse(f)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	return pods, nil
+	return v, nil
 }
 
 // FromAPI converts a Kubernetes Pod.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 
@@ -112,18 +111,7 @@ func ParseVMs(r io.Reader) ([]VM, error) {
 }
 
 // ReadVMsFile reads a file ParseVMs understands; errors name the file.
-func ReadVMsFile(name string) ([]VM, error) {
-	f, err := os.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	vms, err := ParseVMs(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
-	return vms, nil
-}
+func ReadVMsFile(name string) ([]VM, error) { return readFile(name, ParseVMs) }
 
 // ApplyVMs records each VM's size on the pod of the set that the VM's
 // status names (vmsize.VM.Attests): only the VM's controller writes it.

@@ -338,26 +338,19 @@ func (v *VMWatches) VMs() ([]metadata.VM, uint64) {
 
 // Watches is the number of VM objects being watched: one list+watch on
 // the API server each.
-func (v *VMWatches) Watches() int {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	n := 0
-	for _, it := range v.items {
-		if it.stop != nil {
-			n++
-		}
-	}
-	return n
-}
+func (v *VMWatches) Watches() int { return v.count(func(it *vmItem) bool { return it.stop != nil }) }
 
 // Refused is the number of VM objects whose last read the API server
 // refused (403): pods that reference them get no size from them.
-func (v *VMWatches) Refused() int {
+func (v *VMWatches) Refused() int { return v.count(func(it *vmItem) bool { return it.forbidden }) }
+
+// count is the number of VM objects whose item f holds for.
+func (v *VMWatches) count(f func(*vmItem) bool) int {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	n := 0
 	for _, it := range v.items {
-		if it.forbidden {
+		if f(it) {
 			n++
 		}
 	}

@@ -138,48 +138,32 @@ func runSizer(cmd *cobra.Command, o *sizer.Options, coalesce, recheck Duration) 
 	return sizer.Run(ctx, *o)
 }
 
-// podLevelFlag is --pod-level: auto, on or off (sizer.ParsePodLevelMode).
-type podLevelFlag struct{ m *sizer.PodLevelMode }
-
-func (f podLevelFlag) String() string {
-	if f.m == nil {
-		return ""
-	}
-	return string(*f.m)
+// parsedFlag is a flag value that parse reads, shown as fmt prints it:
+// --pod-level (sizer.ParsePodLevelMode) and --max-size, parsed as the
+// agent parses it (vmsize.ParseMaxSizes: an error names the entry and why).
+type parsedFlag[T any] struct {
+	p     *T
+	parse func(string) (T, error)
+	typ   string
 }
 
-func (f podLevelFlag) Set(s string) error {
-	m, err := sizer.ParsePodLevelMode(s)
+func (f parsedFlag[T]) String() string {
+	if f.p == nil {
+		return ""
+	}
+	return fmt.Sprint(*f.p)
+}
+
+func (f parsedFlag[T]) Set(s string) error {
+	v, err := f.parse(s)
 	if err != nil {
 		return err
 	}
-	*f.m = m
+	*f.p = v
 	return nil
 }
 
-func (podLevelFlag) Type() string { return "auto|on|off" }
-
-// maxSizesFlag is --max-size, parsed as the agent parses it
-// (vmsize.ParseMaxSizes): an error names the entry and why.
-type maxSizesFlag struct{ m *vmsize.MaxSizes }
-
-func (f maxSizesFlag) String() string {
-	if f.m == nil {
-		return ""
-	}
-	return f.m.String()
-}
-
-func (f maxSizesFlag) Set(s string) error {
-	m, err := vmsize.ParseMaxSizes(s)
-	if err != nil {
-		return err
-	}
-	*f.m = m
-	return nil
-}
-
-func (maxSizesFlag) Type() string { return "BOUNDS" }
+func (f parsedFlag[T]) Type() string { return f.typ }
 
 // sizerFlags binds the sizer's flags to o.
 func sizerFlags(cmd *cobra.Command, o *sizer.Options, coalesce, recheck *Duration) {
@@ -197,7 +181,7 @@ func sizerFlags(cmd *cobra.Command, o *sizer.Options, coalesce, recheck *Duratio
 	f.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", o.LeaseDuration, "how long a replica waits, after the leader's last renewal, before it takes the Lease (as kube-controller-manager's flag): a leader that dies leaves the resize controller stopped this long, and up to one --leader-elect-retry-period more; longer than --leader-elect-renew-deadline")
 	f.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", o.RenewDeadline, "how long the leader keeps trying to renew its Lease before it stops leading (and the sizer exits, to be restarted); longer than 1.2 × --leader-elect-retry-period")
 	f.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod, "how often a replica tries to take or renew the Lease")
-	f.Var(maxSizesFlag{&o.MaxSizes}, "max-size", "bound the CPU request given to each namespace's pods, at admission and at resize; `BOUNDS` are NAMESPACE=CPU[,NAMESPACE=CPU...], NAMESPACE a namespace or * for every namespace not named, CPU a quantity (8, 2500m); a VM's or an annotation's size above its namespace's bound gets the bound, with a warning at admission and the reason in the resize's Event. Give cgwarden serve the same bounds: the agent caps the sizes it believes alike")
+	f.Var(parsedFlag[vmsize.MaxSizes]{&o.MaxSizes, vmsize.ParseMaxSizes, "BOUNDS"}, "max-size", "bound the CPU request given to each namespace's pods, at admission and at resize; `BOUNDS` are NAMESPACE=CPU[,NAMESPACE=CPU...], NAMESPACE a namespace or * for every namespace not named, CPU a quantity (8, 2500m); a VM's or an annotation's size above its namespace's bound gets the bound, with a warning at admission and the reason in the resize's Event. Give cgwarden serve the same bounds: the agent caps the sizes it believes alike")
 	f.Var(coalesce, "coalesce", "a trailing debounce: a VM's pods are resized this long after its last size change")
 	f.DurationVar(&o.MaxDelay, "max-delay", 0, "a VM changing without pause is resized at most this long after the first change of a burst (0: 5×--coalesce)")
 	f.Int64Var(&o.MinStep, "min-step", 0, "resizes smaller than this many `MILLICPU` are not made (0: every change; a resize to the node's cap always is)")
@@ -208,5 +192,5 @@ func sizerFlags(cmd *cobra.Command, o *sizer.Options, coalesce, recheck *Duratio
 	f.IntVar(&o.WebhookBurst, "webhook-burst", o.WebhookBurst, "VM lookups the webhook may make in a burst")
 	f.DurationVar(&o.EventWindow, "event-window", 0, "at most one Event per pod and reason in this window (0: 10 minutes)")
 	f.Var(recheck, "crd-recheck", "how often to look for the VirtualMachine CRD while it is absent")
-	f.Var(podLevelFlag{&o.PodLevel}, "pod-level", "where a NeonVM runner pod's CPU request goes: on the pod (spec.resources: on), on its container (off), or on the pod where the API server (1.36 or later) and every node's kubelet can resize it there (auto); decided at start and logged")
+	f.Var(parsedFlag[sizer.PodLevelMode]{&o.PodLevel, sizer.ParsePodLevelMode, "auto|on|off"}, "pod-level", "where a NeonVM runner pod's CPU request goes: on the pod (spec.resources: on), on its container (off), or on the pod where the API server (1.36 or later) and every node's kubelet can resize it there (auto); decided at start and logged")
 }

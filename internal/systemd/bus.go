@@ -127,12 +127,18 @@ func (b *Bus) Manages(cgroup string) (string, bool, error) {
 // property set on a unit systemd does not know would create nothing but an
 // error, and one set on a unit being garbage-collected would land nowhere.
 func (b *Bus) loaded(ctx context.Context, unit string) error {
-	p, err := b.conn.GetUnitPropertyContext(ctx, unit, "LoadState")
+	return b.inState(ctx, unit, "LoadState", "loaded")
+}
+
+// inState reports whether unit's state property prop is want now; one
+// that is not is an error wrapping os.ErrNotExist.
+func (b *Bus) inState(ctx context.Context, unit, prop, want string) error {
+	p, err := b.conn.GetUnitPropertyContext(ctx, unit, prop)
 	if err != nil {
-		return b.wrap("looking up", unit, "LoadState", err)
+		return b.wrap("looking up", unit, prop, err)
 	}
-	if s, _ := p.Value.Value().(string); s != "loaded" {
-		return fmt.Errorf("systemd unit %s is %q, not loaded: %w", unit, s, os.ErrNotExist)
+	if s, _ := p.Value.Value().(string); s != want {
+		return fmt.Errorf("systemd unit %s is %q, not %s: %w", unit, s, want, os.ErrNotExist)
 	}
 	return nil
 }

@@ -3,7 +3,6 @@ package systemd
 import (
 	"context"
 	"fmt"
-	"os"
 	"path"
 	"slices"
 	"strings"
@@ -209,14 +208,7 @@ func moveable(unit, slice string, pids []int) ([]uint32, error) {
 // active reports whether unit is active now (ActiveState "active"): a pod
 // slice the kubelet made is; one nobody made is not.
 func (b *Bus) active(ctx context.Context, unit string) error {
-	p, err := b.conn.GetUnitPropertyContext(ctx, unit, "ActiveState")
-	if err != nil {
-		return b.wrap("looking up", unit, "ActiveState", err)
-	}
-	if s, _ := p.Value.Value().(string); s != "active" {
-		return fmt.Errorf("systemd unit %s is %q, not active: %w", unit, s, os.ErrNotExist)
-	}
-	return nil
+	return b.inState(ctx, unit, "ActiveState", "active")
 }
 
 // unitName reports whether name is a plain unit name of type ext: no path,
