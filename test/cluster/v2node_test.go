@@ -729,12 +729,15 @@ func TestV2NodeSeed000Held(t *testing.T) {
 		script += "; }; read0; sleep 12; read0"
 		var u []float64
 		for _, l := range strings.Split(strings.TrimSpace(sh.run(t, script)), "\n") {
+			// The uptime alone on its line, or usage_usec N.
 			f := strings.Fields(l)
-			if len(f) == 2 {
-				f[0] = f[1]
+			if len(f) == 2 && f[0] == "usage_usec" {
+				f = f[1:]
 			}
-			if len(f) >= 1 {
-				v, _ := strconv.ParseFloat(f[0], 64)
+			if len(f) != 1 {
+				continue
+			}
+			if v, err := strconv.ParseFloat(f[0], 64); err == nil {
 				u = append(u, v)
 			}
 		}
