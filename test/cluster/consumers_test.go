@@ -338,7 +338,24 @@ func (e *env) measureConsumers(t *testing.T, kubelet, agent func(string) (int, s
 		}
 		return s
 	}
-	a := take()
+	// The window opens once the kubelet and the agent each have every
+	// pod's series: a pod made or repaired just before (nri-bu, the
+	// moved containers) can take a housekeeping interval or a scan to
+	// appear, and a rate needs it at both ends.
+	var a snap
+	poll.Until(t, time.Minute, "every pod's pod_cpu_usage_seconds_total from the kubelet and the agent", func() (bool, string, error) {
+		a = take()
+		var missing []string
+		for _, c := range pods {
+			if _, ok := a.resPod[c.name]; !ok {
+				missing = append(missing, "the kubelet's "+c.name)
+			}
+			if _, ok := a.agentPod[c.name]; !ok && agent != nil {
+				missing = append(missing, "the agent's "+c.name)
+			}
+		}
+		return len(missing) == 0, "missing: " + strings.Join(missing, ", "), nil
+	})
 	time.Sleep(consumerWindow)
 	b := take()
 	f := &consumerFigures{window: b.at.Sub(a.at), truth: map[string]float64{}}
