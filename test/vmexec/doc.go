@@ -27,7 +27,11 @@
 // for the silence bound has stalled, and one whose connection drops
 // before the status has gone away: either is said in a line of the output
 // and the exit status is 1; -down records it, so the packages after it
-// fail at once instead of waiting on a dead guest.
+// fail at once instead of waiting on a dead guest. A -test.run that
+// selects none of the binary's tests (it lists them on the host with
+// -test.list) is answered here as the binary would answer it ("no tests
+// to run", PASS) without a guest: the systemd guests run -test.run
+// Systemd over every real-kernel package, half of which have none.
 //
 //	vmexec -addr 127.0.0.1:PORT [-silence DURATION] ping|poweroff
 //
