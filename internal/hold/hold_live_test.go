@@ -48,7 +48,9 @@ func newRigWith(t *testing.T, opt func(*agent.Options, *pods)) *rig {
 		opt(o, r.pods)
 	}
 	r.agent, r.stop = startAgent(t, o)
-	r.waitFor("the first plan", time.Now(), 10*time.Second, func() bool {
+	// A minute: setup, not a figure (a cold run's build storm, load 30
+	// on two cores, kept the agent from its first plan for over 10 s).
+	r.waitFor("the first plan", time.Now(), time.Minute, func() bool {
 		return planned(t, r.agent) && r.tree.Weight(realtest.Kube+"/besteffort") == r.tierTarget(1000, 2000, 4000)
 	})
 	return r
@@ -401,7 +403,9 @@ func TestRestoreOfAnUnwrittenTargetIsJournaled(t *testing.T) {
 	o := fixOptions(s.Name, r.pods, r.journal, weightRules...)
 	o.MaxTierCPU, o.SizeCheck = strconv.Itoa(capMilli)+"m", 100*time.Millisecond
 	r.agent, r.stop = startAgent(t, o)
-	r.waitFor("the first plan", time.Now(), 10*time.Second, func() bool {
+	// A minute: setup, not a figure (a cold run's build storm, load 30
+	// on two cores, kept the agent from its first plan for over 10 s).
+	r.waitFor("the first plan", time.Now(), time.Minute, func() bool {
 		return planned(t, r.agent) && r.tree.Weight(realtest.Kube+"/besteffort") == r.tierTarget(1000, 2000, 4000)
 	})
 	from := time.Now()
