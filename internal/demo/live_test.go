@@ -20,8 +20,9 @@ import (
 // 1% on v1: 2 shares against 512 and a Guaranteed pod) and, with the
 // Burstable pod paused, the VM pods split equally whatever their sizes;
 // the misplaced container burns (half a core at least) while its pod's
-// own cgroup reads 0. After: the split follows the sizes, the pod's own cgroup holds its
-// container's usage and the runtime's directory is empty. Afterwards the
+// own cgroup reads 0. After: the split follows the sizes, the pod's own
+// cgroup holds its container's usage and the runtime's directory is
+// empty. Afterwards the
 // scratch is gone and none of the demo's processes is left.
 //
 // It runs with the cgroupfs driver's names and with the systemd driver's.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -156,7 +157,11 @@ func selectsNothing(wd, bin string, args []string) bool {
 	if !ok || run == "" || strings.Contains(run, "/") {
 		return false
 	}
-	list := exec.Command(bin, "-test.list", run)
+	// Bounded: a listing that hangs sends the binary to the guest, whose
+	// watchdog deals with hangs.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	list := exec.CommandContext(ctx, bin, "-test.list", run)
 	list.Dir = wd
 	out, err := list.Output()
 	return err == nil && len(bytes.TrimSpace(out)) == 0
