@@ -46,3 +46,34 @@ func TestParseProcCgroup(t *testing.T) {
 		}
 	}
 }
+
+// TestBusiestCPU: the figures of CI's failed window (seed 000's burners
+// on CPU 0 counted 1.089 s per second) are over the slack, a sound
+// window is not, and with one CPU seed 003's burner adds to seed 000's.
+func TestBusiestCPU(t *testing.T) {
+	jumped := Phase{
+		Seed000: &Split{BurstableCores: 0.952, VMs: []VMFigure{{Cores: 0.015}, {Cores: 0.017}, {Cores: 0.105}}},
+		Seed003: &Placement{ContainerCores: 0.890},
+	}
+	sound := Phase{
+		Seed000: &Split{BurstableCores: 0.970, VMs: []VMFigure{{Cores: 0.015}, {Cores: 0.014}, {Cores: 0.015}}},
+		Seed003: &Placement{ContainerCores: 0.974},
+	}
+	paused := Phase{Seed000: &Split{VMs: []VMFigure{{Cores: 0.332}, {Cores: 0.333}, {Cores: 0.333}}}}
+	two, one := &run{cpuVM: 0, cpuMis: 1}, &run{}
+	for _, c := range []struct {
+		d    *run
+		ph   Phase
+		over bool
+	}{
+		{two, jumped, true},
+		{two, sound, false},
+		{two, paused, false},
+		{one, paused, false},
+		{one, sound, true},
+	} {
+		if got := c.d.busiestCPU(c.ph); (got > 1+overcountSlack) != c.over {
+			t.Errorf("busiestCPU(%+v) with CPUs %d/%d = %.3f; want over 1+%.2f: %v", c.ph.Seed000, c.d.cpuVM, c.d.cpuMis, got, overcountSlack, c.over)
+		}
+	}
+}
