@@ -3,6 +3,7 @@ package demo
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path"
 	"time"
@@ -10,14 +11,25 @@ import (
 	"github.com/cgwarden/cgwarden/internal/inventory"
 )
 
-// reading is the CPU counters of the cgroups a phase compares, at one
-// instant.
+// sample is one cgroup's CPU counter and when it was read. Each counter
+// keeps its own time: the demo reads them from outside the scratch,
+// weighed far below its burners, and can wait for the CPU between two
+// reads (seconds on a busy machine), or between a read and its clock. One timestamp for all of them
+// charged a window's CPU against too short a wall time: 8 CPU seconds
+// per second on one CPU in a run here, and CI's v2 guest gave a weight-1
+// burner 0.105 cores where its weight allowed 0.016.
+type sample struct {
+	sec float64
+	at  time.Time
+}
+
+// reading is the CPU counters of the cgroups a phase compares.
 type reading struct {
-	at        time.Time
-	vms       []float64
-	burst     float64
-	pod, ctr  float64 // seed 003: the pod's own cgroup, the container's
-	misplaced float64 // seed 003: the runtime's directory at the top
+	at        time.Time // when the reading began
+	vms       []sample
+	burst     sample
+	pod, ctr  sample // seed 003: the pod's own cgroup, the container's
+	misplaced sample // seed 003: the runtime's directory at the top
 }
 
 // read takes the counters. ctrRel is where seed 003's container's
@@ -26,30 +38,59 @@ func (d *run) read(ctrRel string) (reading, error) {
 	r := reading{at: time.Now()}
 	var err error
 	for _, p := range d.vms {
-		v, e := d.s.cpuSeconds(p.rel)
+		v, e := d.sample(p.rel)
 		if e != nil {
 			return r, e
 		}
 		r.vms = append(r.vms, v)
 	}
 	if d.has(Seed000) {
-		if r.burst, err = d.s.cpuSeconds(d.burst.rel); err != nil {
+		if r.burst, err = d.sample(d.burst.rel); err != nil {
 			return r, err
 		}
 	}
 	if d.has(Seed003) {
-		if r.pod, err = d.s.cpuSeconds(d.mis.rel); err != nil {
+		if r.pod, err = d.sample(d.mis.rel); err != nil {
 			return r, err
 		}
-		if r.ctr, err = d.s.cpuSeconds(ctrRel); err != nil {
+		if r.ctr, err = d.sample(ctrRel); err != nil {
 			return r, err
 		}
-		if r.misplaced, err = d.s.cpuSeconds(d.mis.ctrRel); err != nil {
+		if r.misplaced, err = d.sample(d.mis.ctrRel); err != nil {
 			return r, err
 		}
 	}
 	return r, nil
 }
+
+// sample reads rel's counter between two timestamps and dates it at
+// their midpoint. When the two are more than sampleSpan apart the demo
+// lost the CPU around the read, and the counter is read again, up to
+// sampleTries times; the closest pair wins.
+func (d *run) sample(rel string) (sample, error) {
+	var best sample
+	bestSpan := time.Duration(math.MaxInt64)
+	for range sampleTries {
+		t1 := time.Now()
+		v, err := d.s.cpuSeconds(rel)
+		if err != nil {
+			return best, err
+		}
+		span := time.Since(t1)
+		if span < bestSpan {
+			best, bestSpan = sample{sec: v, at: t1.Add(span / 2)}, span
+		}
+		if span <= sampleSpan {
+			break
+		}
+	}
+	return best, nil
+}
+
+const (
+	sampleSpan  = 2 * time.Millisecond
+	sampleTries = 5
+)
 
 // whereIs is the cgroup of pid in the cpu (v1) or unified (v2)
 // hierarchy, relative to the scratch.
@@ -107,9 +148,9 @@ func (d *run) measure(ctx context.Context, name string, pauseBurst bool) (Phase,
 			break
 		}
 		if try == windows {
-			return ph, nil, fmt.Errorf("%s: the kernel counted %.2f CPU seconds per second of wall time on one CPU in each of %d windows: its clocks disagree (an emulated machine under load?)", name, busiest, windows)
+			return ph, nil, fmt.Errorf("%s: the kernel counted %.2f CPU seconds per second of wall time on one CPU in each of %d windows: the counters and the clock disagree (the demo kept off the CPU, or an emulated machine's clock?)", name, busiest, windows)
 		}
-		d.say("%s: the kernel counted %.2f CPU seconds per second of wall time on one CPU, more than it has: its clocks jumped (an emulated machine under load?); measuring again", name, busiest)
+		d.say("%s: the kernel counted %.2f CPU seconds per second of wall time on one CPU, more than it has; measuring again", name, busiest)
 	}
 	d.freeze(true)
 	second, err := sc.Scan(time.Now())
@@ -128,12 +169,10 @@ func (d *run) measure(ctx context.Context, name string, pauseBurst bool) (Phase,
 const settle = 500 * time.Millisecond
 
 // A window is measured again when the CPU seconds the kernel counted on
-// one CPU exceed the wall time by more than overcountSlack (the counters
-// are read one after another, so a sum a little over 1 is normal); after
-// windows such windows the phase fails. Under emulation (TCG) a stalled
-// vCPU can make the scheduler's clock jump: in CI's v2 guest one window
-// charged a weight-1 burner 0.36 s more than the wall time allowed, and
-// the VM tier seemed to get 12.6% where its weight gives 4.8%.
+// one CPU exceed the wall time by more than overcountSlack; after windows
+// such windows the phase fails rather than print figures that cannot be.
+// Each counter is dated by the clock on either side of its read (see
+// sample), but an emulated machine's clocks can jump.
 const (
 	overcountSlack = 0.05
 	windows        = 3
@@ -198,14 +237,19 @@ func (d *run) freeze(stop bool) {
 }
 
 // figures turns two readings into a phase's figures (cores: CPU seconds
-// per second of wall time).
+// per second of wall time between a counter's two reads).
 func (d *run) figures(ph Phase, a, b reading, ctrRel string) Phase {
 	wall := b.at.Sub(a.at).Seconds()
 	if wall <= 0 {
 		return ph
 	}
 	ph.Seconds = wall
-	cores := func(x, y float64) float64 { return (y - x) / wall }
+	cores := func(x, y sample) float64 {
+		if s := y.at.Sub(x.at).Seconds(); s > 0 {
+			return (y.sec - x.sec) / s
+		}
+		return 0
+	}
 	if d.has(Seed000) {
 		sp := &Split{BurstableCores: cores(a.burst, b.burst)}
 		var vmTotal, sizeTotal float64

@@ -1,6 +1,10 @@
 package demo
 
-import "testing"
+import (
+	"math"
+	"testing"
+	"time"
+)
 
 func TestParseCPUSeconds(t *testing.T) {
 	for _, c := range []struct {
@@ -75,5 +79,28 @@ func TestBusiestCPU(t *testing.T) {
 		if got := c.d.busiestCPU(c.ph); (got > 1+overcountSlack) != c.over {
 			t.Errorf("busiestCPU(%+v) with CPUs %d/%d = %.3f; want over 1+%.2f: %v", c.ph.Seed000, c.d.cpuVM, c.d.cpuMis, got, overcountSlack, c.over)
 		}
+	}
+}
+
+// TestFiguresUseEachCounterTime: the demo read the Burstable pod's
+// counter 3 s after the VM pods' at the window's end (it was kept off the
+// CPU); its cores are its CPU seconds over its own 7 s, not over the
+// window's 4 s, and so the CPU adds up to one.
+func TestFiguresUseEachCounterTime(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	d := &run{o: Options{Seeds: []string{Seed000}}, vms: []Pod{{Name: "vm-1-cpu", MilliCPU: 1000}}}
+	a := reading{at: t0, vms: []sample{{10, at(0)}}, burst: sample{20, at(0)}}
+	b := reading{at: at(4), vms: []sample{{10.2, at(4)}}, burst: sample{20 + 0.95*7, at(7)}}
+	ph := d.figures(Phase{Name: PhaseBefore}, a, b, "")
+	sp := ph.Seed000
+	if math.Abs(sp.BurstableCores-0.95) > 1e-9 || math.Abs(sp.VMs[0].Cores-0.05) > 1e-9 {
+		t.Errorf("Burstable %.3f cores, vm-1-cpu %.3f; want 0.950 and 0.050", sp.BurstableCores, sp.VMs[0].Cores)
+	}
+	if got := d.busiestCPU(ph); math.Abs(got-1) > 1e-9 {
+		t.Errorf("busiestCPU = %.3f, want 1", got)
+	}
+	if ph.Seconds != 4 {
+		t.Errorf("phase seconds %v, want 4", ph.Seconds)
 	}
 }
