@@ -134,7 +134,7 @@ func (a *Agent) completeLive(m *Meta, sc *inventory.Scanner, scfg *serve.Config)
 	var err error
 	src := m.Sizes
 	scfg.Collectors = append(scfg.Collectors, m.collectors...)
-	scfg.Collectors = append(scfg.Collectors, usageCollector{a.host})
+	scfg.Collectors = append(scfg.Collectors, usageGauges(a.host)...)
 	a.Loop = NewLoop(sc, src.Sizes, audit.Policy{MaxTierMilliCPU: c.MaxTierMilliCPU}, nil, c.Interval, c.Demand, a.log)
 	a.app = newApplier()
 	a.journal = journal.New(c.JournalDir)
@@ -152,10 +152,11 @@ func (a *Agent) completeLive(m *Meta, sc *inventory.Scanner, scfg *serve.Config)
 	if c.Adopt {
 		a.adoptMetrics = hold.NewAdoptionMetrics() // every result at 0 from the first scrape
 		a.refused = &refusals{log: a.log.With("component", "adopt")}
-		scfg.Collectors = append(scfg.Collectors, a.adoptMetrics, a.refused)
+		scfg.Collectors = append(scfg.Collectors, a.adoptMetrics.Collectors()...)
+		scfg.Collectors = append(scfg.Collectors, a.refused.gauge())
 	}
 	if c.fixing() {
-		scfg.Collectors = append(scfg.Collectors, lockCollector{&a.fixing})
+		scfg.Collectors = append(scfg.Collectors, lockGauge(&a.fixing))
 	}
 	a.Server = serve.New(*scfg)
 	a.Loop.srv = a.Server
@@ -592,61 +593,47 @@ type noPods struct{}
 
 func (noPods) Pods(context.Context) ([]metadata.Pod, error) { return nil, nil }
 
-// lockCollector serves whether the agent holds the node's agent lock.
-type lockCollector struct{ held *atomic.Bool }
-
-var descFixLock = prometheus.NewDesc("cgwarden_agent_fix_lock", "1 when this agent holds the node's agent lock and fixes; 0 while another agent on the node holds it and this one only serves.", nil, nil)
-
-func (l lockCollector) Describe(ch chan<- *prometheus.Desc) { ch <- descFixLock }
-
-func (l lockCollector) Collect(ch chan<- prometheus.Metric) {
-	v := 0.0
-	if l.held.Load() {
-		v = 1
-	}
-	ch <- prometheus.MustNewConstMetric(descFixLock, prometheus.GaugeValue, v)
+// lockGauge serves whether the agent holds the node's agent lock.
+func lockGauge(held *atomic.Bool) prometheus.GaugeFunc {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cgwarden_agent_fix_lock",
+		Help: "1 when this agent holds the node's agent lock and fixes; 0 while another agent on the node holds it and this one only serves."},
+		func() float64 {
+			if held.Load() {
+				return 1
+			}
+			return 0
+		})
 }
 
-// vmWatchCollector serves how many VM objects the agent watches.
-type vmWatchCollector struct{ v *podsource.VMWatches }
-
-var descVMWatches = prometheus.NewDesc("cgwarden_agent_vm_watches", "VM objects (NeonVM VirtualMachines, KubeVirt VMIs) the agent watches, one list+watch on the API server each: those its node's pods reference, none other.", nil, nil)
-
-var descVMRefused = prometheus.NewDesc("cgwarden_agent_vm_reads_refused", "VM objects that this node's pods reference and the API server refuses the agent (403: its identity may not read their namespace, the chart's metadata.vmNamespaces); their pods get no size from them.", nil, nil)
-
-func (w vmWatchCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- descVMWatches
-	ch <- descVMRefused
-}
-
-func (w vmWatchCollector) Collect(ch chan<- prometheus.Metric) {
-	ch <- prometheus.MustNewConstMetric(descVMWatches, prometheus.GaugeValue, float64(w.v.Watches()))
-	ch <- prometheus.MustNewConstMetric(descVMRefused, prometheus.GaugeValue, float64(w.v.Refused()))
-}
-
-// usageCollector serves what the agent holds open on the host.
-type usageCollector struct{ h hostUsage }
-
-var (
-	descScanners    = prometheus.NewDesc("cgwarden_agent_scanners", "Steady-state scanners the agent keeps on the host (each keeps a cache of open descriptors): 1, whatever --fix asks.", nil, nil)
-	descDescriptors = prometheus.NewDesc("cgwarden_agent_open_descriptors", "Cgroup file descriptors the agent's scanners keep open.", nil, nil)
-	descInotify     = prometheus.NewDesc("cgwarden_agent_inotify_instances", "inotify instances the agent holds: 1 (shared by the scan and the weight holder), 0 with --full-scans and no weight rule.", nil, nil)
-	descWatches     = prometheus.NewDesc("cgwarden_agent_inotify_watches", "inotify watches the agent holds, over every consumer (a path watched by two is one watch).", nil, nil)
-)
-
-func (u usageCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descScanners, descDescriptors, descInotify, descWatches} {
-		ch <- d
+// vmWatchGauges serve how many VM objects the agent watches, and how
+// many it may not read.
+func vmWatchGauges(v *podsource.VMWatches) []prometheus.Collector {
+	return []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cgwarden_agent_vm_watches",
+			Help: "VM objects (NeonVM VirtualMachines, KubeVirt VMIs) the agent watches, one list+watch on the API server each: those its node's pods reference, none other."},
+			func() float64 { return float64(v.Watches()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cgwarden_agent_vm_reads_refused",
+			Help: "VM objects that this node's pods reference and the API server refuses the agent (403: its identity may not read their namespace, the chart's metadata.vmNamespaces); their pods get no size from them."},
+			func() float64 { return float64(v.Refused()) }),
 	}
 }
 
-func (u usageCollector) Collect(ch chan<- prometheus.Metric) {
-	n := u.h.Usage()
-	for _, m := range []struct {
-		d *prometheus.Desc
-		v int
-	}{{descScanners, n.Caches}, {descDescriptors, n.Descriptors}, {descInotify, n.Watchers}, {descWatches, n.Watches}} {
-		ch <- prometheus.MustNewConstMetric(m.d, prometheus.GaugeValue, float64(m.v))
+// usageGauges serve what the agent holds open on the host. Each reads
+// the host's usage at each scrape: it takes a lock and counts the few
+// caches and watchers open, no more.
+func usageGauges(h hostUsage) []prometheus.Collector {
+	gauge := func(name, help string, of func(cgroupfs.Usage) int) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return float64(of(h.Usage())) })
+	}
+	return []prometheus.Collector{
+		gauge("cgwarden_agent_scanners", "Steady-state scanners the agent keeps on the host (each keeps a cache of open descriptors): 1, whatever --fix asks.",
+			func(u cgroupfs.Usage) int { return u.Caches }),
+		gauge("cgwarden_agent_open_descriptors", "Cgroup file descriptors the agent's scanners keep open.",
+			func(u cgroupfs.Usage) int { return u.Descriptors }),
+		gauge("cgwarden_agent_inotify_instances", "inotify instances the agent holds: 1 (shared by the scan and the weight holder), 0 with --full-scans and no weight rule.",
+			func(u cgroupfs.Usage) int { return u.Watchers }),
+		gauge("cgwarden_agent_inotify_watches", "inotify watches the agent holds, over every consumer (a path watched by two is one watch).",
+			func(u cgroupfs.Usage) int { return u.Watches }),
 	}
 }
 

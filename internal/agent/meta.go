@@ -102,7 +102,7 @@ func (m *Meta) openSizes(ctx context.Context) {
 	if live := m.liveVMs(ctx); live != nil {
 		src.Live = live
 		m.forward(ctx, live.Changes())
-		m.collectors = append(m.collectors, vmWatchCollector{live})
+		m.collectors = append(m.collectors, vmWatchGauges(live)...)
 	}
 	m.Sizes = src
 }

@@ -12,9 +12,6 @@ import (
 	"github.com/cgwarden/cgwarden/internal/plan"
 )
 
-var descAdoptRefused = prometheus.NewDesc("cgwarden_adoption_refused",
-	"Misplaced container cgroups the last adoption run refused to move because the container runtime did not confirm them (only their name claims the container: possibly a decoy; the agent's log names each).", nil, nil)
-
 // refusals says out loud which misplaced cgroups adoption refuses because
 // the runtime does not confirm them (plan.Skip.Refused): a warning the
 // first time each is refused in a row of runs, and the number refused by
@@ -59,18 +56,16 @@ func (r *refusals) note(p *plan.Plan) {
 	}
 }
 
-// Describe implements prometheus.Collector.
-func (r *refusals) Describe(ch chan<- *prometheus.Desc) { ch <- descAdoptRefused }
-
-// Collect implements prometheus.Collector.
-func (r *refusals) Collect(ch chan<- prometheus.Metric) {
-	r.mu.Lock()
-	n := len(r.last)
-	r.mu.Unlock()
-	ch <- prometheus.MustNewConstMetric(descAdoptRefused, prometheus.GaugeValue, float64(n))
+// gauge serves the number of cgroups the last run refused.
+func (r *refusals) gauge() prometheus.GaugeFunc {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cgwarden_adoption_refused",
+		Help: "Misplaced container cgroups the last adoption run refused to move because the container runtime did not confirm them (only their name claims the container: possibly a decoy; the agent's log names each)."},
+		func() float64 {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			return float64(len(r.last))
+		})
 }
-
-var _ prometheus.Collector = (*refusals)(nil)
 
 // evidence is what the adopter confirms misplaced containers with: the
 // host's /proc, and the runtime's container PIDs when the pods come from

@@ -70,7 +70,7 @@ func TestMetricsHygiene(t *testing.T) {
 	}
 
 	adopt := prometheus.NewRegistry()
-	adopt.MustRegister(hold.NewAdoptionMetrics())
+	adopt.MustRegister(hold.NewAdoptionMetrics().Collectors()...)
 	nri := prometheus.NewRegistry()
 	nriplugin.NewMetrics(nri).Containers.WithLabelValues("wasmtime-spin-v2", nriplugin.ResultPlaced).Inc()
 	sz := prometheus.NewRegistry()

@@ -38,19 +38,10 @@ func NewAdoptionMetrics() *AdoptionMetrics {
 	return m
 }
 
-// Describe implements prometheus.Collector.
-func (m *AdoptionMetrics) Describe(ch chan<- *prometheus.Desc) {
-	m.runs.Describe(ch)
-	m.moved.Describe(ch)
+// Collectors are m's series, to register.
+func (m *AdoptionMetrics) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.runs, m.moved}
 }
-
-// Collect implements prometheus.Collector.
-func (m *AdoptionMetrics) Collect(ch chan<- prometheus.Metric) {
-	m.runs.Collect(ch)
-	m.moved.Collect(ch)
-}
-
-var _ prometheus.Collector = (*AdoptionMetrics)(nil)
 
 // Count counts one adoption run of result, which moved moved processes
 // (m may be nil: nothing is counted).

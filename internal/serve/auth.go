@@ -214,10 +214,16 @@ func (a *Auth) init() {
 }
 
 // Describe implements prometheus.Collector.
-func (a *Auth) Describe(ch chan<- *prometheus.Desc) { a.init(); a.m.describe(ch) }
+func (a *Auth) Describe(ch chan<- *prometheus.Desc) {
+	a.init()
+	a.m.each(func(c prometheus.Collector) { c.Describe(ch) })
+}
 
 // Collect implements prometheus.Collector.
-func (a *Auth) Collect(ch chan<- prometheus.Metric) { a.init(); a.m.collect(ch) }
+func (a *Auth) Collect(ch chan<- prometheus.Metric) {
+	a.init()
+	a.m.each(func(c prometheus.Collector) { c.Collect(ch) })
+}
 
 // subresource is the node subresource a path needs ("" for open paths).
 func subresource(path string) string {
@@ -543,20 +549,9 @@ func newAuthMetrics(inFlight, waiting func() float64) *authMetrics {
 	return m
 }
 
-func (m *authMetrics) describe(ch chan<- *prometheus.Desc) {
-	m.requests.Describe(ch)
-	m.reviews.Describe(ch)
-	m.hits.Describe(ch)
-	m.merged.Describe(ch)
-	m.inFlight.Describe(ch)
-	m.waiting.Describe(ch)
-}
-
-func (m *authMetrics) collect(ch chan<- prometheus.Metric) {
-	m.requests.Collect(ch)
-	m.reviews.Collect(ch)
-	m.hits.Collect(ch)
-	m.merged.Collect(ch)
-	m.inFlight.Collect(ch)
-	m.waiting.Collect(ch)
+// each calls f with each of m's series.
+func (m *authMetrics) each(f func(prometheus.Collector)) {
+	for _, c := range []prometheus.Collector{m.requests, m.reviews, m.hits, m.merged, m.inFlight, m.waiting} {
+		f(c)
+	}
 }

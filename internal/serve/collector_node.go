@@ -52,13 +52,11 @@ func b2f(b bool) float64 {
 }
 
 // loopMetrics count the scan loop's work; the Server updates them as it
-// scans.
+// scans, and registers each of them.
 type loopMetrics struct {
 	scans, failures, metaFailures prometheus.Counter
 	duration                      prometheus.Histogram
 }
-
-var _ prometheus.Collector = (*loopMetrics)(nil)
 
 func newLoopMetrics() *loopMetrics {
 	return &loopMetrics{
@@ -75,17 +73,5 @@ func newLoopMetrics() *loopMetrics {
 		metaFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "cgwarden_metadata_failures_total", Help: "Times the pod metadata source failed; pods keep the names last known, or their UIDs.",
 		}),
-	}
-}
-
-func (m *loopMetrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, c := range []prometheus.Collector{m.scans, m.failures, m.duration, m.metaFailures} {
-		c.Describe(ch)
-	}
-}
-
-func (m *loopMetrics) Collect(ch chan<- prometheus.Metric) {
-	for _, c := range []prometheus.Collector{m.scans, m.failures, m.duration, m.metaFailures} {
-		c.Collect(ch)
 	}
 }

@@ -27,11 +27,10 @@ type steadyCollector struct{ st *inventory.Steady }
 // and gauges of a moment, not of one scan).
 func SteadyCollector(st *inventory.Steady) prometheus.Collector { return steadyCollector{st} }
 
-func (c steadyCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{steadyOpen, steadyOpenMax, steadyUnkept, steadyWatches, steadyWatchFails, steadyListings, steadySettings, steadyEvents, steadyOverflows, steadyForgotten} {
-		ch <- d
-	}
-}
+// Describe describes what Collect sends: Collect sends every series at
+// each call, whatever the scan has seen, and reads only counts kept in
+// memory (Steady.Counts), so calling it to describe is free and exact.
+func (c steadyCollector) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(c, ch) }
 
 func (c steadyCollector) Collect(ch chan<- prometheus.Metric) {
 	n := c.st.Counts()

@@ -130,8 +130,16 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "serve")}
 	s.loop = newLoopMetrics()
+	// cgwarden_build_info follows the Prometheus convention for build
+	// information (prometheus_build_info, node_exporter_build_info): a
+	// gauge of 1 whose labels name the build, so dashboards can join on it.
+	in := buildinfo.Get()
+	build := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cgwarden_build_info",
+		Help:        "A metric with a constant '1' value labeled by the version, VCS commit and Go version cgwarden was built from.",
+		ConstLabels: prometheus.Labels{"version": in.Version, "revision": in.Commit(), "goversion": in.GoVersion}}, func() float64 { return 1 })
 	s.own = prometheus.NewRegistry()
-	s.own.MustRegister(s.loop, podCollector{s}, containerCollector{s}, nodeCollector{s}, buildInfoCollector{buildinfo.Get()},
+	s.own.MustRegister(s.loop.scans, s.loop.failures, s.loop.duration, s.loop.metaFailures,
+		podCollector{s}, containerCollector{s}, nodeCollector{s}, build,
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectors.NewGoCollector())
 	s.own.MustRegister(cfg.Collectors...)
