@@ -20,33 +20,24 @@ import (
 // source and object) and retries a failed write; cgwarden's own bounds
 // per scan sit above it. stop flushes what is queued and stops the
 // broadcaster; ctx bounds its writes.
-func EventRecorder(ctx context.Context, rc *rest.Config, source corev1.EventSource) (rec record.EventRecorder, stop func(), err error) {
-	sink, err := NewEventSink(rc)
+//
+// count, when set, has every write of the sink reported to it (a
+// CountingSink): what reached the API server, after the broadcaster's
+// correlator dropped or aggregated what it would, and what the API
+// server refused. The sizer counts its Events with it; the agent, which
+// counts nothing, passes nil.
+func EventRecorder(ctx context.Context, rc *rest.Config, source corev1.EventSource, count func(reason string, err error)) (rec record.EventRecorder, stop func(), err error) {
+	s, err := NewEventSink(rc)
 	if err != nil {
 		return nil, nil, err
 	}
-	rec, stop = recordTo(ctx, sink, source)
-	return rec, stop, nil
-}
-
-// CountedEventRecorder is EventRecorder with every write of its sink
-// reported to count (a CountingSink): what reached the API server, after
-// the broadcaster's correlator dropped or aggregated what it would, and
-// what the API server refused. The sizer counts its Events with it; the
-// agent, which counts nothing, keeps EventRecorder.
-func CountedEventRecorder(ctx context.Context, rc *rest.Config, source corev1.EventSource, count func(reason string, err error)) (rec record.EventRecorder, stop func(), err error) {
-	sink, err := NewEventSink(rc)
-	if err != nil {
-		return nil, nil, err
+	var sink record.EventSink = s
+	if count != nil {
+		sink = &CountingSink{Sink: s, Count: count}
 	}
-	rec, stop = recordTo(ctx, &CountingSink{Sink: sink, Count: count}, source)
-	return rec, stop, nil
-}
-
-func recordTo(ctx context.Context, sink record.EventSink, source corev1.EventSource) (record.EventRecorder, func()) {
 	b := record.NewBroadcaster(record.WithContext(ctx))
 	b.StartRecordingToSink(sink)
-	return b.NewRecorder(coreScheme(), source), b.Shutdown
+	return b.NewRecorder(coreScheme(), source), b.Shutdown, nil
 }
 
 // coreScheme knows the core/v1 kinds, all an Event of ours refers to

@@ -114,11 +114,11 @@ func TestCountingSink(t *testing.T) {
 	}
 }
 
-// CountedEventRecorder counts what the API server took and what it
+// EventRecorder with a count counts what the API server took and what it
 // refused, by reason, after the broadcaster: an Event repeated is
 // aggregated into a PATCH of the first, and when that Event is gone
 // (NotFound) the broadcaster creates it again, counted once.
-func TestCountedEventRecorder(t *testing.T) {
+func TestEventRecorderCounts(t *testing.T) {
 	var mu sync.Mutex
 	var methods []string
 	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -146,7 +146,7 @@ func TestCountedEventRecorder(t *testing.T) {
 	defer api.Close()
 	counted := make(chan string, 10)
 	rc := &rest.Config{Host: api.URL, QPS: -1, ContentConfig: rest.ContentConfig{ContentType: "application/json"}}
-	rec, stop, err := CountedEventRecorder(context.Background(), rc, corev1.EventSource{Component: "test"}, func(reason string, err error) {
+	rec, stop, err := EventRecorder(context.Background(), rc, corev1.EventSource{Component: "test"}, func(reason string, err error) {
 		r := "sent"
 		if err != nil {
 			r = "failed"

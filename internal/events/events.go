@@ -53,7 +53,7 @@ type fixed struct{ uid, reason, message string }
 func New(cfg *rest.Config, node string, log *slog.Logger) (n *Notifier, stop func(), err error) {
 	// Not the caller's context: the recorder lives until stop, which
 	// flushes it, not until the start-up that built it ends.
-	rec, stop, err := apiconn.EventRecorder(context.Background(), cfg, corev1.EventSource{Component: Component, Host: node})
+	rec, stop, err := apiconn.EventRecorder(context.Background(), cfg, corev1.EventSource{Component: Component, Host: node}, nil)
 	if err != nil {
 		return nil, nil, err
 	}

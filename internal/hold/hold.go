@@ -725,11 +725,7 @@ func (h *Holder) apply(p *plan.Plan, pol plan.Policy, meta *metadata.Set) (reset
 	first.Ops = nil
 	var again []plan.Op
 	for _, op := range p.Ops {
-		key := path.Clean(op.Path)
-		if op.Kind == plan.Property {
-			key = journal.PropertyKey(op)
-		}
-		if written[key] {
+		if written[journalKey(op)] {
 			again = append(again, op)
 		} else {
 			first.Ops = append(first.Ops, op)
@@ -765,10 +761,7 @@ func (h *Holder) apply(p *plan.Plan, pol plan.Policy, meta *metadata.Set) (reset
 // the holder does not believe, and why. An agent that silently undid the
 // operator's fix left the VMs at 0% under a hog (issue 38, item 4).
 func (h *Holder) sayLowered(op plan.Op, byFix map[string]string, meta *metadata.Set) {
-	key := path.Clean(op.Path)
-	if op.Kind == plan.Property {
-		key = journal.PropertyKey(op)
-	}
+	key := journalKey(op)
 	set, ok := byFix[key]
 	if !ok {
 		return
@@ -815,9 +808,6 @@ func (h *Holder) heldAt(p, v string) bool {
 	return ok && f.want == v
 }
 
-// write applies one checked weight operation through a writer made for
-// it alone: a grant of the door for the one file (Write), or of systemd
-// for the one unit (Property).
 // restoreWrite writes a held weight back. A target the journal has never
 // recorded (it was at its value when first planned, so nothing was
 // written) goes through the journal, so that revert puts back what was
@@ -831,11 +821,7 @@ func (h *Holder) restoreWrite(op plan.Op, pol plan.Policy) error {
 	if err != nil {
 		return err
 	}
-	key := path.Clean(op.Path)
-	if op.Kind == plan.Property {
-		key = journal.PropertyKey(op)
-	}
-	if journal.Written(journal.Applies(entries))[key] {
+	if journal.Written(journal.Applies(entries))[journalKey(op)] {
 		return h.write(op)
 	}
 	res, err := h.cfg.Engine.ApplyPlan(&plan.Plan{Ops: []plan.Op{op}}, pol)
@@ -845,6 +831,18 @@ func (h *Holder) restoreWrite(op plan.Op, pol plan.Policy) error {
 	return err
 }
 
+// journalKey is how journal.Written names op's target: its clean path,
+// or journal.PropertyKey for a unit property.
+func journalKey(op plan.Op) string {
+	if op.Kind == plan.Property {
+		return journal.PropertyKey(op)
+	}
+	return path.Clean(op.Path)
+}
+
+// write applies one checked weight operation through a writer made for
+// it alone: a grant of the door for the one file (Write), or of systemd
+// for the one unit (Property).
 func (h *Holder) write(op plan.Op) error {
 	if op.Kind != plan.Property {
 		g := h.cfg.Host.Grant(nil, []string{op.Path})

@@ -15,6 +15,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/cgroupfs"
 	"github.com/cgwarden/cgwarden/internal/layout"
 	"github.com/cgwarden/cgwarden/internal/procid"
+	"github.com/cgwarden/cgwarden/internal/stats"
 )
 
 // ContainerPIDs is what a container runtime says of a running container:
@@ -190,15 +191,11 @@ func readPIDs(fsys cgroupfs.FS, file string) ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []int
-	for _, f := range strings.Fields(string(b)) {
-		pid, err := strconv.Atoi(f)
-		if err != nil || pid <= 0 {
-			return nil, fmt.Errorf("%s: %q is not a PID", file, f)
-		}
-		out = append(out, pid)
+	pids, err := stats.ParsePIDs(string(b))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
 	}
-	return out, nil
+	return pids, nil
 }
 
 func joinInts(v []int, max int) string {

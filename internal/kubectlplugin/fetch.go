@@ -9,8 +9,9 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/cgwarden/cgwarden/internal/answerproof"
 )
@@ -83,23 +84,15 @@ func (e *TimeoutError) Unwrap() error { return e.Err }
 // its Err; it never stops the others. Cancelling ctx stops them all.
 func FetchAll(ctx context.Context, agents []Agent, op Opener, o FetchOptions) []Result {
 	out := make([]Result, len(agents))
-	workers := max(1, min(o.Parallel, len(agents)))
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				out[i] = fetchOne(ctx, op, agents[i], o)
-			}
-		}()
+	var g errgroup.Group // no error: each node's is its Result's
+	g.SetLimit(max(1, o.Parallel))
+	for i, a := range agents {
+		g.Go(func() error {
+			out[i] = fetchOne(ctx, op, a, o)
+			return nil
+		})
 	}
-	for i := range agents {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
+	_ = g.Wait()
 	return out
 }
 

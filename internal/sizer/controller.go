@@ -652,7 +652,7 @@ func (m *Metrics) event(reason, result string) {
 }
 
 // EventWritten counts one write of an Event by the recorder's sink
-// (apiconn.CountedEventRecorder): sent, or failed with err.
+// (apiconn.EventRecorder's count): sent, or failed with err.
 func (m *Metrics) EventWritten(reason string, err error) {
 	if err != nil {
 		m.event(reason, "failed")

@@ -156,7 +156,7 @@ func Run(ctx context.Context, o Options) error {
 	if o.Controller {
 		// Events are counted as the sink writes them, after client-go's
 		// correlator (which may drop or aggregate them).
-		rec, stopEvents, err := apiconn.CountedEventRecorder(ctx, rc, corev1.EventSource{Component: "cgwarden-sizer"}, metrics.EventWritten)
+		rec, stopEvents, err := apiconn.EventRecorder(ctx, rc, corev1.EventSource{Component: "cgwarden-sizer"}, metrics.EventWritten)
 		if err != nil {
 			return fmt.Errorf("events: %w", err)
 		}

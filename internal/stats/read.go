@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"math"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/cgwarden/cgwarden/internal/cgroupfs"
@@ -394,87 +395,52 @@ func workingSet(m *Memory) {
 // parseThrottling reads nr_periods, nr_throttled and throttled_time (v1,
 // ns) from cpu.stat.
 func parseThrottling(text string, c *CPU) error {
-	return EachKV(text, func(k, v string) error {
-		var dst **uint64
-		switch k {
-		case "nr_periods":
-			dst = &c.Periods
-		case "nr_throttled":
-			dst = &c.Throttled
-		case "throttled_time":
-			dst = &c.ThrottledNs
-		default:
-			return nil
-		}
-		n, err := KVUint(k, v)
-		if err != nil {
-			return err
-		}
-		*dst = &n
-		return nil
-	})
+	v, err := parseFields(text, "nr_periods", "nr_throttled", "throttled_time")
+	c.Periods, c.Throttled, c.ThrottledNs = v[0], v[1], v[2]
+	return err
 }
 
 // parseCPUStatV2 reads v2 cpu.stat, whose times are in µs.
 func parseCPUStatV2(text string, c *CPU) error {
-	return EachKV(text, func(k, v string) error {
-		var dst **uint64
-		scale := uint64(1000)
-		switch k {
-		case "usage_usec":
-			dst = &c.UsageNs
-		case "user_usec":
-			dst = &c.UserNs
-		case "system_usec":
-			dst = &c.SystemNs
-		case "nr_periods":
-			dst, scale = &c.Periods, 1
-		case "nr_throttled":
-			dst, scale = &c.Throttled, 1
-		case "throttled_usec":
-			dst = &c.ThrottledNs
-		default:
-			return nil
-		}
-		n, err := KVUint(k, v)
-		if err != nil {
-			return err
-		}
-		if n > math.MaxUint64/scale {
-			return syntax("%s: %d µs overflow nanoseconds", k, n)
-		}
-		n *= scale
-		*dst = &n
-		return nil
-	})
+	v, err := parseFields(text, "usage_usec", "user_usec", "system_usec", "nr_periods", "nr_throttled", "throttled_usec")
+	c.UsageNs, c.UserNs, c.SystemNs, c.Periods, c.Throttled, c.ThrottledNs = v[0], v[1], v[2], v[3], v[4], v[5]
+	return err
 }
 
 // parseMemoryStat reads the working-set, RSS and fault figures: the
 // hierarchical total_* keys on v1, the plain keys on v2.
 func parseMemoryStat(text string, m *Memory, v2 bool) error {
-	inactive, rss, pgfault, pgmaj := "total_inactive_file", "total_rss", "total_pgfault", "total_pgmajfault"
+	keys := []string{"total_inactive_file", "total_rss", "total_pgfault", "total_pgmajfault"}
 	if v2 {
-		inactive, rss, pgfault, pgmaj = "inactive_file", "anon", "pgfault", "pgmajfault"
+		keys = []string{"inactive_file", "anon", "pgfault", "pgmajfault"}
 	}
-	return EachKV(text, func(k, v string) error {
-		var dst **uint64
-		switch k {
-		case inactive:
-			dst = &m.InactiveFileBytes
-		case rss:
-			dst = &m.RSSBytes
-		case pgfault:
-			dst = &m.PageFaults
-		case pgmaj:
-			dst = &m.MajorPageFaults
-		default:
+	v, err := parseFields(text, keys...)
+	m.InactiveFileBytes, m.RSSBytes, m.PageFaults, m.MajorPageFaults = v[0], v[1], v[2], v[3]
+	return err
+}
+
+// parseFields returns the values of keys (at most 6) in a flat keyed file
+// (EachKV), in keys' order: nil for a key the file lacks, the file's other
+// keys skipped, and a key ending in "_usec" (v2's times) µs, returned as
+// ns. A malformed line ends it with an error and the values before it.
+func parseFields(text string, keys ...string) (v [6]*uint64, err error) {
+	err = EachKV(text, func(k, s string) error {
+		i := slices.Index(keys, k)
+		if i < 0 {
 			return nil
 		}
-		n, err := KVUint(k, v)
+		n, err := KVUint(k, s)
 		if err != nil {
 			return err
 		}
-		*dst = &n
+		if strings.HasSuffix(k, "_usec") {
+			if n > math.MaxUint64/1000 {
+				return syntax("%s: %d µs overflow nanoseconds", k, n)
+			}
+			n *= 1000
+		}
+		v[i] = &n
 		return nil
 	})
+	return v, err
 }
