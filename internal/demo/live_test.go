@@ -4,12 +4,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
 	"math"
 	"os"
+	"os/exec"
 	"path"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/cgwarden/cgwarden/internal/realtest"
 )
@@ -178,4 +184,58 @@ func children() []string {
 		}
 	}
 	return out
+}
+
+// TestDemoSweepsKilledDemosScratch: the scratch of a demo that was
+// killed before its cleanup (its PID free), with a heavy weight and a
+// child cgroup, is removed when the next demo starts, and said; one
+// whose PID is in use and one of the form before PIDs stay, in every
+// hierarchy.
+func TestDemoSweepsKilledDemosScratch(t *testing.T) {
+	rs := realtest.NewScratch(t)
+	realtest.LockCPU(t)
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	deadPID := dead.Process.Pid
+	if !errors.Is(unix.Kill(deadPID, 0), unix.ESRCH) {
+		t.Skipf("pid %d was reused at once; nothing to sweep", deadPID)
+	}
+	leftover := fmt.Sprintf("%s%d-0123abcd", ScratchPrefix, deadPID)
+	live := fmt.Sprintf("%s%d-4567cdef", ScratchPrefix, os.Getpid())
+	old := ScratchPrefix + "89abcdef"
+	for _, n := range []string{leftover, leftover + "/kubepods", live, old} {
+		for _, p := range rs.Points {
+			if err := rs.Host.Mkdir(path.Join(p, n)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	t.Cleanup(func() {
+		for _, n := range []string{leftover + "/kubepods", leftover, live, old} {
+			for _, p := range rs.Points {
+				_ = rs.Host.Rmdir(path.Join(p, n))
+			}
+		}
+	})
+	var progress bytes.Buffer
+	_, err := Run(context.Background(), Options{Seeds: []string{Seed000}, Duration: 500 * time.Millisecond, Progress: &progress, failAfter: "build"})
+	if err == nil || !strings.Contains(err.Error(), "as the test asked") {
+		t.Fatalf("err = %v, want the injected failure", err)
+	}
+	t.Logf("progress:\n%s", progress.String())
+	if want := "removed /" + leftover + ", the scratch cgroup of an earlier demo"; !strings.Contains(progress.String(), want) {
+		t.Errorf("the progress does not say %q", want)
+	}
+	for _, p := range rs.Points {
+		if _, err := os.Stat(path.Join(p, leftover)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s: %v, want it removed", path.Join(p, leftover), err)
+		}
+		for _, n := range []string{live, old} {
+			if _, err := os.Stat(path.Join(p, n)); err != nil {
+				t.Errorf("%s swept: %v", path.Join(p, n), err)
+			}
+		}
+	}
 }

@@ -110,6 +110,12 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	tree := kubelettree.Tree{Names: nm, V2: s.v2, C: treeCgroups{s}}
 	d := &run{o: o, s: s, self: o.Self, tree: tree, res: &Result{Scratch: s.name, CgroupVersion: s.version(), CPUs: runtime.NumCPU(), Driver: string(nm.Driver),
 		Seeds: o.Seeds, PhaseSeconds: o.Duration.Seconds()}}
+	for _, n := range s.swept {
+		d.say("removed %s, the scratch cgroup of an earlier demo that was killed before its cleanup", n)
+	}
+	if s.sweepErr != nil {
+		d.say("warning: %v", s.sweepErr)
+	}
 	d.cpuVM, d.cpuMis = 0, 0
 	if runtime.NumCPU() > 1 {
 		d.cpuMis = 1

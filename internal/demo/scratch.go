@@ -2,10 +2,10 @@ package demo
 
 import (
 	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path"
 	"slices"
 	"strconv"
@@ -27,9 +27,13 @@ const ScratchPrefix = "cgwarden-demo-"
 type scratch struct {
 	host   *cgroupfs.Host
 	table  mounts.Table
-	name   string   // "/cgwarden-demo-<hex>"
+	name   string   // "/cgwarden-demo-<pid>-<hex>" (mounts.ScratchName)
 	points []string // mount points holding the scratch
 	v2     bool
+	// swept are earlier demos' scratches that sweep removed; sweepErr
+	// says which it could not.
+	swept    []string
+	sweepErr error
 }
 
 // newScratch creates the scratch cgroup under a unique name.
@@ -50,11 +54,12 @@ func newScratch() (*scratch, error) {
 	}
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	s := &scratch{host: host, table: table, name: "/" + ScratchPrefix + hex.EncodeToString(b[:])}
+	s := &scratch{host: host, table: table, name: "/" + mounts.ScratchName(ScratchPrefix, os.Getpid(), b)}
 	if s.points, s.v2, err = table.Scratch(host.ReadFile, "the demo"); err != nil {
 		host.Close()
 		return nil, err
 	}
+	s.sweep()
 	for _, p := range s.points {
 		s.host.AllowExact(path.Join(p, s.name))
 		s.host.AllowWrites(path.Join(p, s.name))
@@ -64,6 +69,37 @@ func newScratch() (*scratch, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// sweep removes the scratch cgroups of earlier demos that were killed
+// before their cleanup (SIGKILL, a test's timeout): names of the demo's
+// form whose PID no process has. A leftover holds no process (the
+// burners die with the demo: Pdeathsig) but keeps its heavy weight at the
+// hierarchy's root, which the agent's guarantees count as a competitor
+// (a VM pod guaranteed 1.5% of its core in a run here). What it removed,
+// or could not, is in s.swept.
+func (s *scratch) sweep() {
+	tried := map[string]bool{}
+	for _, p := range s.points {
+		names, _ := s.host.ReadDirs(p)
+		for _, n := range names {
+			pid, ok := mounts.ScratchMaker(n, ScratchPrefix)
+			if !ok || tried[n] || !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
+				continue
+			}
+			tried[n] = true
+			old := &scratch{host: s.host, table: s.table, name: "/" + n, points: s.points}
+			for _, q := range s.points {
+				s.host.AllowExact(path.Join(q, old.name))
+				s.host.AllowWrites(path.Join(q, old.name))
+			}
+			if err := old.removeTree(); err != nil {
+				s.sweepErr = errors.Join(s.sweepErr, fmt.Errorf("the scratch %s of the killed demo process %d: %w", old.name, pid, err))
+				continue
+			}
+			s.swept = append(s.swept, old.name)
+		}
+	}
 }
 
 // at is the host path of rel in hierarchy point.
@@ -183,10 +219,18 @@ func (s *scratch) pidsAt(point, rel string) []int {
 	return pids
 }
 
-// remove kills every process left beneath the scratch (all of them are
-// the demo's children) and removes every directory beneath it, deepest
-// first, then the scratch itself. It returns what it could not remove.
+// remove removes the scratch (removeTree) and closes the host.
 func (s *scratch) remove() error {
+	err := s.removeTree()
+	_ = s.host.Close()
+	return err
+}
+
+// removeTree kills every process left beneath the scratch (all of them
+// are the demo's children) and removes every directory beneath it,
+// deepest first, then the scratch itself. It returns what it could not
+// remove.
+func (s *scratch) removeTree() error {
 	for round := 0; round < 100; round++ {
 		alive := false
 		for _, p := range s.points {
@@ -221,6 +265,5 @@ func (s *scratch) remove() error {
 			}
 		}
 	}
-	_ = s.host.Close()
 	return errors.Join(errs...)
 }

@@ -48,7 +48,7 @@ func TestDemoInterruptedBySIGINT(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	scratchRE := regexp.MustCompile(`scratch cgroup (/` + demo.ScratchPrefix + `[0-9a-f]+)`)
+	scratchRE := regexp.MustCompile(`scratch cgroup (/` + demo.ScratchPrefix + `[0-9]+-[0-9a-f]{8})`)
 	var scratch string
 	var stderr strings.Builder
 	measuring := make(chan struct{})

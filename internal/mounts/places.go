@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -101,4 +102,27 @@ func (t Table) FileMount(file string) string {
 	}
 	m, _ := t.Controller(ctl)
 	return m.Point
+}
+
+// ScratchName is the name of a scratch cgroup that process pid makes:
+// prefix, the PID and 8 random hex digits. The PID lets a later process
+// tell a scratch whose maker was killed before its cleanup (see
+// ScratchMaker).
+func ScratchName(prefix string, pid int, random [4]byte) string {
+	return fmt.Sprintf("%s%d-%x", prefix, pid, random[:])
+}
+
+// ScratchMaker is the PID in a name that ScratchName made with prefix;
+// ok is false for any other name.
+func ScratchMaker(name, prefix string) (pid int, ok bool) {
+	rest, found := strings.CutPrefix(name, prefix)
+	digits, hex, dash := strings.Cut(rest, "-")
+	if !found || !dash || len(hex) != 8 || strings.Trim(hex, "0123456789abcdef") != "" {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(digits)
+	if err != nil || pid <= 0 || strconv.Itoa(pid) != digits {
+		return 0, false
+	}
+	return pid, true
 }

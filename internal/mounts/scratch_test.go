@@ -51,3 +51,28 @@ func TestScratch(t *testing.T) {
 		t.Errorf("no mounts: %v", err)
 	}
 }
+
+func TestScratchName(t *testing.T) {
+	name := ScratchName("cgwarden-demo-", 4242, [4]byte{0x01, 0x23, 0xab, 0xcd})
+	if name != "cgwarden-demo-4242-0123abcd" {
+		t.Errorf("ScratchName = %q", name)
+	}
+	if pid, ok := ScratchMaker(name, "cgwarden-demo-"); !ok || pid != 4242 {
+		t.Errorf("ScratchMaker(%q) = %d, %v; want 4242", name, pid, ok)
+	}
+	for _, n := range []string{
+		"cgwarden-demo-0123abcd",        // the form before PIDs
+		"cgwarden-test-4242-0123abcd",   // another prefix
+		"cgwarden-demo-4242-0123abc",    // 7 hex digits
+		"cgwarden-demo-4242-0123ABCD",   // upper case
+		"cgwarden-demo-04242-0123abcd",  // not as a PID is written
+		"cgwarden-demo-0-0123abcd",      // no process
+		"cgwarden-demo--1-0123abcd",     // negative
+		"cgwarden-demo-4242-0123abcd-x", // more after it
+		"cgwarden-demo-99999999999999999999-0123abcd",
+	} {
+		if pid, ok := ScratchMaker(n, "cgwarden-demo-"); ok {
+			t.Errorf("ScratchMaker(%q) = %d, want no PID", n, pid)
+		}
+	}
+}

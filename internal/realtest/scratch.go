@@ -2,7 +2,6 @@ package realtest
 
 import (
 	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -59,7 +58,7 @@ func NewScratch(t testing.TB) *Scratch {
 	}
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	s := &Scratch{t: t, Host: host, Table: table, Name: fmt.Sprintf("/cgwarden-test-%d-%s", os.Getpid(), hex.EncodeToString(b[:]))}
+	s := &Scratch{t: t, Host: host, Table: table, Name: "/" + mounts.ScratchName(scratchPrefix, os.Getpid(), b)}
 	if s.Points, s.v2, err = table.Scratch(host.ReadFile, "the test"); err != nil {
 		Unavailable(t, err.Error())
 	}

@@ -3,17 +3,19 @@ package realtest
 import (
 	"errors"
 	"path"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cgwarden/cgwarden/internal/mounts"
 )
 
-// scratchName is a scratch cgroup's name: its test process's PID, then
-// random hex, so that a later test can tell whose it is.
-var scratchName = regexp.MustCompile(`^cgwarden-test-([0-9]+)-[0-9a-f]{8}$`)
+// scratchPrefix starts a test's scratch cgroup's name, then its test
+// process's PID and random hex (mounts.ScratchName), so that a later test
+// can tell whose it is.
+const scratchPrefix = "cgwarden-test-"
 
 // sweep removes the scratch cgroups, beside the one being made, of test
 // processes that are gone: a test binary killed before its cleanups ran
@@ -31,12 +33,8 @@ func (s *Scratch) sweep() {
 			continue
 		}
 		for _, n := range names {
-			m := scratchName.FindStringSubmatch(n)
-			if m == nil {
-				continue
-			}
-			pid, err := strconv.Atoi(m[1])
-			if err != nil || pid <= 0 || !errors.Is(unix.Kill(pid, 0), unix.ESRCH) {
+			pid, ok := mounts.ScratchMaker(n, scratchPrefix)
+			if !ok || !errors.Is(unix.Kill(pid, 0), unix.ESRCH) {
 				continue
 			}
 			if err := s.remove(path.Join(p, n)); err != nil {
