@@ -9,13 +9,10 @@ import (
 	"io/fs"
 	"math"
 	"os"
-	"os/exec"
 	"path"
 	"strings"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/cgwarden/cgwarden/internal/realtest"
 )
@@ -194,14 +191,7 @@ func children() []string {
 func TestDemoSweepsKilledDemosScratch(t *testing.T) {
 	rs := realtest.NewScratch(t)
 	realtest.LockCPU(t)
-	dead := exec.Command("true")
-	if err := dead.Run(); err != nil {
-		t.Fatal(err)
-	}
-	deadPID := dead.Process.Pid
-	if !errors.Is(unix.Kill(deadPID, 0), unix.ESRCH) {
-		t.Skipf("pid %d was reused at once; nothing to sweep", deadPID)
-	}
+	deadPID := realtest.DeadPID(t)
 	leftover := fmt.Sprintf("%s%d-0123abcd", ScratchPrefix, deadPID)
 	live := fmt.Sprintf("%s%d-4567cdef", ScratchPrefix, os.Getpid())
 	old := ScratchPrefix + "89abcdef"

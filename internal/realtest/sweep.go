@@ -2,10 +2,12 @@ package realtest
 
 import (
 	"errors"
+	"os/exec"
 	"path"
 	"slices"
 	"strconv"
 	"strings"
+	"testing"
 
 	"golang.org/x/sys/unix"
 
@@ -84,4 +86,19 @@ func (s *Scratch) remove(dir string) error {
 		}
 	}
 	return nil
+}
+
+// DeadPID is a PID that no process has now: that of a process that ran
+// and exited. It skips t when the PID was reused at once.
+func DeadPID(t testing.TB) int {
+	t.Helper()
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	pid := dead.Process.Pid
+	if !errors.Is(unix.Kill(pid, 0), unix.ESRCH) {
+		t.Skipf("pid %d was reused at once; nothing to sweep", pid)
+	}
+	return pid
 }

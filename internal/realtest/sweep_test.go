@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // TestSweepRemovesLeftoversOfDeadTests: a scratch left by a test process
@@ -20,14 +18,7 @@ import (
 // use and one of another name stay, in every hierarchy.
 func TestSweepRemovesLeftoversOfDeadTests(t *testing.T) {
 	first := NewScratch(t)
-	dead := exec.Command("true")
-	if err := dead.Run(); err != nil {
-		t.Fatal(err)
-	}
-	deadPID := dead.Process.Pid
-	if !errors.Is(unix.Kill(deadPID, 0), unix.ESRCH) {
-		t.Skipf("pid %d was reused at once; nothing to sweep", deadPID)
-	}
+	deadPID := DeadPID(t)
 	leftover := fmt.Sprintf("cgwarden-test-%d-%s", deadPID, "0123abcd")
 	live := fmt.Sprintf("cgwarden-test-%d-%s", os.Getpid(), "4567cdef")
 	other := "cgwarden-test-89abcdef" // the form before PIDs: whose it is is unknown
