@@ -1,6 +1,7 @@
 package sizer
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/cgwarden/cgwarden/internal/vmsize"
@@ -104,23 +105,26 @@ func isKubeVirt(pod *corev1.Pod) bool {
 // hasCPURequest reports a CPU request (or limit, which the API server
 // copies into requests) on any container or on the pod itself.
 func hasCPURequest(pod *corev1.Pod) bool {
-	if r := pod.Spec.Resources; r != nil {
-		if _, ok := r.Requests[corev1.ResourceCPU]; ok {
-			return true
+	return setsAny(pod, corev1.ResourceCPU)
+}
+
+// setsAny reports a request or limit of any of names on any container or
+// on the pod itself.
+func setsAny(pod *corev1.Pod, names ...corev1.ResourceName) bool {
+	sets := func(r corev1.ResourceRequirements) bool {
+		for _, l := range []corev1.ResourceList{r.Requests, r.Limits} {
+			for _, n := range names {
+				if _, ok := l[n]; ok {
+					return true
+				}
+			}
 		}
-		if _, ok := r.Limits[corev1.ResourceCPU]; ok {
-			return true
-		}
+		return false
 	}
-	for _, c := range pod.Spec.Containers {
-		if _, ok := c.Resources.Requests[corev1.ResourceCPU]; ok {
-			return true
-		}
-		if _, ok := c.Resources.Limits[corev1.ResourceCPU]; ok {
-			return true
-		}
+	if r := pod.Spec.Resources; r != nil && sets(*r) {
+		return true
 	}
-	return false
+	return slices.ContainsFunc(pod.Spec.Containers, func(c corev1.Container) bool { return sets(c.Resources) })
 }
 
 // vmContainer picks the container to size, by the size policy

@@ -177,26 +177,7 @@ func bestEffort(pod *corev1.Pod) bool {
 	if c := pod.Status.QOSClass; c != "" {
 		return c == corev1.PodQOSBestEffort
 	}
-	has := func(r corev1.ResourceRequirements) bool {
-		for _, l := range []corev1.ResourceList{r.Requests, r.Limits} {
-			if _, ok := l[corev1.ResourceCPU]; ok {
-				return true
-			}
-			if _, ok := l[corev1.ResourceMemory]; ok {
-				return true
-			}
-		}
-		return false
-	}
-	if r := pod.Spec.Resources; r != nil && has(*r) {
-		return false
-	}
-	for _, c := range pod.Spec.Containers {
-		if has(c.Resources) {
-			return false
-		}
-	}
-	return true
+	return !setsAny(pod, corev1.ResourceCPU, corev1.ResourceMemory)
 }
 
 func hasCPU(l corev1.ResourceList) bool {
