@@ -143,27 +143,13 @@ func (c *Controller) Run(ctx context.Context) error {
 
 // setDefaults fills the tunables left at zero and the controller's state.
 func (c *Controller) setDefaults() {
-	if c.Coalesce <= 0 {
-		c.Coalesce = 2 * time.Second
-	}
-	if c.Recheck <= 0 {
-		c.Recheck = time.Minute
-	}
-	if c.MaxDelay <= 0 {
-		c.MaxDelay = 5 * c.Coalesce
-	}
-	if c.Workers <= 0 {
-		c.Workers = 8
-	}
-	if c.EventWindow <= 0 {
-		c.EventWindow = 10 * time.Minute
-	}
-	if c.RetryBase <= 0 {
-		c.RetryBase = 500 * time.Millisecond
-	}
-	if c.RetryMax <= 0 {
-		c.RetryMax = 5 * time.Minute
-	}
+	orDefault(&c.Coalesce, 2*time.Second)
+	orDefault(&c.Recheck, time.Minute)
+	orDefault(&c.MaxDelay, 5*c.Coalesce)
+	orDefault(&c.Workers, 8)
+	orDefault(&c.EventWindow, 10*time.Minute)
+	orDefault(&c.RetryBase, 500*time.Millisecond)
+	orDefault(&c.RetryMax, 5*time.Minute)
 	if c.now == nil {
 		c.now = time.Now
 	}
@@ -171,6 +157,13 @@ func (c *Controller) setDefaults() {
 	c.evs = eventLimit{Window: c.EventWindow}
 	c.reported = map[types.UID]string{}
 	c.retrying = map[string]time.Time{}
+}
+
+// orDefault sets *p to def when it is 0 or below.
+func orDefault[T int | time.Duration](p *T, def T) {
+	if *p <= 0 {
+		*p = def
+	}
 }
 
 // awaitCRD waits, idle, until the VirtualMachine CRD is installed

@@ -1,6 +1,7 @@
 package sizer
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -325,17 +326,7 @@ const (
 
 // leaderElection is the options' timings, the defaults for those unset.
 func (o Options) leaderElection() (lease, renew, retry time.Duration) {
-	lease, renew, retry = o.LeaseDuration, o.RenewDeadline, o.RetryPeriod
-	if lease == 0 {
-		lease = DefaultLeaseDuration
-	}
-	if renew == 0 {
-		renew = DefaultRenewDeadline
-	}
-	if retry == 0 {
-		retry = DefaultRetryPeriod
-	}
-	return lease, renew, retry
+	return cmp.Or(o.LeaseDuration, DefaultLeaseDuration), cmp.Or(o.RenewDeadline, DefaultRenewDeadline), cmp.Or(o.RetryPeriod, DefaultRetryPeriod)
 }
 
 // CheckLeaderElection says, naming the flags, why client-go's
