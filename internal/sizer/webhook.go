@@ -147,14 +147,19 @@ func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (h *Webhook) Review(ctx context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
 	resp := &admissionv1.AdmissionResponse{UID: req.UID, Allowed: true}
 	log := h.Log.With("namespace", req.Namespace, "name", req.Name)
+	// notSized admits the pod unchanged, counted as result, with a
+	// warning saying why.
+	notSized := func(result, why string) *admissionv1.AdmissionResponse {
+		h.count(result)
+		resp.Warnings = []string{"cgwarden sizer: pod not sized: " + why}
+		return resp
+	}
 	if req.Kind.Kind != "Pod" || req.Operation != admissionv1.Create || req.SubResource != "" {
 		return resp
 	}
 	var pod corev1.Pod
 	if err := json.Unmarshal(req.Object.Raw, &pod); err != nil {
-		h.count("unsized")
-		resp.Warnings = []string{"cgwarden sizer: pod not sized: cannot decode it: " + err.Error()}
-		return resp
+		return notSized("unsized", "cannot decode it: "+err.Error())
 	}
 	// The request's namespace, never the object's: the API server
 	// checks that they agree before admission, so a review where they
@@ -164,38 +169,30 @@ func (h *Webhook) Review(ctx context.Context, req *admissionv1.AdmissionRequest)
 	// who can reach the port (docs/security.md).
 	switch {
 	case req.Namespace == "":
-		h.count("refused")
-		resp.Warnings = []string{"cgwarden sizer: pod not sized: the request names no namespace"}
-		return resp
+		return notSized("refused", "the request names no namespace")
 	case pod.Namespace != "" && pod.Namespace != req.Namespace:
-		h.count("refused")
 		log.Warn("pod not sized: its namespace is not the request's", "podNamespace", pod.Namespace)
-		resp.Warnings = []string{"cgwarden sizer: pod not sized: its namespace is not the request's"}
-		return resp
+		return notSized("refused", "its namespace is not the request's")
 	}
 	pod.Namespace = req.Namespace
 	if pod.Name == "" {
 		log = log.With("generateName", pod.GenerateName)
 	}
 	t, skip, warn := Find(&pod)
+	if skip != "" && warn {
+		log.Warn("pod not sized", "reason", skip)
+		return notSized("unsized", skip)
+	}
 	if skip != "" {
-		if warn {
-			h.count("unsized")
-			log.Warn("pod not sized", "reason", skip)
-			resp.Warnings = []string{"cgwarden sizer: pod not sized: " + skip}
-		} else {
-			h.count("skipped")
-			log.Debug("pod left alone", "reason", skip)
-		}
+		h.count("skipped")
+		log.Debug("pod left alone", "reason", skip)
 		return resp
 	}
 	t.PodLevel = h.Level == LevelPod && t.Source == SourceNeonVM
 	milli, err := h.size(ctx, pod.Namespace, t)
 	if err != nil {
-		h.count("unsized")
 		log.Warn("pod not sized", "reason", err)
-		resp.Warnings = []string{"cgwarden sizer: pod not sized: " + err.Error()}
-		return resp
+		return notSized("unsized", err.Error())
 	}
 	// The node is not known at admission (the pod is not scheduled):
 	// only the namespace's bound holds here; the resize controller holds
@@ -212,9 +209,7 @@ func (h *Webhook) Review(ctx context.Context, req *admissionv1.AdmissionRequest)
 		patch, err = marshalPatch(ops)
 	}
 	if err != nil {
-		h.count("unsized")
-		resp.Warnings = []string{"cgwarden sizer: pod not sized: " + err.Error()}
-		return resp
+		return notSized("unsized", err.Error())
 	}
 	pt := admissionv1.PatchTypeJSONPatch
 	resp.Patch, resp.PatchType = patch, &pt
