@@ -7,7 +7,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/version"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -113,9 +112,9 @@ func ProbeLevel(ctx context.Context, cs kubernetes.Interface, mode PodLevelMode)
 		l, why := ChooseLevel(mode, "", NodeFeatures{})
 		return l, why, nil
 	}
-	v, err := serverVersion(cs.Discovery())
+	info, err := cs.Discovery().ServerVersion()
 	if err != nil {
-		return LevelContainer, "", err
+		return LevelContainer, "", fmt.Errorf("the API server's version: %w", err)
 	}
 	var nf NodeFeatures
 	opts := metav1.ListOptions{Limit: nodeListPage}
@@ -135,14 +134,6 @@ func ProbeLevel(ctx context.Context, cs kubernetes.Interface, mode PodLevelMode)
 		}
 		opts.Continue = list.Continue
 	}
-	l, why := ChooseLevel(mode, v, nf)
+	l, why := ChooseLevel(mode, info.GitVersion, nf)
 	return l, why, nil
-}
-
-func serverVersion(d discovery.ServerVersionInterface) (string, error) {
-	info, err := d.ServerVersion()
-	if err != nil {
-		return "", fmt.Errorf("the API server's version: %w", err)
-	}
-	return info.GitVersion, nil
 }
