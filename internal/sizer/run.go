@@ -94,8 +94,6 @@ func (d dynamicVMs) GetVM(ctx context.Context, ns, name string) (*unstructured.U
 	return d.c.Resource(VirtualMachines).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
 }
 
-var _ VMGetter = dynamicVMs{}
-
 // Run serves the webhook and runs the resize controller until ctx ends.
 func Run(ctx context.Context, o Options) error {
 	log := o.Log.With("component", "sizer")

@@ -3,7 +3,6 @@ package sizer
 import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/cgwarden/cgwarden/internal/vmsize"
 )
@@ -13,15 +12,10 @@ import (
 // the controller's sync): a whole runner pod is several KiB (managedFields,
 // the runner's -vmspec argument, env, volumes, conditions) and a whole
 // VirtualMachine about 2 KiB, where the fields read are a few hundred
-// bytes. Each transform (a cache.TransformFunc) is idempotent, and returns
-// anything that is not its kind unchanged: a cache.DeletedFinalStateUnknown
+// bytes. Each transform (a cache.TransformFunc: slimRunnerPod,
+// nodeAllocatableOnly, vmsize.Slim) is idempotent, and returns anything
+// that is not its kind unchanged: a cache.DeletedFinalStateUnknown
 // tombstone carries an object the store already slimmed.
-
-var (
-	_ cache.TransformFunc = slimRunnerPod
-	_ cache.TransformFunc = vmsize.Slim
-	_ cache.TransformFunc = nodeAllocatableOnly
-)
 
 // slimRunnerPod keeps of a runner pod:
 //   - metadata: name, namespace, uid, resourceVersion (the store's and the
