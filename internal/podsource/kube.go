@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
@@ -154,21 +153,10 @@ func (n *nodeFirst) Watch(ctx context.Context, opts metav1.ListOptions) (watch.I
 // with an error wrapping ErrNotSynced: the caller may keep it (it answers
 // once the API server does) or Close it.
 func NewKubernetes(ctx context.Context, pods PodWatcher, node string, timeout time.Duration, allLabels bool) (*KubeSource, error) {
-	selector := fields.OneTermEqualSelector("spec.nodeName", node).String()
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = selector
-			return pods.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = selector
-			return pods.Watch(ctx, o)
-		},
-	}
 	// Plain list then watch, not a streaming list (WatchList): one node's
-	// pods are a small list, and every API server (and client-go's fake)
-	// serves list+watch, whatever its feature gates.
-	inf := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, listThenWatch{}), &corev1.Pod{}, 0, cache.Indexers{})
+	// pods are a small list (apiconn.FieldListWatch).
+	lw := apiconn.FieldListWatch(fields.OneTermEqualSelector("spec.nodeName", node), pods.List, pods.Watch)
+	inf := cache.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, cache.Indexers{})
 	transform := SlimPod
 	if allLabels {
 		transform = slimPodAllLabels
@@ -235,11 +223,6 @@ func (k *KubeSource) unset(obj any) {
 		k.changes.Notify()
 	}
 }
-
-// listThenWatch tells the reflector not to use streaming lists.
-type listThenWatch struct{}
-
-func (listThenWatch) IsWatchListSemanticsUnSupported() bool { return true }
 
 // Pods implements metadata.Lister. The slice is shared: callers must not change
 // it. It is the same slice until a pod's metadata changes.

@@ -13,15 +13,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
 
+	"github.com/cgwarden/cgwarden/internal/apiconn"
 	"github.com/cgwarden/cgwarden/internal/metadata"
 	"github.com/cgwarden/cgwarden/internal/vmsize"
 )
@@ -486,39 +484,17 @@ func withJSON(c *rest.Config) *rest.Config {
 func dynamicWatch(dyn dynamic.Interface) func(context.Context, metadata.VMRef, vmSink) {
 	return func(ctx context.Context, ref metadata.VMRef, sink vmSink) {
 		res := dyn.Resource(vmResources[ref.Kind]).Namespace(ref.Namespace)
-		selector := fields.OneTermEqualSelector("metadata.name", ref.Name).String()
-		lw := &cache.ListWatch{
-			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				o.FieldSelector = selector
-				l, err := res.List(ctx, o)
-				switch {
-				case err == nil:
-					sink.allowed()
-				case apierrors.IsForbidden(err):
-					sink.refused(err)
-				}
-				return l, err
-			},
-			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				o.FieldSelector = selector
-				return res.Watch(ctx, o)
-			},
-		}
-		set := func(obj any) {
-			if u, ok := obj.(*unstructured.Unstructured); ok && u.GetName() == ref.Name {
-				sink.set(u.Object)
+		list := func(ctx context.Context, o metav1.ListOptions) (*unstructured.UnstructuredList, error) {
+			l, err := res.List(ctx, o)
+			switch {
+			case err == nil:
+				sink.allowed()
+			case apierrors.IsForbidden(err):
+				sink.refused(err)
 			}
+			return l, err
 		}
-		_, ctrl := cache.NewInformerWithOptions(cache.InformerOptions{
-			ListerWatcher: cache.ToListWatcherWithWatchListSemantics(lw, listThenWatch{}),
-			ObjectType:    &unstructured.Unstructured{},
-			Transform:     vmsize.Slim,
-			Handler: cache.ResourceEventHandlerFuncs{
-				AddFunc:    set,
-				UpdateFunc: func(_, obj any) { set(obj) },
-				DeleteFunc: func(any) { sink.unset() },
-			},
-		})
-		ctrl.RunWithContext(ctx)
+		set := func(u *unstructured.Unstructured) { sink.set(u.Object) }
+		apiconn.WatchOne(ref.Name, list, res.Watch, vmsize.Slim, set, sink.unset).RunWithContext(ctx)
 	}
 }

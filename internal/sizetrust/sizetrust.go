@@ -12,13 +12,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/cgwarden/cgwarden/internal/apiconn"
 	"github.com/cgwarden/cgwarden/internal/metadata"
@@ -361,54 +359,27 @@ func (v view) reason(notYet, unreachable string) string {
 
 // run runs the informer until ctx ends.
 func (w *watched) run(ctx context.Context) {
-	selector := fields.OneTermEqualSelector("metadata.name", w.name).String()
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = selector
-			return w.list(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = selector
-			var wi watch.Interface
-			err := w.ask(func(r dynamic.ResourceInterface) (err error) {
-				wi, err = r.Watch(ctx, o)
-				return err
-			})
-			return wi, err
-		},
+	watchFn := func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		var wi watch.Interface
+		err := w.ask(func(r dynamic.ResourceInterface) (err error) {
+			wi, err = r.Watch(ctx, o)
+			return err
+		})
+		return wi, err
 	}
-	set := func(obj any) {
-		if u, ok := obj.(*unstructured.Unstructured); ok && u.GetName() == w.name {
-			w.mu.Lock()
-			w.obj = u
-			w.mu.Unlock()
-			w.changed()
-		}
-	}
-	_, ctrl := cache.NewInformerWithOptions(cache.InformerOptions{
-		ListerWatcher: cache.ToListWatcherWithWatchListSemantics(lw, listThenWatch{}),
-		ObjectType:    &unstructured.Unstructured{},
-		Handler: cache.ResourceEventHandlerFuncs{
-			AddFunc:    set,
-			UpdateFunc: func(_, obj any) { set(obj) },
-			DeleteFunc: func(obj any) {
-				if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-					obj = d.Obj
-				}
-				if u, ok := obj.(*unstructured.Unstructured); ok && u.GetName() != w.name {
-					return
-				}
-				w.mu.Lock()
-				w.obj = nil
-				w.mu.Unlock()
-				w.changed()
-			},
-		},
-	})
+	ctrl := apiconn.WatchOne(w.name, w.list, watchFn, nil, w.setObj, func() { w.setObj(nil) })
 	w.mu.Lock()
 	w.synced = ctrl.HasSynced
 	w.mu.Unlock()
 	ctrl.RunWithContext(ctx)
+}
+
+// setObj records the object as the informer delivered it (nil: deleted).
+func (w *watched) setObj(u *unstructured.Unstructured) {
+	w.mu.Lock()
+	w.obj = u
+	w.mu.Unlock()
+	w.changed()
 }
 
 // list lists the object, after the backoff of a previous refusal.
@@ -464,9 +435,3 @@ func (w *watched) ask(req func(dynamic.ResourceInterface) error) error {
 	ids := [2]dynamic.ResourceInterface{w.asNode, w.res}
 	return w.pref.Do(func(i int) error { return req(ids[i]) })
 }
-
-// listThenWatch tells the reflector not to use streaming lists (whose
-// list would not go through list, and so not through its backoff).
-type listThenWatch struct{}
-
-func (listThenWatch) IsWatchListSemanticsUnSupported() bool { return true }
