@@ -52,6 +52,17 @@ func (p *Preferred) Do(req func(identity int) error) error {
 	return err2
 }
 
+// Either makes req through ids[0] or ids[1], the two identities' clients,
+// as Do chooses, and returns the answer of the last one asked.
+func Either[C, T any](p *Preferred, ids [2]C, req func(C) (T, error)) (T, error) {
+	var out T
+	err := p.Do(func(i int) (err error) {
+		out, err = req(ids[i])
+		return err
+	})
+	return out, err
+}
+
 func (p *Preferred) answered(i int, refused error) {
 	p.mu.Lock()
 	p.cur = i

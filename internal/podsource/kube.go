@@ -130,21 +130,11 @@ type nodeFirst struct {
 }
 
 func (n *nodeFirst) List(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error) {
-	var out *corev1.PodList
-	err := n.pref.Do(func(i int) (err error) {
-		out, err = n.ids[i].List(ctx, opts)
-		return err
-	})
-	return out, err
+	return apiconn.Either(&n.pref, n.ids, func(p PodWatcher) (*corev1.PodList, error) { return p.List(ctx, opts) })
 }
 
 func (n *nodeFirst) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	var out watch.Interface
-	err := n.pref.Do(func(i int) (err error) {
-		out, err = n.ids[i].Watch(ctx, opts)
-		return err
-	})
-	return out, err
+	return apiconn.Either(&n.pref, n.ids, func(p PodWatcher) (watch.Interface, error) { return p.Watch(ctx, opts) })
 }
 
 // NewKubernetes starts an informer on the pods of node (field selector

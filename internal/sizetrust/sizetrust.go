@@ -360,12 +360,7 @@ func (v view) reason(notYet, unreachable string) string {
 // run runs the informer until ctx ends.
 func (w *watched) run(ctx context.Context) {
 	watchFn := func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-		var wi watch.Interface
-		err := w.ask(func(r dynamic.ResourceInterface) (err error) {
-			wi, err = r.Watch(ctx, o)
-			return err
-		})
-		return wi, err
+		return ask(w, func(r dynamic.ResourceInterface) (watch.Interface, error) { return r.Watch(ctx, o) })
 	}
 	ctrl := apiconn.WatchOne(w.name, w.list, watchFn, nil, w.setObj, func() { w.setObj(nil) })
 	w.mu.Lock()
@@ -396,11 +391,7 @@ func (w *watched) list(ctx context.Context, o metav1.ListOptions) (runtime.Objec
 		case <-t.C:
 		}
 	}
-	var l runtime.Object
-	err := w.ask(func(r dynamic.ResourceInterface) (err error) {
-		l, err = r.List(ctx, o)
-		return err
-	})
+	l, err := ask(w, func(r dynamic.ResourceInterface) (*unstructured.UnstructuredList, error) { return r.List(ctx, o) })
 	why := refusal(err, w.absent, w.what)
 	w.mu.Lock()
 	switch {
@@ -428,10 +419,9 @@ func (w *watched) list(ctx context.Context, o metav1.ListOptions) (runtime.Objec
 
 // ask makes a request through res, or, with asNode, as the identity pref
 // prefers.
-func (w *watched) ask(req func(dynamic.ResourceInterface) error) error {
+func ask[T any](w *watched, req func(dynamic.ResourceInterface) (T, error)) (T, error) {
 	if w.asNode == nil {
 		return req(w.res)
 	}
-	ids := [2]dynamic.ResourceInterface{w.asNode, w.res}
-	return w.pref.Do(func(i int) error { return req(ids[i]) })
+	return apiconn.Either(&w.pref, [2]dynamic.ResourceInterface{w.asNode, w.res}, req)
 }
