@@ -132,7 +132,7 @@ func openAuto(ctx context.Context, cfg Config, log *slog.Logger) (metadata.Liste
 	if cfg.CRISocket == "" {
 		socks = nil
 		for _, s := range DefaultCRISockets {
-			socks = append(socks, filepath.Join(orRoot(cfg.HostRoot), s))
+			socks = append(socks, filepath.Join(cfg.HostRoot, s))
 		}
 	}
 	for _, s := range socks {
@@ -165,16 +165,9 @@ func openAuto(ctx context.Context, cfg Config, log *slog.Logger) (metadata.Liste
 	return nil, None, nil
 }
 
-func orRoot(r string) string {
-	if r == "" {
-		return "/"
-	}
-	return r
-}
-
 func firstSocket(hostRoot string) string {
 	for _, s := range DefaultCRISockets {
-		p := filepath.Join(orRoot(hostRoot), s)
+		p := filepath.Join(hostRoot, s)
 		if _, err := os.Stat(p); err == nil {
 			return p
 		}
