@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
@@ -124,10 +126,10 @@ func OpenVMWatches(ctx context.Context, rc *rest.Config, log *slog.Logger) (*VMW
 	if err != nil {
 		return nil, err
 	}
-	return newVMWatches(ctx, log, dynamicWatch(dyn), serves(disc), backoff{first: discoveryFirst, max: discoveryMax}), nil
+	return newVMWatches(ctx, log, dynamicWatch(dyn), serves(disc), doubling(discoveryFirst, discoveryMax)), nil
 }
 
-func newVMWatches(ctx context.Context, log *slog.Logger, watch func(context.Context, metadata.VMRef, vmSink), disc func(schema.GroupVersionResource) (bool, error), retry backoff) *VMWatches {
+func newVMWatches(ctx context.Context, log *slog.Logger, watch func(context.Context, metadata.VMRef, vmSink), disc func(schema.GroupVersionResource) (bool, error), retry wait.Backoff) *VMWatches {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -358,7 +360,7 @@ func (v *VMWatches) count(f func(*vmItem) bool) int {
 // discover looks for the VM kinds that pods reference and the API server
 // was not yet seen to serve, and starts their watches when it is. It
 // calls the API server with no lock held.
-func (v *VMWatches) discover(delay backoff) {
+func (v *VMWatches) discover(delay wait.Backoff) {
 	var retry <-chan time.Time
 	// earliest is when discovery may ask again after a kind was missing:
 	// pods that come and go do not hurry it.
@@ -395,7 +397,7 @@ func (v *VMWatches) discover(delay backoff) {
 			v.log.Info("watching the VM objects this node's pods reference", "resource", gvr.Resource, "group", gvr.Group)
 		}
 		if missing {
-			d := delay.next()
+			d := delay.Step()
 			v.log.Debug("VM kinds referenced but not served; looking again later", "after", d)
 			retry, earliest = time.After(d), time.Now().Add(d)
 		}
@@ -430,20 +432,10 @@ func (v *VMWatches) serve(kind string) {
 	}
 }
 
-// backoff is an exponential delay: first, then doubled each time up to
-// max.
-type backoff struct {
-	first, max, cur time.Duration
-}
-
-func (b *backoff) next() time.Duration {
-	switch {
-	case b.cur == 0:
-		b.cur = b.first
-	case b.cur < b.max:
-		b.cur = min(2*b.cur, b.max)
-	}
-	return b.cur
+// doubling is an exponential delay: first, then doubled each time up to
+// limit.
+func doubling(first, limit time.Duration) wait.Backoff {
+	return wait.Backoff{Duration: first, Factor: 2, Cap: limit, Steps: math.MaxInt32}
 }
 
 // serves asks discovery whether the API server serves gvr: a GET of its

@@ -107,7 +107,7 @@ func neonVMObject(ns, name string, use any) map[string]any {
 // owned by a VirtualMachine other than its label's holds both.
 func TestVMWatchesAreCountedByPods(t *testing.T) {
 	f := newFakeWatches()
-	v := newVMWatches(t.Context(), quiet, f.watch, servesAll, backoff{first: time.Millisecond, max: time.Millisecond})
+	v := newVMWatches(t.Context(), quiet, f.watch, servesAll, doubling(time.Millisecond, time.Millisecond))
 	defer v.Close()
 	db := metadata.VMRef{Kind: "neonvm", Namespace: "a", Name: "db"}
 
@@ -181,7 +181,7 @@ func (l *listedPods) Pods(context.Context) ([]metadata.Pod, error) {
 // changes Sizes returns the very same set.
 func TestVMSizeChangesReachSizes(t *testing.T) {
 	f := newFakeWatches()
-	v := newVMWatches(t.Context(), quiet, f.watch, servesAll, backoff{first: time.Millisecond, max: time.Millisecond})
+	v := newVMWatches(t.Context(), quiet, f.watch, servesAll, doubling(time.Millisecond, time.Millisecond))
 	defer v.Close()
 	pods := &listedPods{pods: []metadata.Pod{runner("p1", "a", "db")}}
 	src := &hold.MetaSource{Lister: pods, Live: v}
@@ -290,7 +290,7 @@ func TestVMDiscoveryIsLazyAndUnlocked(t *testing.T) {
 		}
 		return n >= 3, nil // absent twice, then installed
 	}
-	v := newVMWatches(t.Context(), quiet, f.watch, disc, backoff{first: time.Millisecond, max: 4 * time.Millisecond})
+	v := newVMWatches(t.Context(), quiet, f.watch, disc, doubling(time.Millisecond, 4*time.Millisecond))
 	defer v.Close()
 	askedNow := func() []string {
 		mu.Lock()
@@ -321,10 +321,10 @@ func TestVMDiscoveryIsLazyAndUnlocked(t *testing.T) {
 }
 
 func TestBackoffReachesTenMinutes(t *testing.T) {
-	b := backoff{first: discoveryFirst, max: discoveryMax}
+	b := doubling(discoveryFirst, discoveryMax)
 	var got []time.Duration
 	for range 8 {
-		got = append(got, b.next())
+		got = append(got, b.Step())
 	}
 	want := []time.Duration{15 * time.Second, 30 * time.Second, time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute, 10 * time.Minute, 10 * time.Minute}
 	if !slices.Equal(got, want) {
@@ -345,7 +345,7 @@ func TestNodeWatchesItsPodsVMsThroughTheClients(t *testing.T) {
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme, map[schema.GroupVersionResource]string{vmGVR: "VirtualMachineList"},
 		&unstructured.Unstructured{Object: neonVMObject("a", "db", int64(2))},
 		&unstructured.Unstructured{Object: neonVMObject("a", "other", int64(6))})
-	v := newVMWatches(ctx, quiet, dynamicWatch(dyn), servesAll, backoff{first: time.Millisecond, max: time.Millisecond})
+	v := newVMWatches(ctx, quiet, dynamicWatch(dyn), servesAll, doubling(time.Millisecond, time.Millisecond))
 	defer v.Close()
 	runnerPod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "db-runner", Namespace: "a", UID: types.UID("p1"), Labels: map[string]string{vmsize.LabelNeonVM: "db"}},
@@ -471,7 +471,7 @@ func TestRefusedVMReadsAreSaidAndGiveNoSize(t *testing.T) {
 	})
 	var logged bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&lockedWriter{w: &logged}, nil))
-	v := newVMWatches(ctx, log, dynamicWatch(dyn), servesAll, backoff{first: time.Millisecond, max: time.Millisecond})
+	v := newVMWatches(ctx, log, dynamicWatch(dyn), servesAll, doubling(time.Millisecond, time.Millisecond))
 	defer v.Close()
 	runner := func(ns string) *corev1.Pod {
 		return &corev1.Pod{
@@ -536,7 +536,7 @@ func TestRefusedVMNotThereOnceAllowed(t *testing.T) {
 		}
 		return true, nil, apierrors.NewForbidden(vmGVR.GroupResource(), "", errors.New("forbidden"))
 	})
-	v := newVMWatches(ctx, quiet, dynamicWatch(dyn), servesAll, backoff{first: time.Millisecond, max: time.Millisecond})
+	v := newVMWatches(ctx, quiet, dynamicWatch(dyn), servesAll, doubling(time.Millisecond, time.Millisecond))
 	defer v.Close()
 	v.Track([]metadata.Pod{{UID: "p", Namespace: "b", Name: "db-runner", Labels: map[string]string{vmsize.LabelNeonVM: "db"}}})
 	poll.Every(5*time.Millisecond).UntilTrue(t, 10*time.Second, "b/db refused", func() bool { return v.Refused() == 1 })
