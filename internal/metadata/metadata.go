@@ -189,26 +189,21 @@ func (s *Set) Len() int {
 	return len(s.byUID)
 }
 
-// ContainerRuntime returns the runtime of container id in pod p, "" when
-// unknown.
-func (p *Pod) ContainerRuntime(id string) string {
-	for _, c := range p.Containers {
-		if c.ID == id {
-			return c.Runtime
-		}
+// container is the container id of pod p; the zero Container when it has
+// none.
+func (p *Pod) container(id string) Container {
+	if i := slices.IndexFunc(p.Containers, func(c Container) bool { return c.ID == id }); i >= 0 {
+		return p.Containers[i]
 	}
-	return ""
+	return Container{}
 }
 
+// ContainerRuntime returns the runtime of container id in pod p, "" when
+// unknown.
+func (p *Pod) ContainerRuntime(id string) string { return p.container(id).Runtime }
+
 // ContainerName returns the name of container id in pod p.
-func (p *Pod) ContainerName(id string) string {
-	for _, c := range p.Containers {
-		if c.ID == id {
-			return c.Name
-		}
-	}
-	return ""
-}
+func (p *Pod) ContainerName(id string) string { return p.container(id).Name }
 
 // Claim is what the metadata says of a pod UID and container ID that a
 // cgroup's name puts together.
