@@ -68,34 +68,44 @@ func (p portForward) Open(ctx context.Context, a Agent) (Session, error) {
 // whose answer client-go reads without a deadline, is waited for only
 // until ctx ends; a session that opens after that is closed.
 func openTunnel(ctx context.Context, cfg *rest.Config, podURL *url.URL, port int) (*tunnel, error) {
-	type opened struct {
-		conn httpstream.Connection
-		err  error
+	conn, done, err := beforeDone(ctx, func() (httpstream.Connection, error) { return dialPortForward(ctx, cfg, podURL) })
+	switch {
+	case !done:
+		return nil, fmt.Errorf("opening the session: %w", context.Cause(ctx))
+	case err != nil && pastDeadline(ctx):
+		// Ended by the deadline as it passed (the WebSocket dialer
+		// sets it on the connection, whose i/o timeout can come
+		// before ctx says it is done): say it is the deadline.
+		return nil, fmt.Errorf("opening the session: %w (%v)", context.DeadlineExceeded, err)
+	case err != nil:
+		return nil, err
 	}
-	done := make(chan opened, 1)
+	return &tunnel{conn: conn, port: port}, nil
+}
+
+// beforeDone runs f in a goroutine of its own and returns what it
+// returns, done, unless ctx ends first: then done is false, and what f
+// returns later is closed.
+func beforeDone[T io.Closer](ctx context.Context, f func() (T, error)) (v T, done bool, err error) {
+	type result struct {
+		v   T
+		err error
+	}
+	ch := make(chan result, 1)
 	go func() {
-		conn, err := dialPortForward(ctx, cfg, podURL)
-		done <- opened{conn, err}
+		v, err := f()
+		ch <- result{v, err}
 	}()
 	select {
-	case o := <-done:
-		if o.err != nil && pastDeadline(ctx) {
-			// Ended by the deadline as it passed (the WebSocket dialer
-			// sets it on the connection, whose i/o timeout can come
-			// before ctx says it is done): say it is the deadline.
-			return nil, fmt.Errorf("opening the session: %w (%v)", context.DeadlineExceeded, o.err)
-		}
-		if o.err != nil {
-			return nil, o.err
-		}
-		return &tunnel{conn: o.conn, port: port}, nil
+	case r := <-ch:
+		return r.v, true, r.err
 	case <-ctx.Done():
 		go func() {
-			if o := <-done; o.conn != nil {
-				_ = o.conn.Close()
+			if r := <-ch; any(r.v) != nil {
+				_ = r.v.Close()
 			}
 		}()
-		return nil, fmt.Errorf("opening the session: %w", context.Cause(ctx))
+		return v, false, nil
 	}
 }
 
@@ -170,26 +180,11 @@ func (t *tunnel) Close() error { return t.conn.Close() }
 // opening a stream waits for the kubelet's reply (client-go waits up to
 // 30 s); past ctx, the caller closes the session, which ends the wait.
 func (t *tunnel) DialContext(ctx context.Context, _, _ string) (net.Conn, error) {
-	type dialed struct {
-		c   net.Conn
-		err error
-	}
-	done := make(chan dialed, 1)
-	go func() {
-		c, err := t.dial()
-		done <- dialed{c, err}
-	}()
-	select {
-	case d := <-done:
-		return d.c, d.err
-	case <-ctx.Done():
-		go func() {
-			if d := <-done; d.c != nil {
-				_ = d.c.Close()
-			}
-		}()
+	c, done, err := beforeDone(ctx, t.dial)
+	if !done {
 		return nil, fmt.Errorf("opening a stream to port %d: %w", t.port, context.Cause(ctx))
 	}
+	return c, err
 }
 
 // dial opens the pair of streams of one connection.
