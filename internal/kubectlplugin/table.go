@@ -1,10 +1,13 @@
 package kubectlplugin
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	"k8s.io/utils/ptr"
 
 	"github.com/cgwarden/cgwarden/internal/inspect"
 )
@@ -72,64 +75,31 @@ func nodeLine(n nodeAudit) string {
 }
 
 // writeInspectTable writes NODE NAMESPACE POD QOS WEIGHT GUARANTEED USED
-// MEMORY CONTAINERS MISPLACED; "-" is unknown (no pod metadata, a file
-// that could not be read), never 0.
+// MEMORY CONTAINERS MISPLACED; POD is the pod's name, else its UID (no pod
+// metadata); "-" is unknown (no pod metadata, a file that could not be
+// read), never 0.
 func writeInspectTable(w io.Writer, nodes []nodeInspect) error {
 	tw := newTable(w)
 	fmt.Fprintln(tw, "NODE\tNAMESPACE\tPOD\tQOS\tWEIGHT\tGUARANTEED\tUSED\tMEMORY\tCONTAINERS\tMISPLACED")
 	for _, n := range nodes {
 		for _, p := range n.pods {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\n", n.name, orDash(p.Namespace), podName(p), p.QoS,
-				weightOf(p), guaranteedOf(p), usedOf(p), memoryOf(p), containers(p), misplaced(p))
+			var weight, memory *uint64
+			var guaranteed, used *float64
+			if p.CPU != nil {
+				weight, guaranteed, used = p.CPU.Weight, &p.CPU.GuaranteedCores, p.CPU.UsageCores
+			}
+			if p.Memory != nil {
+				memory = p.Memory.WorkingSetBytes
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\n", n.name, cmp.Or(ptr.Deref(p.Namespace, ""), "-"),
+				cmp.Or(ptr.Deref(p.Name, ""), p.UID), p.QoS, number(weight, "%d"), number(guaranteed, "%.3f"), number(used, "%.3f"),
+				mebibytes(memory), containers(p), misplaced(p))
 		}
 	}
 	return tw.Flush()
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
-
-func orDash(s *string) string {
-	if s == nil || *s == "" {
-		return "-"
-	}
-	return *s
-}
-
-// podName is the pod's name, else its UID (no pod metadata).
-func podName(p inspect.PodJSON) string {
-	if p.Name != nil && *p.Name != "" {
-		return *p.Name
-	}
-	return p.UID
-}
-
-func weightOf(p inspect.PodJSON) string {
-	if p.CPU == nil || p.CPU.Weight == nil {
-		return "-"
-	}
-	return fmt.Sprint(*p.CPU.Weight)
-}
-
-func guaranteedOf(p inspect.PodJSON) string {
-	if p.CPU == nil {
-		return "-"
-	}
-	return fmt.Sprintf("%.3f", p.CPU.GuaranteedCores)
-}
-
-func usedOf(p inspect.PodJSON) string {
-	if p.CPU == nil || p.CPU.UsageCores == nil {
-		return "-"
-	}
-	return fmt.Sprintf("%.3f", *p.CPU.UsageCores)
-}
-
-func memoryOf(p inspect.PodJSON) string {
-	if p.Memory == nil || p.Memory.WorkingSetBytes == nil {
-		return "-"
-	}
-	return fmt.Sprintf("%.1fMi", float64(*p.Memory.WorkingSetBytes)/(1<<20))
-}
 
 // containers counts the pod's declared containers (not its sandbox).
 func containers(p inspect.PodJSON) int {
@@ -174,33 +144,27 @@ func writePromInspectTable(w io.Writer, nodes []PromNode) error {
 	fmt.Fprintln(tw, "NODE\tNAMESPACE\tPOD\tWEIGHT\tGUARANTEED\tUSED\tMEMORY\tCONTAINERS\tMISPLACED")
 	for _, n := range nodes {
 		for _, p := range n.Pods {
-			name := p.Pod
-			if name == "" {
-				name = p.UID
-			}
-			ns := p.Namespace
-			if ns == "" {
-				ns = "-"
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Name, ns, name,
-				promNumber(p.Weight, "%.0f"), promNumber(p.GuaranteedCores, "%.3f"), promNumber(p.UsageCores, "%.3f"),
-				promMiB(p.WorkingSetBytes), promNumber(p.Containers, "%d"), promNumber(p.Misplaced, "%d"))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Name, cmp.Or(p.Namespace, "-"), cmp.Or(p.Pod, p.UID),
+				number(p.Weight, "%.0f"), number(p.GuaranteedCores, "%.3f"), number(p.UsageCores, "%.3f"),
+				mebibytes(p.WorkingSetBytes), number(p.Containers, "%d"), number(p.Misplaced, "%d"))
 		}
 	}
 	return tw.Flush()
 }
 
-// promNumber formats *v with format, "-" when Prometheus has no series.
-func promNumber[T any](v *T, format string) string {
+// number formats *v with format, "-" when it is unknown (or Prometheus
+// has no series).
+func number[T any](v *T, format string) string {
 	if v == nil {
 		return "-"
 	}
 	return fmt.Sprintf(format, *v)
 }
 
-func promMiB(v *float64) string {
+// mebibytes is *v bytes in MiB, "-" when unknown.
+func mebibytes[T uint64 | float64](v *T) string {
 	if v == nil {
 		return "-"
 	}
-	return fmt.Sprintf("%.1fMi", *v/(1<<20))
+	return fmt.Sprintf("%.1fMi", float64(*v)/(1<<20))
 }
