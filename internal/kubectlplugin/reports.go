@@ -90,16 +90,12 @@ func selectSizes(raw json.RawMessage, sel selection) (json.RawMessage, error) {
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		return nil, fmt.Errorf("the agent's audit: sizes: %w", err)
 	}
-	var pods []json.RawMessage
-	if err := unmarshalKey(doc, "pods", &pods); err != nil {
-		return nil, err
-	}
 	type sizedPod struct {
 		Subject struct {
 			Namespace string `json:"namespace"`
 		} `json:"subject"`
 	}
-	kept, _, err := selectRaw(pods, sel, "the agent's audit: a sized pod", func(p *sizedPod) *string { return &p.Subject.Namespace })
+	kept, _, err := selectRaw(doc, "pods", sel, "the agent's audit: a sized pod", func(p *sizedPod) *string { return &p.Subject.Namespace })
 	if err != nil {
 		return nil, err
 	}
@@ -129,11 +125,11 @@ func selectInspect(body []byte, sel selection) ([]byte, []inspect.PodJSON, error
 	if err := json.Unmarshal(body, &doc); err != nil {
 		return nil, nil, fmt.Errorf("the agent's inventory: %w", err)
 	}
-	pods, rows, err := selectPods(doc, sel)
+	pods, rows, err := selectRaw(doc, "pods", sel, "the agent's inventory: a pod", func(p *inspect.PodJSON) *string { return p.Namespace })
 	if err != nil {
 		return nil, nil, err
 	}
-	sized, err := selectSized(doc, sel)
+	sized, _, err := selectRaw(doc, "sizedPods", sel, "the agent's inventory: a sized pod", func(s *inspect.SizedJSON) *string { return &s.Namespace })
 	if err != nil {
 		return nil, nil, err
 	}
@@ -150,29 +146,17 @@ func selectInspect(body []byte, sel selection) ([]byte, []inspect.PodJSON, error
 	return out, rows, err
 }
 
-// selectPods keeps the selected pods[] as sent, and decodes them.
-func selectPods(doc map[string]json.RawMessage, sel selection) ([]json.RawMessage, []inspect.PodJSON, error) {
-	var pods []json.RawMessage
-	if err := unmarshalKey(doc, "pods", &pods); err != nil {
-		return nil, nil, err
+// selectRaw keeps the elements of doc's array key (none when there is no
+// key), as sent, whose namespace (ns of the element decoded as T) the
+// selection matches, and returns them decoded too; what names an element
+// in an error.
+func selectRaw[T any](doc map[string]json.RawMessage, key string, sel selection, what string, ns func(*T) *string) ([]json.RawMessage, []T, error) {
+	var raws []json.RawMessage
+	if raw, ok := doc[key]; ok {
+		if err := json.Unmarshal(raw, &raws); err != nil {
+			return nil, nil, fmt.Errorf("the agent's inventory: %s: %w", key, err)
+		}
 	}
-	return selectRaw(pods, sel, "the agent's inventory: a pod", func(p *inspect.PodJSON) *string { return p.Namespace })
-}
-
-// selectSized keeps the selected sizedPods[] as sent.
-func selectSized(doc map[string]json.RawMessage, sel selection) ([]json.RawMessage, error) {
-	var sized []json.RawMessage
-	if err := unmarshalKey(doc, "sizedPods", &sized); err != nil {
-		return nil, err
-	}
-	kept, _, err := selectRaw(sized, sel, "the agent's inventory: a sized pod", func(s *inspect.SizedJSON) *string { return &s.Namespace })
-	return kept, err
-}
-
-// selectRaw keeps the elements of raws, as sent, whose namespace (ns of
-// the element decoded as T) the selection matches, and returns them
-// decoded too; what names an element in an error.
-func selectRaw[T any](raws []json.RawMessage, sel selection, what string, ns func(*T) *string) ([]json.RawMessage, []T, error) {
 	kept, rows := []json.RawMessage{}, []T{}
 	for _, raw := range raws {
 		var v T
@@ -184,17 +168,6 @@ func selectRaw[T any](raws []json.RawMessage, sel selection, what string, ns fun
 		}
 	}
 	return kept, rows, nil
-}
-
-func unmarshalKey(doc map[string]json.RawMessage, key string, v any) error {
-	raw, ok := doc[key]
-	if !ok {
-		return nil
-	}
-	if err := json.Unmarshal(raw, v); err != nil {
-		return fmt.Errorf("the agent's inventory: %s: %w", key, err)
-	}
-	return nil
 }
 
 func setKey(doc map[string]json.RawMessage, key string, v any) error {
