@@ -1,9 +1,11 @@
 package kubectlplugin
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -141,10 +143,8 @@ func promDocument(k kind, vec model.Vector, at time.Time) *PromReport {
 	doc := &PromReport{Kind: k.name, Source: "prometheus", Time: at.UTC(), Nodes: []PromNode{}}
 	nodes := map[string]*PromNode{}
 	nodeOf := func(m model.Metric) *PromNode {
-		name := string(m["node"])
-		if name == "" { // scraped without the relabel to node (docs/alerts.md)
-			name = string(m["instance"])
-		}
+		// the instance when scraped without the relabel to node (docs/alerts.md)
+		name := cmp.Or(string(m["node"]), string(m["instance"]))
 		n := nodes[name]
 		if n == nil {
 			n = &PromNode{Name: name}
@@ -152,18 +152,17 @@ func promDocument(k kind, vec model.Vector, at time.Time) *PromReport {
 		}
 		return n
 	}
-	pods := map[*PromNode]map[string]*PromPod{}
+	type podKey struct {
+		node                *PromNode
+		namespace, pod, uid string
+	}
+	pods := map[podKey]*PromPod{}
 	podOf := func(n *PromNode, m model.Metric) *PromPod {
-		key := string(m["uid"]) + "\x00" + string(m["namespace"]) + "\x00" + string(m["pod"])
-		if pods[n] == nil {
-			pods[n] = map[string]*PromPod{}
+		k := podKey{n, string(m["namespace"]), string(m["pod"]), string(m["uid"])}
+		if pods[k] == nil {
+			pods[k] = &PromPod{Namespace: k.namespace, Pod: k.pod, UID: k.uid}
 		}
-		p := pods[n][key]
-		if p == nil {
-			p = &PromPod{Namespace: string(m["namespace"]), Pod: string(m["pod"]), UID: string(m["uid"])}
-			pods[n][key] = p
-		}
-		return p
+		return pods[k]
 	}
 	for _, s := range vec {
 		n, v := nodeOf(s.Metric), float64(s.Value)
@@ -180,10 +179,8 @@ func promDocument(k kind, vec model.Vector, at time.Time) *PromReport {
 			setPodSeries(podOf(n, s.Metric), mk, name, v)
 		}
 	}
-	for n, ps := range pods {
-		for _, p := range ps {
-			n.Pods = append(n.Pods, *p)
-		}
+	for k, p := range pods {
+		k.node.Pods = append(k.node.Pods, *p)
 	}
 	for _, n := range nodes {
 		switch {
@@ -225,20 +222,14 @@ func setPodSeries(p *PromPod, mk, name string, v float64) {
 // sortFindings orders a node's findings as the audit does: errors first,
 // then warnings, then infos, by rule within each.
 func sortFindings(fs []PromFinding) {
-	rank := map[string]int{"error": 0, "warning": 1, "info": 2}
-	sort.Slice(fs, func(i, j int) bool {
-		ri, ok := rank[fs[i].Severity]
-		if !ok {
-			ri = 3
+	rank := func(f PromFinding) int {
+		if i := slices.Index([]string{"error", "warning", "info"}, f.Severity); i >= 0 {
+			return i
 		}
-		rj, ok := rank[fs[j].Severity]
-		if !ok {
-			rj = 3
-		}
-		if ri != rj {
-			return ri < rj
-		}
-		return fs[i].Rule < fs[j].Rule
+		return 3
+	}
+	slices.SortFunc(fs, func(a, b PromFinding) int {
+		return cmp.Or(cmp.Compare(rank(a), rank(b)), strings.Compare(a.Rule, b.Rule))
 	})
 }
 
@@ -329,24 +320,15 @@ func (o *Options) runPrometheus(ctx context.Context, out, errOut io.Writer, cc c
 
 // promSummary says where the figures come from and how old they are.
 func promSummary(doc *PromReport, job string) string {
-	var oldest, newest time.Duration
-	first := true
+	var ages []time.Duration
 	for _, n := range doc.Nodes {
-		if n.ScanTime == nil {
-			continue
+		if n.ScanTime != nil {
+			ages = append(ages, doc.Time.Sub(*n.ScanTime))
 		}
-		age := doc.Time.Sub(*n.ScanTime)
-		if first || age > oldest {
-			oldest = age
-		}
-		if first || age < newest {
-			newest = age
-		}
-		first = false
 	}
 	s := fmt.Sprintf("from Prometheus (%s), job %q: %d nodes", doc.Prometheus, job, len(doc.Nodes))
-	if !first {
-		s += fmt.Sprintf(", their agents' scans %s to %s old (the agent's --interval plus the scrape interval)", newest.Round(time.Second), oldest.Round(time.Second))
+	if len(ages) > 0 {
+		s += fmt.Sprintf(", their agents' scans %s to %s old (the agent's --interval plus the scrape interval)", slices.Min(ages).Round(time.Second), slices.Max(ages).Round(time.Second))
 	}
 	return s
 }
