@@ -7,9 +7,8 @@
 package buildinfo
 
 import (
-	"fmt"
+	"cmp"
 	"runtime/debug"
-	"strings"
 )
 
 // Info is what the binary knows about its own build. Unknown fields are
@@ -42,7 +41,7 @@ func Get() Info {
 
 // FromBuildInfo reads what Get reads from a given debug.BuildInfo.
 func FromBuildInfo(bi *debug.BuildInfo) Info {
-	in := Info{Version: bi.Main.Version, Revision: unknown, Time: unknown, GoVersion: bi.GoVersion}
+	in := Info{Version: cmp.Or(bi.Main.Version, unknown), Revision: unknown, Time: unknown, GoVersion: cmp.Or(bi.GoVersion, unknown)}
 	for _, s := range bi.Settings {
 		switch s.Key {
 		case "vcs.revision":
@@ -52,12 +51,6 @@ func FromBuildInfo(bi *debug.BuildInfo) Info {
 		case "vcs.modified":
 			in.Modified = s.Value == "true"
 		}
-	}
-	if in.Version == "" {
-		in.Version = unknown
-	}
-	if in.GoVersion == "" {
-		in.GoVersion = unknown
 	}
 	return in
 }
@@ -77,11 +70,9 @@ func (in Info) Commit() string {
 
 // String is the one line `cgwarden --version` prints.
 func (in Info) String() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s (commit %s", in.Version, in.Commit())
+	s := in.Version + " (commit " + in.Commit()
 	if in.Time != unknown {
-		fmt.Fprintf(&b, ", %s", in.Time)
+		s += ", " + in.Time
 	}
-	fmt.Fprintf(&b, ", %s)", in.GoVersion)
-	return b.String()
+	return s + ", " + in.GoVersion + ")"
 }
