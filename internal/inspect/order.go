@@ -34,20 +34,23 @@ func Order(key string) (func(a, b *inventory.Cgroup) int, error) {
 		return nil, fmt.Errorf("--sort-by %q: want one of %s", key, strings.Join(SortKeys, ", "))
 	}
 	return func(a, b *inventory.Cgroup) int {
-		x, y := fig(a), fig(b)
-		switch {
-		case x == nil && y == nil:
-			return strings.Compare(a.Name(), b.Name())
-		case x == nil:
-			return 1
-		case y == nil:
-			return -1
-		}
-		if c := cmp.Compare(*y, *x); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Name(), b.Name())
+		byFig := nilLast(fig(a), fig(b), func(x, y *float64) int { return cmp.Compare(*y, *x) })
+		return cmp.Or(byFig, strings.Compare(a.Name(), b.Name()))
 	}, nil
+}
+
+// nilLast compares x and y by order, nil after the rest (two nils are
+// equal).
+func nilLast[T any](x, y *T, order func(x, y *T) int) int {
+	switch {
+	case x == nil && y == nil:
+		return 0
+	case x == nil:
+		return 1
+	case y == nil:
+		return -1
+	}
+	return order(x, y)
 }
 
 func u64f(p *uint64) *float64 {
@@ -73,16 +76,5 @@ func SortPods(pods []*inventory.Pod, order func(a, b *inventory.Cgroup) int) {
 		}
 		return nil
 	}
-	slices.SortStableFunc(pods, func(a, b *inventory.Pod) int {
-		x, y := of(a), of(b)
-		switch {
-		case x == nil && y == nil:
-			return 0
-		case x == nil:
-			return 1
-		case y == nil:
-			return -1
-		}
-		return order(x, y)
-	})
+	slices.SortStableFunc(pods, func(a, b *inventory.Pod) int { return nilLast(of(a), of(b), order) })
 }

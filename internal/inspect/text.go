@@ -123,7 +123,7 @@ func WriteText(w io.Writer, n *inventory.Node, opt TextOptions) error {
 				branch, childPrefix = prefix+"└─ ", prefix+"   "
 			}
 		}
-		r := cgroupRow(c, cell{tree: branch, name: id(c.Name())}, opt.Wide)
+		r := cgroupRow(c, cell{tree: branch, name: id(c.Name())})
 		if p := podOf[c]; p != nil && p.Name != "" {
 			r.who = p.Namespace + "/" + p.Name
 		}
@@ -179,7 +179,7 @@ func WriteText(w io.Writer, n *inventory.Node, opt TextOptions) error {
 			if opt.Wide {
 				fixed = MisplacedMarker + " at "
 			}
-			r := cgroupRow(ct.Cgroup, cell{tree: b, fixed: fixed, name: id(ct.Cgroup.Path)}, opt.Wide)
+			r := cgroupRow(ct.Cgroup, cell{tree: b, fixed: fixed, name: id(ct.Cgroup.Path)})
 			r.kind, r.who = "container", ct.Name
 			if IsSandbox(p, ct) {
 				r.kind = "sandbox"
@@ -298,7 +298,7 @@ func writeTree(w io.Writer, n *inventory.Node, rows []row, opt TextOptions) erro
 	return nil
 }
 
-func cgroupRow(c *inventory.Cgroup, name cell, wide bool) row {
+func cgroupRow(c *inventory.Cgroup, name cell) row {
 	id := c.Identity
 	kind := string(id.Kind)
 	switch id.Kind {
@@ -309,59 +309,51 @@ func cgroupRow(c *inventory.Cgroup, name cell, wide bool) row {
 	case layout.Misplaced:
 		kind = "misplaced"
 	}
-	r := row{name: name, kind: kind, who: "", weight: "?", quota: "?", used: "?", memory: "?", limit: "?", throttled: "?"}
+	r := row{name: name, kind: kind}
 	if id.PodUID != "" && id.Kind != layout.Pod {
 		r.who = "→ pod " + id.PodUID
 	}
 	if id.Kind == layout.Escaped {
 		r.who = "→ pod " + id.PodName
 	}
+	// The root has no weight file (it competes with nothing), nor a quota
+	// file on v2: its missing figures are "-", not unknown.
 	root := c.Parent == nil && c.Path == "/"
-	if w := c.Stats.CPU.Weight; w != nil {
-		r.weight = fmt.Sprint(*w)
-	} else if root {
-		r.weight = "-" // the root has no weight file: it competes with nothing
-	}
-	if q := QuotaCores(c.Stats.CPU); q != nil {
-		r.quota = "-"
-		if *q >= 0 {
-			r.quota = fmt.Sprintf("%.2f", *q)
+	cpu, m := c.Stats.CPU, c.Stats.Memory
+	r.weight = figure(cpu.Weight, root, decimal)
+	r.quota = figure(QuotaCores(cpu), root, func(q float64) string {
+		if q < 0 {
+			return "-"
 		}
-	} else if root {
-		r.quota = "-" // nor a quota file on v2
-	}
+		return fmt.Sprintf("%.2f", q)
+	})
 	r.guaranteed = FixedCores(c.GuaranteedCores)
 	if lim := QuotaCap(c); lim != nil && *lim < c.GuaranteedCores {
 		r.guaranteed, r.capped = FixedCores(*lim), true
 	}
-	if c.UsageCores != nil {
-		r.used = fmt.Sprintf("%.3f", *c.UsageCores)
-	}
-	r.demand, r.fair = "?", "?"
-	if c.DemandCores != nil {
-		r.demand = FixedCores(*c.DemandCores)
-	}
-	if c.FairCores != nil {
-		r.fair = FixedCores(*c.FairCores)
-	}
-	m := c.Stats.Memory
-	if m.WorkingSetBytes != nil {
-		r.memory = MiB(*m.WorkingSetBytes)
-	}
-	if m.LimitBytes != nil {
-		r.limit = "-"
-		if *m.LimitBytes >= 0 {
-			r.limit = MiB(uint64(*m.LimitBytes))
+	r.used = figure(c.UsageCores, false, func(u float64) string { return fmt.Sprintf("%.3f", u) })
+	r.demand, r.fair = figure(c.DemandCores, false, FixedCores), figure(c.FairCores, false, FixedCores)
+	r.memory = figure(m.WorkingSetBytes, false, MiB)
+	r.limit = figure(m.LimitBytes, root, func(l int64) string {
+		if l < 0 {
+			return "-"
 		}
-	} else if root {
-		r.limit = "-"
-	}
-	if t := c.Stats.CPU.Throttled; t != nil {
-		r.throttled = fmt.Sprint(*t)
-	} else if root {
-		r.throttled = "-"
-	}
+		return MiB(uint64(l))
+	})
+	r.throttled = figure(cpu.Throttled, root, decimal)
 	return r
+}
+
+// figure writes a figure of the table: "?" when unknown, except where
+// the file is missing by design ("-").
+func figure[T any](v *T, dash bool, format func(T) string) string {
+	switch {
+	case v != nil:
+		return format(*v)
+	case dash:
+		return "-"
+	}
+	return "?"
 }
 
 // IsSandbox says whether a pod's container cgroup is runtime overhead
@@ -404,6 +396,9 @@ func QuotaCap(c *inventory.Cgroup) *float64 {
 // FixedCores writes cores with four decimals, one format for a whole
 // column: enough for a starved pod's sliver (0.0005) beside whole cores.
 func FixedCores(v float64) string { return strconv.FormatFloat(v, 'f', 4, 64) }
+
+// decimal writes a count.
+func decimal(n uint64) string { return strconv.FormatUint(n, 10) }
 
 // MiB writes bytes in MiB with one decimal.
 func MiB(b uint64) string { return strconv.FormatFloat(float64(b)/(1<<20), 'f', 1, 64) }

@@ -58,14 +58,7 @@ func WriteSized(w io.Writer, views []weights.View, held bool) error {
 	fmt.Fprintln(tw, "POD\tSIZE (CPUs)\tSOURCE\tWEIGHT\tTARGET\tTIER\tTIER TARGET\tGUARANTEED (cores)\tAT TARGET (cores)")
 	for _, v := range views {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s\n", podLabel(v.Pod), strconv.FormatFloat(float64(v.MilliCPU)/1000, 'f', -1, 64),
-			v.Source, ptrText(v.Weight), v.Target, ptrText(v.TierWeight), v.TierTarget, FixedCores(v.Guaranteed), FixedCores(v.AtTarget))
+			v.Source, figure(v.Weight, false, decimal), v.Target, figure(v.TierWeight, false, decimal), v.TierTarget, FixedCores(v.Guaranteed), FixedCores(v.AtTarget))
 	}
 	return tw.Flush()
-}
-
-func ptrText(p *uint64) string {
-	if p == nil {
-		return "?"
-	}
-	return strconv.FormatUint(*p, 10)
 }
