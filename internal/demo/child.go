@@ -100,7 +100,7 @@ type child struct {
 // startChild starts a child of role in rel, pinned to cpu: it starts
 // cgwarden's own binary, moves it, then lets it go.
 func (d *run) startChild(role, rel string, cpu int) (*child, error) {
-	cmd := exec.Command(d.self, ChildCommand, role, strconv.Itoa(cpu))
+	cmd := exec.Command(d.o.Self, ChildCommand, role, strconv.Itoa(cpu))
 	// Its own process group, so a Ctrl-C on the terminal reaches only the
 	// demo, which then ends its children in order; the kernel kills a
 	// child whose parent dies without cleaning up.

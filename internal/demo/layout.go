@@ -1,7 +1,6 @@
 package demo
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 
@@ -71,15 +70,7 @@ func (c treeCgroups) Write(rel, file, value string) error { return c.s.write(rel
 
 // weight reads rel's weight file.
 func (d *run) weight(rel string) (uint64, error) {
-	v, err := d.s.read(rel, d.tree.WeightFile())
-	if err != nil {
-		return 0, err
-	}
-	w, err := strconv.ParseUint(v, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("%s/%s: %w", rel, d.tree.WeightFile(), err)
-	}
-	return w, nil
+	return readAs(d.s, rel, d.tree.WeightFile(), func(v string) (uint64, error) { return strconv.ParseUint(v, 10, 64) })
 }
 
 // misplacedRel is seed 003's container cgroup: the literal directory

@@ -15,10 +15,7 @@ func (d *run) say(format string, a ...any) {
 
 // progressStart announces a measuring phase.
 func (d *run) progressStart(name string) {
-	if d.o.Progress == nil {
-		return
-	}
-	if !d.o.Live {
+	if d.o.Progress != nil && !d.o.Live {
 		fmt.Fprintf(d.o.Progress, "demo: measuring %q for %s\n", name, d.o.Duration)
 	}
 }

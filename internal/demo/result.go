@@ -154,32 +154,28 @@ func (r *Result) WriteText(w io.Writer) error {
 	if before != nil && before.Seed000 != nil {
 		fmt.Fprintln(tw, "seed 000: VM pods sized 1, 2, 4 CPUs (BestEffort) beside a Burstable pod requesting 500m, all on one CPU")
 		fmt.Fprintln(tw, "\tbefore\tbefore, Burstable paused\tafter\tby size")
-		fmt.Fprintf(tw, "VM pods' share of the CPU\t%s\t%s\t%s\t%.1f%%\n",
-			cell(before, func(p *Phase) string { return pct(p.Seed000.VMShare) }),
-			cell(paused, func(p *Phase) string { return pct(p.Seed000.VMShare) }),
-			cell(after, func(p *Phase) string { return pct(p.Seed000.VMShare) }), 700/7.5)
-		fmt.Fprintf(tw, "  (the weights promise)\t%s\t%s\t%s\t\n",
-			cell(before, func(p *Phase) string { return pct(p.Seed000.PromisedVMShare) }),
-			cell(paused, func(p *Phase) string { return pct(p.Seed000.PromisedVMShare) }),
-			cell(after, func(p *Phase) string { return pct(p.Seed000.PromisedVMShare) }))
+		// row writes a figure in each phase, and what the sizes call for.
+		row := func(name string, f func(*Phase) string, bySize string) {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", name, cell(before, f), cell(paused, f), cell(after, f), bySize)
+		}
+		row("VM pods' share of the CPU", func(p *Phase) string { return pct(p.Seed000.VMShare) }, fmt.Sprintf("%.1f%%", 700/7.5))
+		row("  (the weights promise)", func(p *Phase) string { return pct(p.Seed000.PromisedVMShare) }, "")
 		for i, v := range before.Seed000.VMs {
-			vm := func(p *Phase) string {
+			row(v.Name, func(p *Phase) string {
 				if p.Seed000 == nil || i >= len(p.Seed000.VMs) {
 					return "-"
 				}
 				x := p.Seed000.VMs[i]
 				return fmt.Sprintf("%.3f cores, %s of VMs (w %d)", x.Cores, pct(x.ShareOfVMs), x.PodWeight)
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", v.Name, cell(before, vm), cell(paused, vm), cell(after, vm), pct(v.ShareBySize))
+			}, pct(v.ShareBySize))
 		}
-		fmt.Fprintf(tw, "Burstable pod app (500m)\t%s\t%s\t%s\t\n",
-			cell(before, func(p *Phase) string { return fmt.Sprintf("%.3f cores", p.Seed000.BurstableCores) }),
-			cell(paused, func(p *Phase) string { return "paused" }),
-			cell(after, func(p *Phase) string { return fmt.Sprintf("%.3f cores", p.Seed000.BurstableCores) }))
-		fmt.Fprintf(tw, "BestEffort tier weight\t%s\t%s\t%s\t\n",
-			cell(before, func(p *Phase) string { return fmt.Sprint(p.Seed000.TierWeight) }),
-			cell(paused, func(p *Phase) string { return fmt.Sprint(p.Seed000.TierWeight) }),
-			cell(after, func(p *Phase) string { return fmt.Sprint(p.Seed000.TierWeight) }))
+		row("Burstable pod app (500m)", func(p *Phase) string {
+			if p == paused {
+				return "paused"
+			}
+			return fmt.Sprintf("%.3f cores", p.Seed000.BurstableCores)
+		}, "")
+		row("BestEffort tier weight", func(p *Phase) string { return fmt.Sprint(p.Seed000.TierWeight) }, "")
 		fmt.Fprintln(tw)
 	}
 	if before != nil && before.Seed003 != nil {
@@ -198,9 +194,7 @@ func (r *Result) WriteText(w io.Writer) error {
 		fmt.Fprintf(tw, "pod's own cgroup memory\t%s\t%s\t\n", pl(before, func(x *Placement) string { return mib(x.PodMemoryBytes) }), pl(after, func(x *Placement) string { return mib(x.PodMemoryBytes) }))
 		fmt.Fprintf(tw, "memory charged to the runtime's directory\t%s\t%s\t\n", pl(before, func(x *Placement) string { return mib(x.MisplacedMemoryBytes) }), pl(after, func(x *Placement) string { return mib(x.MisplacedMemoryBytes) }))
 		fmt.Fprintln(tw)
-		if before.Seed003 != nil {
-			fmt.Fprintf(tw, "  runtime's directory: %s\n", before.Seed003.MisplacedCgroup)
-		}
+		fmt.Fprintf(tw, "  runtime's directory: %s\n", before.Seed003.MisplacedCgroup)
 		if after != nil && after.Seed003 != nil {
 			fmt.Fprintf(tw, "  after the fix:       %s\n", after.Seed003.ContainerCgroup)
 		}

@@ -66,7 +66,6 @@ var ErrNotRoot = errors.New("cgwarden demo creates cgroups and moves processes o
 type run struct {
 	o        Options
 	s        *scratch
-	self     string
 	children []*child
 	res      *Result
 	tree     kubelettree.Tree
@@ -108,7 +107,7 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 		return nil, fmt.Errorf("creating the scratch cgroup: %w", err)
 	}
 	tree := kubelettree.Tree{Names: nm, V2: s.v2, C: treeCgroups{s}}
-	d := &run{o: o, s: s, self: o.Self, tree: tree, res: &Result{Scratch: s.name, CgroupVersion: s.version(), CPUs: runtime.NumCPU(), Driver: string(nm.Driver),
+	d := &run{o: o, s: s, tree: tree, res: &Result{Scratch: s.name, CgroupVersion: s.version(), CPUs: runtime.NumCPU(), Driver: string(nm.Driver),
 		Seeds: o.Seeds, PhaseSeconds: o.Duration.Seconds()}}
 	for _, n := range s.swept {
 		d.say("removed %s, the scratch cgroup of an earlier demo that was killed before its cleanup", n)
@@ -116,7 +115,6 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	if s.sweepErr != nil {
 		d.say("warning: %v", s.sweepErr)
 	}
-	d.cpuVM, d.cpuMis = 0, 0
 	if runtime.NumCPU() > 1 {
 		d.cpuMis = 1
 	}

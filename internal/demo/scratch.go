@@ -161,15 +161,7 @@ func (s *scratch) cpuSeconds(rel string) (float64, error) {
 	if s.v2 {
 		file = "cpu.stat"
 	}
-	v, err := s.read(rel, file)
-	if err != nil {
-		return 0, err
-	}
-	sec, err := parseCPUSeconds(v, s.v2)
-	if err != nil {
-		return 0, fmt.Errorf("%s/%s: %w", rel, file, err)
-	}
-	return sec, nil
+	return readAs(s, rel, file, func(v string) (float64, error) { return parseCPUSeconds(v, s.v2) })
 }
 
 // memoryBytes is the memory charged to rel.
@@ -178,15 +170,21 @@ func (s *scratch) memoryBytes(rel string) (uint64, error) {
 	if s.v2 {
 		file = "memory.current"
 	}
+	return readAs(s, rel, file, stats.ParseUint)
+}
+
+// readAs reads rel's file and parses it; a parse error names the file.
+func readAs[T any](s *scratch, rel, file string, parse func(string) (T, error)) (T, error) {
+	var zero T
 	v, err := s.read(rel, file)
 	if err != nil {
-		return 0, err
+		return zero, err
 	}
-	n, err := stats.ParseUint(v)
+	x, err := parse(v)
 	if err != nil {
-		return 0, fmt.Errorf("%s/%s: %w", rel, file, err)
+		return zero, fmt.Errorf("%s/%s: %w", rel, file, err)
 	}
-	return n, nil
+	return x, nil
 }
 
 // dirs lists every directory beneath the scratch in hierarchy point,
