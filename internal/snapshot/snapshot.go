@@ -345,9 +345,12 @@ func (sec *sections) trees() error {
 // addSamples times the first sample by the "taken" header and the second,
 // when there is one, by "interval" after it.
 func (s *Snapshot) addSamples(first, next *files) error {
-	taken, err := s.time("taken", time.Time{})
-	if err != nil {
-		return err
+	var taken time.Time
+	if v, ok := s.Header["taken"]; ok {
+		var err error
+		if taken, err = time.Parse(time.RFC3339Nano, v); err != nil {
+			return &LoadError{Why: fmt.Sprintf("header taken: %q is not an RFC 3339 time", clip(v))}
+		}
 	}
 	s.Samples = []cgroupfs.Sample{{FS: first, Time: taken}}
 	if len(next.data) == 0 && next.dirs == nil && len(next.fails) == 0 {
@@ -490,18 +493,6 @@ func index(set map[string]bool) map[string][]string {
 	return idx
 }
 
-func (s *Snapshot) time(key string, def time.Time) (time.Time, error) {
-	v, ok := s.Header[key]
-	if !ok {
-		return def, nil
-	}
-	t, err := time.Parse(time.RFC3339Nano, v)
-	if err != nil {
-		return time.Time{}, &LoadError{Why: fmt.Sprintf("header %s: %q is not an RFC 3339 time", key, clip(v))}
-	}
-	return t, nil
-}
-
 func checkName(name string) error {
 	switch {
 	case len(name) > MaxPathLen:
@@ -520,17 +511,8 @@ func checkName(name string) error {
 }
 
 func allowed(name string, points []string) bool {
-	for _, p := range points {
-		if cgroupfs.Within(name, p) {
-			return true
-		}
-	}
-	for _, p := range fixedPrefixes {
-		if cgroupfs.Within(name, p) {
-			return true
-		}
-	}
-	return false
+	under := func(p string) bool { return cgroupfs.Within(name, p) }
+	return slices.ContainsFunc(points, under) || slices.ContainsFunc(fixedPrefixes, under)
 }
 
 func clip(s string) string {
