@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cgwarden/cgwarden/internal/audit"
+	"github.com/cgwarden/cgwarden/internal/cliflag"
 	"github.com/cgwarden/cgwarden/internal/examples"
 	"github.com/cgwarden/cgwarden/internal/inspect"
 	"github.com/cgwarden/cgwarden/internal/podsource"
@@ -21,7 +22,7 @@ func addCompletions(root *cobra.Command) {
 		return cobra.FixedCompletions(ws, cobra.ShellCompDirectiveNoFileComp)
 	}
 	_ = root.RegisterFlagCompletionFunc("snapshot", completeSnapshot)
-	_ = root.RegisterFlagCompletionFunc("log-level", words(logLevels...))
+	_ = root.RegisterFlagCompletionFunc("log-level", words(cliflag.LogLevels...))
 	var walk func(*cobra.Command)
 	walk = func(c *cobra.Command) {
 		if f := c.LocalNonPersistentFlags().Lookup("output"); f != nil && c.Name() != "snapshot" {

@@ -75,9 +75,11 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 		SilenceErrors: true,
 		Version:       buildinfo.Get().String(),
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			lvl, err := parseLogLevel(o.LogLevel)
+			// Anything but a --log-level value is an error (exit code
+			// 2), not silently info.
+			lvl, err := cliflag.ParseLogLevel(o.LogLevel)
 			if err != nil {
-				return err
+				return &ExitError{Code: 2, Err: err}
 			}
 			slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl})))
 			if f := cmd.Flags().Lookup("interval"); f != nil && f.Changed && o.Snapshot != "" && cmd.Name() != "snapshot" {
@@ -97,19 +99,6 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(newInspect(o), newSnapshot(o), newAudit(o), newServe(o), newFix(o), newRevert(o), newVersion(), newExamples(), newDemo(o), newDemoChild(), newReport(o), newSizerMoved(), newNRI())
 	addCompletions(root)
 	return root
-}
-
-// logLevels are the --log-level values.
-var logLevels = cliflag.LogLevels
-
-// parseLogLevel reads --log-level; anything else is an error (exit code
-// 2), not silently info.
-func parseLogLevel(s string) (slog.Level, error) {
-	lvl, err := cliflag.ParseLogLevel(s)
-	if err != nil {
-		return 0, &ExitError{Code: 2, Err: err}
-	}
-	return lvl, nil
 }
 
 // Main runs the CLI and returns the process exit code.

@@ -77,9 +77,8 @@ func (o *Options) checkPodsMatch(meta *metadata.Set, n *inventory.Node) {
 		src = "the pod metadata"
 	}
 	inFile := meta.Pods()
-	onNode, matched := 0, 0
+	onNode, matched := len(n.Pods), 0
 	for _, p := range n.Pods {
-		onNode++
 		if _, ok := meta.Pod(p.UID); ok {
 			matched++
 		}
