@@ -107,20 +107,20 @@ func (h *Host) Root() string { return h.root }
 // cgroups) beneath which the Host's own WriteFile, Mkdir and Rmdir may
 // act. It is for a one-shot setup before any goroutine writes (a test's
 // scratch hierarchy, the demo); appliers take a Grant per plan instead.
-func (h *Host) AllowWrites(paths ...string) {
-	for _, p := range paths {
-		h.writable = append(h.writable, path.Clean(p))
-	}
-}
+func (h *Host) AllowWrites(paths ...string) { h.writable = appendClean(h.writable, paths) }
 
 // AllowExact declares single host paths that may be written: one file
 // (e.g. the cgroup.procs of a cgroup that processes are moved back into),
 // or one directory that may be created or removed, and nothing beneath or
 // beside them.
-func (h *Host) AllowExact(paths ...string) {
+func (h *Host) AllowExact(paths ...string) { h.exact = appendClean(h.exact, paths) }
+
+// appendClean appends the cleaned paths to dst.
+func appendClean(dst, paths []string) []string {
 	for _, p := range paths {
-		h.exact = append(h.exact, path.Clean(p))
+		dst = append(dst, path.Clean(p))
 	}
+	return dst
 }
 
 // Counts reports how many reads, failed reads and writes went through h.
@@ -287,20 +287,69 @@ func subdirs(fd int) ([]string, error) {
 
 // WriteFile writes data to an existing file in one write(2), as the cgroup
 // filesystem expects; a short write is an error.
-func (h *Host) WriteFile(p string, data []byte) error {
-	if err := h.mayWrite(p); err != nil {
-		return err
-	}
-	return h.writeFile(p, data)
+func (h *Host) WriteFile(p string, data []byte) error { return h.own().WriteFile(p, data) }
+
+// Mkdir creates one directory (a cgroup) whose parent exists.
+func (h *Host) Mkdir(p string) error { return h.own().Mkdir(p) }
+
+// Rmdir removes one empty directory (a cgroup without processes or
+// children).
+func (h *Host) Rmdir(p string) error { return h.own().Rmdir(p) }
+
+// own is the Host's own writer: a grant, never ended, of what AllowWrites
+// and AllowExact declared so far.
+func (h *Host) own() *Grant { return &Grant{h: h, trees: h.writable, exact: h.exact} }
+
+// ErrNotWritable is returned for a write outside the allowed paths.
+var ErrNotWritable = errors.New("outside the paths cgwarden may write")
+
+// Grant is a writer bound to one checked plan: it writes beneath the
+// plan's trees and to its exact paths only, and only until End. Nothing
+// is added to the Host: two grants held by two goroutines are two
+// writers, each with its own scope, and a grant ended leaves nothing
+// behind (unlike AllowWrites, whose list only grows).
+type Grant struct {
+	h            *Host
+	trees, exact []string
+	ended        atomic.Bool
 }
 
-func (h *Host) writeFile(p string, data []byte) error {
-	fd, err := h.open(p, unix.O_WRONLY|unix.O_TRUNC)
+var _ Writer = (*Grant)(nil)
+
+// Grant returns a writer for the cgroups beneath trees (not the trees
+// themselves) and for the exact paths (one file, or one directory to make
+// or remove), valid until its End.
+func (h *Host) Grant(trees, exact []string) *Grant {
+	return &Grant{h: h, trees: appendClean(nil, trees), exact: appendClean(nil, exact)}
+}
+
+// End revokes the grant: every later write is refused.
+func (g *Grant) End() { g.ended.Store(true) }
+
+// may reports whether p is one of the exact paths or lies strictly
+// beneath one of the trees, while the grant lasts.
+func (g *Grant) may(p string) error {
+	if g.ended.Load() {
+		return &fs.PathError{Op: "write", Path: p, Err: fmt.Errorf("%w: the grant of its apply has ended", ErrNotWritable)}
+	}
+	c := path.Clean(p)
+	if slices.Contains(g.exact, c) || slices.ContainsFunc(g.trees, func(w string) bool { return c != w && Within(c, w) }) {
+		return nil
+	}
+	return &fs.PathError{Op: "write", Path: p, Err: ErrNotWritable}
+}
+
+// WriteFile writes as Host.WriteFile does, within the grant.
+func (g *Grant) WriteFile(p string, data []byte) error {
+	if err := g.may(p); err != nil {
+		return err
+	}
+	fd, err := g.h.open(p, unix.O_WRONLY|unix.O_TRUNC)
 	if err != nil {
 		return &fs.PathError{Op: "open", Path: p, Err: err}
 	}
 	defer unix.Close(fd)
-	h.writes.Add(1)
+	g.h.writes.Add(1)
 	// A write can be interrupted by a signal (Go's preemption signal
 	// among them) while the kernel works for it: lowering
 	// memory.limit_in_bytes reclaims memory first, and that reclaim
@@ -320,134 +369,34 @@ func (h *Host) writeFile(p string, data []byte) error {
 	return nil
 }
 
-// Mkdir creates one directory (a cgroup) whose parent exists.
-func (h *Host) Mkdir(p string) error {
-	if err := h.mayWrite(p); err != nil {
-		return err
-	}
-	return h.mkdir(p)
-}
-
-func (h *Host) mkdir(p string) error {
-	return h.inParent(p, "mkdir", func(dirfd int, base string) error { return unix.Mkdirat(dirfd, base, 0o755) })
-}
-
-// inParent counts one write and runs op (named name in its error) on p's
-// last element, from a descriptor of p's parent directory.
-func (h *Host) inParent(p, name string, op func(dirfd int, base string) error) error {
-	dir, base := path.Split(path.Clean(p))
-	fd, err := h.open(dir, unix.O_RDONLY|unix.O_DIRECTORY)
-	if err != nil {
-		return &fs.PathError{Op: "open", Path: dir, Err: err}
-	}
-	defer unix.Close(fd)
-	h.writes.Add(1)
-	if err := op(fd, base); err != nil {
-		return &fs.PathError{Op: name, Path: p, Err: err}
-	}
-	return nil
-}
-
-// Rmdir removes one empty directory (a cgroup without processes or
-// children).
-func (h *Host) Rmdir(p string) error {
-	if err := h.mayWrite(p); err != nil {
-		return err
-	}
-	return h.rmdir(p)
-}
-
-func (h *Host) rmdir(p string) error {
-	return h.inParent(p, "rmdir", func(dirfd int, base string) error { return unix.Unlinkat(dirfd, base, unix.AT_REMOVEDIR) })
-}
-
-// ErrNotWritable is returned for a write outside the allowed paths.
-var ErrNotWritable = errors.New("outside the paths cgwarden may write")
-
-func (h *Host) mayWrite(p string) error {
-	if allowed(p, h.writable, h.exact) {
-		return nil
-	}
-	return &fs.PathError{Op: "write", Path: p, Err: ErrNotWritable}
-}
-
-// allowed reports whether p is one of exact or lies strictly beneath one
-// of trees.
-func allowed(p string, trees, exact []string) bool {
-	c := path.Clean(p)
-	if slices.Contains(exact, c) {
-		return true
-	}
-	for _, w := range trees {
-		if c != w && Within(c, w) {
-			return true
-		}
-	}
-	return false
-}
-
-// Grant is a writer bound to one checked plan: it writes beneath the
-// plan's trees and to its exact paths only, and only until End. Nothing
-// is added to the Host: two grants held by two goroutines are two
-// writers, each with its own scope, and a grant ended leaves nothing
-// behind (unlike AllowWrites, whose list only grows).
-type Grant struct {
-	h            *Host
-	trees, exact []string
-	ended        atomic.Bool
-}
-
-var _ Writer = (*Grant)(nil)
-
-// Grant returns a writer for the cgroups beneath trees (not the trees
-// themselves) and for the exact paths (one file, or one directory to make
-// or remove), valid until its End.
-func (h *Host) Grant(trees, exact []string) *Grant {
-	g := &Grant{h: h}
-	for _, p := range trees {
-		g.trees = append(g.trees, path.Clean(p))
-	}
-	for _, p := range exact {
-		g.exact = append(g.exact, path.Clean(p))
-	}
-	return g
-}
-
-// End revokes the grant: every later write is refused.
-func (g *Grant) End() { g.ended.Store(true) }
-
-func (g *Grant) may(p string) error {
-	if g.ended.Load() {
-		return &fs.PathError{Op: "write", Path: p, Err: fmt.Errorf("%w: the grant of its apply has ended", ErrNotWritable)}
-	}
-	if !allowed(p, g.trees, g.exact) {
-		return &fs.PathError{Op: "write", Path: p, Err: ErrNotWritable}
-	}
-	return nil
-}
-
-// WriteFile writes as Host.WriteFile does, within the grant.
-func (g *Grant) WriteFile(p string, data []byte) error {
-	if err := g.may(p); err != nil {
-		return err
-	}
-	return g.h.writeFile(p, data)
-}
-
 // Mkdir creates a directory as Host.Mkdir does, within the grant.
 func (g *Grant) Mkdir(p string) error {
-	if err := g.may(p); err != nil {
-		return err
-	}
-	return g.h.mkdir(p)
+	return g.inParent(p, "mkdir", func(dirfd int, base string) error { return unix.Mkdirat(dirfd, base, 0o755) })
 }
 
 // Rmdir removes a directory as Host.Rmdir does, within the grant.
 func (g *Grant) Rmdir(p string) error {
+	return g.inParent(p, "rmdir", func(dirfd int, base string) error { return unix.Unlinkat(dirfd, base, unix.AT_REMOVEDIR) })
+}
+
+// inParent checks p against the grant, counts one write and runs op
+// (named name in its error) on p's last element, from a descriptor of p's
+// parent directory.
+func (g *Grant) inParent(p, name string, op func(dirfd int, base string) error) error {
 	if err := g.may(p); err != nil {
 		return err
 	}
-	return g.h.rmdir(p)
+	dir, base := path.Split(path.Clean(p))
+	fd, err := g.h.open(dir, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return &fs.PathError{Op: "open", Path: dir, Err: err}
+	}
+	defer unix.Close(fd)
+	g.h.writes.Add(1)
+	if err := op(fd, base); err != nil {
+		return &fs.PathError{Op: name, Path: p, Err: err}
+	}
+	return nil
 }
 
 // Within reports whether host path p is dir or lies beneath it.
