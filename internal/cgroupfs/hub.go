@@ -118,34 +118,9 @@ func (hub *Hub) run() {
 
 // Sync moves every event the kernel has queued to the subscribers now.
 func (hub *Hub) Sync() error {
-	sc, err := hub.w.file.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var buf [16 << 10]byte
-	var rerr error
-	if cerr := sc.Control(func(fd uintptr) {
-		hub.readMu.Lock()
-		defer hub.readMu.Unlock()
-		for {
-			n, err := unix.Read(int(fd), buf[:])
-			switch {
-			case err == unix.EINTR:
-				continue
-			case err == unix.EAGAIN || n == 0:
-				return
-			case err != nil:
-				rerr = &fs.PathError{Op: "read", Path: "inotify", Err: err}
-				return
-			}
-			if rerr = hub.dispatchBuf(buf[:n]); rerr != nil {
-				return
-			}
-		}
-	}); cerr != nil {
-		return cerr
-	}
-	return rerr
+	hub.readMu.Lock()
+	defer hub.readMu.Unlock()
+	return hub.w.drain(hub.dispatchBuf)
 }
 
 // fail ends the Hub: every subscriber is told with an overflow (look

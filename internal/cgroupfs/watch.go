@@ -130,39 +130,45 @@ func (w *Watcher) Read() ([]WatchEvent, error) {
 // Poll returns the events queued now without waiting (none when nothing
 // is queued): a scan takes what happened since the last one.
 func (w *Watcher) Poll() ([]WatchEvent, error) {
+	var out []WatchEvent
+	err := w.drain(func(b []byte) error {
+		evs, err := w.parse(b)
+		out = append(out, evs...)
+		return err
+	})
+	return out, err
+}
+
+// drain makes non-blocking read(2)s of the inotify instance until its
+// queue is empty (EAGAIN), handing each read's records to each; the first
+// error of a read or of each ends it.
+func (w *Watcher) drain(each func([]byte) error) error {
 	sc, err := w.file.SyscallConn()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var out []WatchEvent
 	var buf [16 << 10]byte
-	for {
-		var n int
-		var rerr error
-		// A Read callback that reports done whatever happened makes one
-		// non-blocking read(2): EAGAIN means the queue is empty.
-		if cerr := sc.Read(func(fd uintptr) bool {
-			n, rerr = unix.Read(int(fd), buf[:])
-			return true
-		}); cerr != nil {
-			return out, cerr
+	var rerr error
+	if cerr := sc.Control(func(fd uintptr) {
+		for {
+			n, err := unix.Read(int(fd), buf[:])
+			switch {
+			case err == unix.EINTR:
+				continue
+			case err == unix.EAGAIN || n == 0:
+				return
+			case err != nil:
+				rerr = &fs.PathError{Op: "read", Path: "inotify", Err: err}
+				return
+			}
+			if rerr = each(buf[:n]); rerr != nil {
+				return
+			}
 		}
-		switch {
-		case rerr == unix.EAGAIN:
-			return out, nil
-		case rerr == unix.EINTR:
-			continue
-		case rerr != nil:
-			return out, &fs.PathError{Op: "read", Path: "inotify", Err: rerr}
-		case n == 0:
-			return out, nil
-		}
-		evs, err := w.parse(buf[:n])
-		out = append(out, evs...)
-		if err != nil {
-			return out, err
-		}
+	}); cerr != nil {
+		return cerr
 	}
+	return rerr
 }
 
 // parse decodes a buffer of struct inotify_event records.
