@@ -8,7 +8,6 @@ import (
 	"path"
 	"slices"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -162,8 +161,7 @@ type Grant struct {
 	b      *Bus
 	units  []string
 	scopes []Scope
-	mu     sync.Mutex
-	ended  bool
+	ended  atomic.Bool
 }
 
 // Grant returns a writer that may set the weight properties of units and
@@ -173,11 +171,7 @@ func (b *Bus) Grant(units []string) *Grant {
 }
 
 // End revokes the grant.
-func (g *Grant) End() {
-	g.mu.Lock()
-	g.ended = true
-	g.mu.Unlock()
-}
+func (g *Grant) End() { g.ended.Store(true) }
 
 // SetProperty sets a weight property of unit at runtime (not persisted in
 // /etc: it lasts as long as the unit, as the kubelet's own settings do),
@@ -185,11 +179,8 @@ func (g *Grant) End() {
 // runtime=true. systemd writes the cgroup file itself, and writes it again
 // from the property after a daemon-reload.
 func (g *Grant) SetProperty(unit, name string, value uint64) error {
-	g.mu.Lock()
-	ended := g.ended
-	g.mu.Unlock()
 	switch {
-	case ended:
+	case g.ended.Load():
 		return fmt.Errorf("systemd %s %s=%d: the grant has ended: %w", unit, name, value, ErrRefused)
 	case !slices.Contains(g.units, unit):
 		return fmt.Errorf("systemd %s %s=%d: not a unit the plan names: %w", unit, name, value, ErrRefused)

@@ -105,11 +105,8 @@ func (b *Bus) GrantScopes(scopes []Scope) *Grant {
 // a scope the grant does not name (limits included) is refused.
 func (g *Grant) StartScope(s Scope, pids []int) error {
 	unit, slice := s.Unit, s.Slice
-	g.mu.Lock()
-	ended := g.ended
-	g.mu.Unlock()
 	switch {
-	case ended:
+	case g.ended.Load():
 		return fmt.Errorf("systemd %s in %s: the grant has ended: %w", unit, slice, ErrRefused)
 	case !slices.Contains(g.scopes, s):
 		return fmt.Errorf("systemd %s in %s: not a scope the plan names: %w", unit, slice, ErrRefused)
@@ -160,11 +157,8 @@ func (g *Grant) StartScope(s Scope, pids []int) error {
 // later), for the processes a move finds in its source after the scope
 // started. As StartScope, the move is systemd's own.
 func (g *Grant) Attach(unit string, pids []int) error {
-	g.mu.Lock()
-	ended := g.ended
-	g.mu.Unlock()
 	switch {
-	case ended:
+	case g.ended.Load():
 		return fmt.Errorf("systemd %s: the grant has ended: %w", unit, ErrRefused)
 	case !slices.ContainsFunc(g.scopes, func(s Scope) bool { return s.Unit == unit }):
 		return fmt.Errorf("systemd %s: not a scope the plan names: %w", unit, ErrRefused)
