@@ -254,16 +254,11 @@ func FairShare(prev, cur *ThreadTimes, n *Node, v2 bool, rs *RunnableSamples) {
 	}
 	root := build(n.Root)
 	fairness.WaterFill(root, float64(n.CPUs))
-	var copyBack func(c *Cgroup, g *fairness.DemandGroup)
-	copyBack = func(c *Cgroup, g *fairness.DemandGroup) {
+	zip(n.Root, root, func(g *fairness.DemandGroup) []*fairness.DemandGroup { return g.Children }, func(c *Cgroup, g *fairness.DemandGroup) {
 		d, f := g.Demand, g.Fair
 		if !math.IsInf(d, 0) {
 			c.DemandCores = &d
 		}
 		c.FairCores = &f
-		for i, ch := range c.Children {
-			copyBack(ch, g.Children[i])
-		}
-	}
-	copyBack(n.Root, root)
+	})
 }

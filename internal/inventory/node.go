@@ -1,6 +1,7 @@
 package inventory
 
 import (
+	"strings"
 	"time"
 
 	"github.com/cgwarden/cgwarden/internal/layout"
@@ -34,12 +35,7 @@ func (c *Cgroup) Name() string {
 	if c.Path == "/" {
 		return "/"
 	}
-	for i := len(c.Path) - 1; i >= 0; i-- {
-		if c.Path[i] == '/' {
-			return c.Path[i+1:]
-		}
-	}
-	return c.Path
+	return c.Path[strings.LastIndexByte(c.Path, '/')+1:]
 }
 
 // Within reports whether c is anc or lies below it.
@@ -57,6 +53,16 @@ func (c *Cgroup) Walk(fn func(*Cgroup)) {
 	fn(c)
 	for _, ch := range c.Children {
 		ch.Walk(fn)
+	}
+}
+
+// zip calls fn for c and every cgroup below it, parents first, each with
+// its group in g, a tree built from c's (children, which kids gives, in
+// the same order).
+func zip[G any](c *Cgroup, g G, kids func(G) []G, fn func(*Cgroup, G)) {
+	fn(c, g)
+	for i, ch := range c.Children {
+		zip(ch, kids(g)[i], kids, fn)
 	}
 }
 

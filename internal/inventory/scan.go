@@ -622,16 +622,10 @@ func qosRank(q string) string {
 // A cgroup whose weight is unknown is counted at the default weight; one
 // that vanished during the scan is not counted.
 func (s *Scanner) guarantee(n *Node) {
-	g := fairnessTree(n, s.Places.V2, nil)
-	var copyBack func(c *Cgroup, g *fairness.Group)
-	copyBack = func(c *Cgroup, g *fairness.Group) {
-		c.GuaranteedCores = g.Guaranteed
-		for i, ch := range c.Children {
-			copyBack(ch, g.Children[i])
-		}
-	}
-	copyBack(n.Root, g)
+	zip(n.Root, fairnessTree(n, s.Places.V2, nil), groupKids, func(c *Cgroup, g *fairness.Group) { c.GuaranteedCores = g.Guaranteed })
 }
+
+func groupKids(g *fairness.Group) []*fairness.Group { return g.Children }
 
 // fairnessTree builds the scheduler's view of the node (see guarantee)
 // and fills its guarantees; override replaces the weights of the cgroups
@@ -669,18 +663,12 @@ func fairnessTree(n *Node, v2 bool, override map[string]uint64) *fairness.Group 
 // file values) — the node as a fix would leave it. The node is not
 // changed.
 func (n *Node) GuaranteedWith(weights map[string]uint64, paths ...string) map[string]float64 {
-	g := fairnessTree(n, n.Version == mounts.V2, weights)
 	out := make(map[string]float64, len(paths))
-	var walk func(c *Cgroup, g *fairness.Group)
-	walk = func(c *Cgroup, g *fairness.Group) {
+	zip(n.Root, fairnessTree(n, n.Version == mounts.V2, weights), groupKids, func(c *Cgroup, g *fairness.Group) {
 		if slices.Contains(paths, c.Path) {
 			out[c.Path] = g.Guaranteed
 		}
-		for i, ch := range c.Children {
-			walk(ch, g.Children[i])
-		}
-	}
-	walk(n.Root, g)
+	})
 	return out
 }
 

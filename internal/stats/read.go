@@ -58,30 +58,19 @@ func (x *reading) file(mount, name string) (string, bool) {
 	if mount == "" {
 		return "", false // controller not mounted: unknown, not an error
 	}
-	if x.counting && x.r.Counters != nil {
-		if pr, ok := x.r.Counters.(cgroupfs.PartsReader); ok {
-			return x.parts(pr, mount, name)
-		}
-	}
-	fsys := x.r.FS
-	if x.counting && x.r.Counters != nil {
+	fsys, counters := x.r.FS, x.counting && x.r.Counters != nil
+	if counters {
 		fsys = x.r.Counters
 	}
-	p := filePath(mount, x.cgroup, name)
-	b, err := fsys.ReadFile(p)
-	if err != nil {
-		if !errors.Is(err, fs.ErrNotExist) {
-			x.errs = append(x.errs, &FileError{p, err})
-		}
-		return "", false
+	var t string
+	var err error
+	if pr, ok := fsys.(cgroupfs.PartsReader); ok && counters {
+		t, err = pr.ReadParts(mount, x.cgroup, name) // no path joined
+	} else {
+		var b []byte
+		b, err = fsys.ReadFile(filePath(mount, x.cgroup, name))
+		t = string(b)
 	}
-	x.found++
-	return string(b), true
-}
-
-// parts reads a counter file through a PartsReader (no path joined).
-func (x *reading) parts(pr cgroupfs.PartsReader, mount, name string) (string, bool) {
-	t, err := pr.ReadParts(mount, x.cgroup, name)
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
 			x.errs = append(x.errs, &FileError{filePath(mount, x.cgroup, name), err})
