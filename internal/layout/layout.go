@@ -1,6 +1,7 @@
 package layout
 
 import (
+	"cmp"
 	"regexp"
 	"strings"
 )
@@ -126,21 +127,12 @@ func Child(parent Identity, name string) Identity {
 	switch parent.Kind {
 	case Host:
 		return outside(name)
-	case KubeRoot:
-		if m := tierRe.FindStringSubmatch(name); m != nil {
+	case KubeRoot, QoSTier:
+		if m := tierRe.FindStringSubmatch(name); m != nil && parent.Kind == KubeRoot {
 			return Identity{Kind: QoSTier, Driver: parent.Driver, QoS: m[1] + m[2]}
 		}
 		if id, ok := pod(name, parent.Driver); ok {
-			id.QoS = Guaranteed
-			return id
-		}
-		if id, ok := besidePod(name); ok {
-			return id
-		}
-		return foreignIn(parent)
-	case QoSTier:
-		if id, ok := pod(name, parent.Driver); ok {
-			id.QoS = parent.QoS
+			id.QoS = cmp.Or(parent.QoS, Guaranteed) // the kubelet root holds the Guaranteed pods
 			return id
 		}
 		if id, ok := besidePod(name); ok {

@@ -3,6 +3,7 @@ package layout
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -60,10 +61,8 @@ var runtimes = []Runtime{
 // name.
 func lookup(name string, field func(Runtime) []string) (Runtime, bool) {
 	for _, r := range runtimes {
-		for _, n := range field(r) {
-			if n == name {
-				return r, true
-			}
+		if slices.Contains(field(r), name) {
+			return r, true
 		}
 	}
 	return Runtime{}, false
