@@ -357,39 +357,32 @@ type Result struct {
 
 // Apply locks the journal, plans and applies. On error the result holds
 // what was applied before it.
-func (e *Engine) Apply(o Options) (res *Result, err error) {
-	err = e.locked(func(j *journal.Journal) error {
-		runs := journal.Applies(j.Entries())
-		p, pol, err := e.plan(o, journal.Owned(runs))
-		if err != nil {
-			return err
-		}
-		res, err = e.applyPlan(j, runs, p, pol)
-		return err
-	})
-	return res, err
+func (e *Engine) Apply(o Options) (*Result, error) {
+	return e.lockedApply(func(owned []string) (*plan.Plan, plan.Policy, error) { return e.plan(o, owned) })
 }
 
 // ApplyScan locks the journal, plans from a scan made elsewhere (the node
 // loop's, named with e.Meta) and applies, as Apply does with its own scan.
-func (e *Engine) ApplyScan(n *inventory.Node, places mounts.Places, o Options) (res *Result, err error) {
-	err = e.locked(func(j *journal.Journal) error {
-		runs := journal.Applies(j.Entries())
-		p, pol, err := e.planNode(n, places, o, journal.Owned(runs))
-		if err != nil {
-			return err
-		}
-		res, err = e.applyPlan(j, runs, p, pol)
-		return err
-	})
-	return res, err
+func (e *Engine) ApplyScan(n *inventory.Node, places mounts.Places, o Options) (*Result, error) {
+	return e.lockedApply(func(owned []string) (*plan.Plan, plan.Policy, error) { return e.planNode(n, places, o, owned) })
 }
 
 // ApplyPlan locks the journal and applies a plan made elsewhere (the
 // weight holder's), under its policy, exactly as Apply applies its own.
-func (e *Engine) ApplyPlan(p *plan.Plan, pol plan.Policy) (res *Result, err error) {
+func (e *Engine) ApplyPlan(p *plan.Plan, pol plan.Policy) (*Result, error) {
+	return e.lockedApply(func([]string) (*plan.Plan, plan.Policy, error) { return p, pol, nil })
+}
+
+// lockedApply locks the journal, plans with mk (given the cgroups the
+// journal says cgwarden owns) and applies the plan.
+func (e *Engine) lockedApply(mk func(owned []string) (*plan.Plan, plan.Policy, error)) (res *Result, err error) {
 	err = e.locked(func(j *journal.Journal) error {
-		res, err = e.applyPlan(j, journal.Applies(j.Entries()), p, pol)
+		runs := journal.Applies(j.Entries())
+		p, pol, err := mk(journal.Owned(runs))
+		if err != nil {
+			return err
+		}
+		res, err = e.applyPlan(j, runs, p, pol)
 		return err
 	})
 	return res, err
@@ -496,14 +489,9 @@ func (e *Engine) applyOne(j *journal.Journal, w *guard, run, boot string, i int,
 			break
 		}
 		opErr = w.Mkdir(op.Path)
-		if errors.Is(opErr, fs.ErrNotExist) {
-			opErr = fmt.Errorf("the cgroup %s is gone (the pod was deleted?): %w", path.Dir(op.Path), opErr)
-		}
 	case plan.Write:
 		opErr = w.WriteFile(op.Path, []byte(op.Value))
-		if errors.Is(opErr, fs.ErrNotExist) {
-			opErr = fmt.Errorf("the cgroup %s is gone (the pod was deleted?): %w", path.Dir(op.Path), opErr)
-		} else if errors.Is(opErr, unix.EINVAL) && op.File() == "cpu.cfs_quota_us" {
+		if errors.Is(opErr, unix.EINVAL) && op.File() == "cpu.cfs_quota_us" {
 			opErr = fmt.Errorf("%w (on cgroup v1 a container's quota may not exceed its pod's)", opErr)
 		} else if errors.Is(opErr, unix.EBUSY) && op.File() == "cgroup.subtree_control" {
 			opErr = fmt.Errorf("%w (cgroup v2 enables controllers for children only in a cgroup without processes of its own)", opErr)
@@ -515,30 +503,32 @@ func (e *Engine) applyOne(j *journal.Journal, w *guard, run, boot string, i int,
 	case plan.Property:
 		opErr = w.SetProperty(op, op.Value)
 	}
+	if (op.Kind == plan.Mkdir || op.Kind == plan.Write) && errors.Is(opErr, fs.ErrNotExist) {
+		opErr = fmt.Errorf("the cgroup %s is gone (the pod was deleted?): %w", path.Dir(op.Path), opErr)
+	}
 	e.hook(StageApplied, i, 0)
 	if (op.Kind == plan.Write || op.Kind == plan.Property) && opErr == nil {
 		// A weight (or another setting, or systemd's property) written,
 		// its outcome not yet recorded.
 		failpoint.Hit("fix/after-write")
 	}
-	gone := opErr != nil && op.IfGone != "" && errors.Is(opErr, fs.ErrNotExist)
+	switch {
+	case opErr == nil:
+	case op.IfGone != "" && errors.Is(opErr, fs.ErrNotExist):
+		sr.Note = op.IfGone
 	// An emptied cgroup that holds processes again when it is removed
 	// (the runtime started one there after the move) stays; the next
 	// run moves them and removes it.
-	busy := opErr != nil && op.Kind == plan.Rmdir && errors.Is(opErr, unix.EBUSY)
+	case op.Kind == plan.Rmdir && errors.Is(opErr, unix.EBUSY):
+		sr.Note = NoteRmdirBusy
 	// A cgroup at a hierarchy's root (a misplacing runtime's) is removed
 	// only with CAP_DAC_OVERRIDE: the root's directory is 0555.
-	denied := opErr != nil && op.Kind == plan.Rmdir && (errors.Is(opErr, unix.EACCES) || errors.Is(opErr, unix.EPERM))
-	if gone || busy || denied || opErr != nil && op.Optional && errors.Is(opErr, unix.EINVAL) {
+	case op.Kind == plan.Rmdir && (errors.Is(opErr, unix.EACCES) || errors.Is(opErr, unix.EPERM)):
+		sr.Note = NoteRmdirDenied
+	case op.Optional && errors.Is(opErr, unix.EINVAL):
 		sr.Note = "refused by the kernel: " + op.IfRefused
-		switch {
-		case gone:
-			sr.Note = op.IfGone
-		case busy:
-			sr.Note = NoteRmdirBusy
-		case denied:
-			sr.Note = NoteRmdirDenied
-		}
+	}
+	if sr.Note != "" {
 		if _, jerr := j.Append(journal.Entry{Type: journal.Failed, Apply: run, Ref: intent.Seq, Error: opErr.Error(), Note: sr.Note}); jerr != nil {
 			return sr, fail(fmt.Errorf("%v, and that could not be journaled: %w", opErr, jerr))
 		}
