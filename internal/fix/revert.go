@@ -40,6 +40,18 @@ type Undo struct {
 	Reused []int `json:"reused,omitempty"`
 }
 
+// not is u not undone, for the reason format says.
+func (u Undo) not(format string, a ...any) Undo {
+	u.Status, u.Note = NotUndone, fmt.Sprintf(format, a...)
+	return u
+}
+
+// nothing is u with nothing to undo (note says why, when it says).
+func (u Undo) nothing(note string) Undo {
+	u.Status, u.Note = NothingToUndo, note
+	return u
+}
+
 // Undo statuses.
 const (
 	Undone        = "undone"
@@ -257,56 +269,48 @@ func opPath(op plan.Op) string {
 // node's boot ID now, "" when unknown).
 func (e *Engine) undo(w *guard, s *journal.Step, boot string) Undo {
 	u := Undo{Op: s.Op, Status: Undone}
-	notUndone := func(format string, a ...any) Undo {
-		u.Status, u.Note = NotUndone, fmt.Sprintf(format, a...)
-		return u
-	}
 	op := s.Op
 	switch op.Kind {
 	case plan.Write:
 		if s.Prev.Value == nil {
-			return notUndone("the journal has no previous value for %s", op.Path)
+			return u.not("the journal has no previous value for %s", op.Path)
 		}
 		prev := *s.Prev.Value
 		cur, err := e.read(op.Path)
 		if errors.Is(err, fs.ErrNotExist) {
-			u.Status, u.Note = NothingToUndo, "the cgroup is gone"
-			return u
+			return u.nothing("the cgroup is gone")
 		}
 		if err != nil {
-			return notUndone("%v", err)
+			return u.not("%v", err)
 		}
 		val := prev
 		if op.File() == "cgroup.subtree_control" {
 			val = plan.ControlUndo(prev, cur)
 			if val == "" {
-				u.Status = NothingToUndo
-				return u
+				return u.nothing("")
 			}
 			// Disabling a controller takes its files away from every
 			// child: one that appeared since the apply (the runtime
 			// placing a container properly) may rely on them.
 			kids, err := e.FS.ReadDirs(path.Dir(op.Path))
 			if err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return notUndone("%v", err)
+				return u.not("%v", err)
 			}
 			if added := slices.DeleteFunc(kids, func(k string) bool { return slices.Contains(s.Prev.Children, k) }); len(added) > 0 {
-				return notUndone("left %q: child cgroups %v appeared since the apply and may use these controllers", cur, added)
+				return u.not("left %q: child cgroups %v appeared since the apply and may use these controllers", cur, added)
 			}
 		} else if cur == prev {
-			u.Status = NothingToUndo
-			return u
+			return u.nothing("")
 		}
 		if err := w.WriteFile(op.Path, []byte(val)); err != nil {
-			return notUndone("restoring %q: %v", prev, err)
+			return u.not("restoring %q: %v", prev, err)
 		}
 		u.Note = fmt.Sprintf("%q restored", prev)
 	case plan.Property:
 		return e.undoProperty(w, s, u)
 	case plan.Mkdir:
 		if s.Prev.Existed {
-			u.Status, u.Note = NothingToUndo, "cgwarden did not create it"
-			return u
+			return u.nothing("cgwarden did not create it")
 		}
 		var err error
 		for try := 0; try < rmdirTries; try++ {
@@ -318,22 +322,21 @@ func (e *Engine) undo(w *guard, s *journal.Step, boot string) Undo {
 		}
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
-			u.Status, u.Note = NothingToUndo, "already gone"
+			return u.nothing("already gone")
 		case errors.Is(err, unix.EBUSY):
 			pids, _ := e.pids(op.Path)
-			return notUndone("%s still holds processes %v or child cgroups", op.Path, pids)
+			return u.not("%s still holds processes %v or child cgroups", op.Path, pids)
 		case err != nil:
-			return notUndone("%v", err)
+			return u.not("%v", err)
 		}
 	case plan.Move:
 		return e.undoMove(w, s, u, boot)
 	case plan.Rmdir:
 		if _, err := e.FS.ReadDirs(op.Path); err == nil {
-			u.Status, u.Note = NothingToUndo, "it is there"
-			return u
+			return u.nothing("it is there")
 		}
 		if err := w.Mkdir(op.Path); err != nil {
-			return notUndone("recreating it: %v", err)
+			return u.not("recreating it: %v", err)
 		}
 		for _, f := range op.Keep {
 			v, ok := s.Prev.Values[f]
@@ -341,7 +344,7 @@ func (e *Engine) undo(w *guard, s *journal.Step, boot string) Undo {
 				continue
 			}
 			if err := w.WriteFile(path.Join(op.Path, f), []byte(v)); err != nil {
-				return notUndone("recreated, but restoring %s = %q: %v", f, v, err)
+				return u.not("recreated, but restoring %s = %q: %v", f, v, err)
 			}
 		}
 		u.Note = "recreated with its recorded settings"
@@ -534,35 +537,28 @@ func reusedNote(pids []int, when string) string {
 // that already or the unit is gone.
 func (e *Engine) undoProperty(w *guard, s *journal.Step, u Undo) Undo {
 	op := s.Op
-	notUndone := func(format string, a ...any) Undo {
-		u.Status, u.Note = NotUndone, fmt.Sprintf(format, a...)
-		return u
-	}
 	if s.Prev.Value == nil {
-		return notUndone("the journal has no previous value for %s of %s", op.Property, op.Unit)
+		return u.not("the journal has no previous value for %s of %s", op.Property, op.Unit)
 	}
 	if e.Units == nil {
-		return notUndone("%s of %s was set through systemd, and cgwarden has no connection to systemd here", op.Property, op.Unit)
+		return u.not("%s of %s was set through systemd, and cgwarden has no connection to systemd here", op.Property, op.Unit)
 	}
 	prev := *s.Prev.Value
 	cur, err := e.Units.Property(op.Unit, op.Property)
 	if errors.Is(err, fs.ErrNotExist) {
-		u.Status, u.Note = NothingToUndo, "the unit is gone"
-		return u
+		return u.nothing("the unit is gone")
 	}
 	if err != nil {
-		return notUndone("%v", err)
+		return u.not("%v", err)
 	}
 	if strconv.FormatUint(cur, 10) == prev {
-		u.Status = NothingToUndo
-		return u
+		return u.nothing("")
 	}
 	if err := w.SetProperty(op, prev); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			u.Status, u.Note = NothingToUndo, "the unit is gone"
-			return u
+			return u.nothing("the unit is gone")
 		}
-		return notUndone("restoring %s=%s: %v", op.Property, prev, err)
+		return u.not("restoring %s=%s: %v", op.Property, prev, err)
 	}
 	u.Note = fmt.Sprintf("%s=%s restored through systemd", op.Property, prev)
 	if prev == strconv.FormatUint(systemd.Unset, 10) {
