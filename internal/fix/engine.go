@@ -252,8 +252,8 @@ func (e *Engine) units() plan.Units {
 func (e *Engine) unitWriter(ops []plan.Op) (*systemd.Grant, error) {
 	var units []string
 	for _, op := range ops {
-		if op.Kind == plan.Property && !slices.Contains(units, op.Unit) {
-			units = append(units, op.Unit)
+		if op.Kind == plan.Property {
+			units = appendUniq(units, op.Unit)
 		}
 	}
 	if len(units) == 0 {
@@ -326,9 +326,7 @@ func Plan(in plan.Input, meta *metadata.Set, maxTierMilli int64) (*plan.Plan, pl
 	}
 	p.Ops = append(p.Ops, wp.Ops...)
 	for _, n := range wp.Notes {
-		if !slices.Contains(p.Notes, n) {
-			p.Notes = append(p.Notes, n)
-		}
+		p.Notes = appendUniq(p.Notes, n)
 	}
 	p.Skipped = append(p.Skipped, wp.Skipped...)
 	p.Targets = wp.Targets
@@ -677,9 +675,7 @@ func (e *Engine) move(j *journal.Journal, w *guard, run string, ref, i int, op p
 		for _, pr := range op.Pairs {
 			pids, err := e.pids(pr.Source)
 			if errors.Is(err, fs.ErrNotExist) {
-				if !slices.Contains(gone, pr.Source) {
-					gone = append(gone, pr.Source)
-				}
+				gone = appendUniq(gone, pr.Source)
 				continue // removed by its runtime: nothing left to move there
 			}
 			if err != nil {
@@ -759,7 +755,7 @@ func (e *Engine) move(j *journal.Journal, w *guard, run string, ref, i int, op p
 	return moved, exited, nil
 }
 
-func appendUniq(s []int, v int) []int {
+func appendUniq[T comparable](s []T, v T) []T {
 	if slices.Contains(s, v) {
 		return s
 	}

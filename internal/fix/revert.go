@@ -134,9 +134,7 @@ func (e *Engine) revertRun(j *journal.Journal, r *journal.Run, pending []*journa
 			allow(plan.Write, s.Op.Path)
 		case plan.Property:
 			allowed[string(plan.Property)+" "+s.Op.Unit+" "+s.Op.Property+" "+path.Clean(s.Op.Path)] = true
-			if !slices.Contains(units, s.Op.Unit) {
-				units = append(units, s.Op.Unit)
-			}
+			units = appendUniq(units, s.Op.Unit)
 		case plan.Mkdir:
 			allow(plan.Rmdir, s.Op.Path)
 		case plan.Move:

@@ -34,9 +34,7 @@ type Policy struct {
 // Merge adds q's grants to p (the trees are the node's, the same in both).
 func (p *Policy) Merge(q Policy) {
 	for _, t := range q.Trees {
-		if !slices.Contains(p.Trees, t) {
-			p.Trees = append(p.Trees, t)
-		}
+		p.Trees = appendOnce(p.Trees, t)
 	}
 	p.Owned = append(p.Owned, q.Owned...)
 	p.Sources = append(p.Sources, q.Sources...)
