@@ -27,12 +27,8 @@ func checkEscaped(in *Input, r *Report) {
 			ev.Add("processes", procs)
 		}
 		ev.Summary = summary
-		brief := "at " + c.Path
-		if c.UsageCores != nil {
-			brief += fmt.Sprintf(", using %s cores", cores(*c.UsageCores))
-		}
 		r.add(Finding{
-			Rule: rules.EscapedProcess, Severity: Error, Subject: subj, Evidence: ev, Brief: brief,
+			Rule: rules.EscapedProcess, Severity: Error, Subject: subj, Evidence: ev, Brief: at(c),
 			Message: fmt.Sprintf("Processes of %s run outside the kubelet's tree: the pod's limits, its QoS tier's weight and the "+
 				"node-allocatable limits do not apply to them, they take CPU from every pod by their own weight, and the kubelet "+
 				"does not count their CPU and memory for the pod.", who),

@@ -28,23 +28,20 @@ const (
 	Info Severity = "info"
 )
 
+// severities lists the severities, most severe first.
+var severities = []Severity{Error, Warning, Info}
+
 // Rank orders severities, most severe first (0).
 func (s Severity) Rank() int {
-	switch s {
-	case Error:
-		return 0
-	case Warning:
-		return 1
-	case Info:
-		return 2
+	if i := slices.Index(severities, s); i >= 0 {
+		return i
 	}
-	return 3
+	return len(severities)
 }
 
 // ParseSeverity reads a --fail-on value.
 func ParseSeverity(s string) (Severity, error) {
-	switch v := Severity(strings.ToLower(strings.TrimSpace(s))); v {
-	case Error, Warning, Info:
+	if v := Severity(strings.ToLower(strings.TrimSpace(s))); slices.Contains(severities, v) {
 		return v, nil
 	}
 	return "", fmt.Errorf("severity %q: want error, warning or info", s)
@@ -122,13 +119,8 @@ func (e Evidence) Get(name string) (any, bool) {
 
 // MarshalJSON writes {"summary": ..., <values in order>}.
 func (e Evidence) MarshalJSON() ([]byte, error) {
-	var b bytes.Buffer
-	b.WriteByte('{')
-	s, err := json.Marshal(e.Summary)
-	if err != nil {
-		return nil, err
-	}
-	b.WriteString(`"summary":`)
+	s, _ := json.Marshal(e.Summary) // a string always marshals
+	b := bytes.NewBufferString(`{"summary":`)
 	b.Write(s)
 	for _, v := range e.Values {
 		k, _ := json.Marshal(v.Name)
@@ -136,10 +128,7 @@ func (e Evidence) MarshalJSON() ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("evidence %s: %w", v.Name, err)
 		}
-		b.WriteByte(',')
-		b.Write(k)
-		b.WriteByte(':')
-		b.Write(val)
+		fmt.Fprintf(b, ",%s:%s", k, val)
 	}
 	b.WriteByte('}')
 	return b.Bytes(), nil
@@ -281,6 +270,15 @@ func Sort(fs []Finding) {
 		}
 		return strings.Compare(a.Subject.String()+a.Subject.Cgroup, b.Subject.String()+b.Subject.Cgroup)
 	})
+}
+
+// count is the number of findings of each severity.
+func (r *Report) count() map[Severity]int {
+	c := map[Severity]int{}
+	for _, f := range r.Findings {
+		c[f.Severity]++
+	}
+	return c
 }
 
 // AtOrAbove reports whether any finding is at least as severe as s.

@@ -33,15 +33,7 @@ func JSON(n *inventory.Node, r *Report) JSONReport {
 	if j.Findings == nil {
 		j.Findings = []Finding{}
 	}
-	for _, f := range r.Findings {
-		switch f.Severity {
-		case Error:
-			j.Counts.Error++
-		case Warning:
-			j.Counts.Warning++
-		case Info:
-			j.Counts.Info++
-		}
-	}
+	c := r.count()
+	j.Counts = Counts{Error: c[Error], Warning: c[Warning], Info: c[Info]}
 	return j
 }

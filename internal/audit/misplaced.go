@@ -45,12 +45,8 @@ func checkMisplaced(in *Input, r *Report) {
 				Add("guaranteedCores", round(cg.GuaranteedCores))
 			summary += "; " + where
 			ev.Summary = summary
-			brief := "at " + cg.Path
-			if cg.UsageCores != nil {
-				brief += fmt.Sprintf(", using %s cores", cores(*cg.UsageCores))
-			}
 			r.add(Finding{
-				Rule: rules.MisplacedContainer, Severity: Error, Subject: containerSubject(p, c), Evidence: ev, Brief: brief,
+				Rule: rules.MisplacedContainer, Severity: Error, Subject: containerSubject(p, c), Evidence: ev, Brief: at(cg),
 				Message: fmt.Sprintf("The kubelet reads pod %s's CPU and memory from its pod cgroup, which does not hold these "+
 					"processes: %s, and kubectl top and the HPA are only as right as the runtime's own container stats. The "+
 					"pod's limits and its QoS tier's weight do not apply to these processes.",
@@ -95,10 +91,6 @@ func checkUnattachedMisplaced(n *inventory.Node, r *Report) {
 		}
 		ev.Add("competesIn", parentPath(c)).Add("weight", ptrVal(c.Stats.CPU.Weight)).Add("guaranteedCores", round(c.GuaranteedCores))
 		ev.Summary = summary + "; " + competes(n, c)
-		brief := "at " + c.Path
-		if c.UsageCores != nil {
-			brief += fmt.Sprintf(", using %s cores", cores(*c.UsageCores))
-		}
 		remedy := "Find the pod (crictl inspectp <sandbox id> for Kata; the runtime's logs otherwise), move the processes under its " +
 			"pod cgroup, and fix the runtime so new containers land there"
 		if kata {
@@ -106,12 +98,21 @@ func checkUnattachedMisplaced(n *inventory.Node, r *Report) {
 		}
 		r.add(Finding{
 			Rule: rules.MisplacedContainer, Severity: Warning, Subject: Subject{Kind: "cgroup", ContainerID: id.ContainerID, Cgroup: c.Path},
-			Evidence: ev, Brief: brief,
+			Evidence: ev, Brief: at(c),
 			Message: "A runtime's cgroup outside every pod cgroup: the processes in it escape their pod's limits and its QoS tier's " +
 				"weight, and the kubelet does not count them for their pod. Which pod it belongs to is unknown here.",
 			Remedy: remedy + ".",
 		})
 	}
+}
+
+// at is where a cgroup is for a finding's brief, with its CPU usage when
+// known.
+func at(c *inventory.Cgroup) string {
+	if c.UsageCores == nil {
+		return "at " + c.Path
+	}
+	return fmt.Sprintf("at %s, using %s cores", c.Path, cores(*c.UsageCores))
 }
 
 func parentPath(c *inventory.Cgroup) string {

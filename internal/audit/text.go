@@ -24,10 +24,7 @@ func WriteText(w io.Writer, n *inventory.Node, r *Report) error {
 	if n.Version == mounts.Hybrid {
 		ver = "v1 (hybrid)"
 	}
-	count := map[Severity]int{}
-	for _, f := range r.Findings {
-		count[f.Severity]++
-	}
+	count := r.count()
 	kube := "no kubepods hierarchy"
 	if n.KubeRoot != nil {
 		kube = string(n.Driver) + " driver"
@@ -41,7 +38,7 @@ func WriteText(w io.Writer, n *inventory.Node, r *Report) error {
 	// severity; later findings of it take one line, so that a node with
 	// thirty starved VMs still fits on a screen (-o json has everything).
 	explained := map[string]bool{}
-	for _, sev := range []Severity{Error, Warning, Info} {
+	for _, sev := range severities {
 		var subjects []string
 		group := map[string][]Finding{}
 		for _, f := range r.Findings {
@@ -102,7 +99,7 @@ func tally(c map[Severity]int) string {
 		return "no findings"
 	}
 	var parts []string
-	for _, s := range []Severity{Error, Warning, Info} {
+	for _, s := range severities {
 		if c[s] == 1 {
 			parts = append(parts, "1 "+string(s))
 		} else if c[s] > 1 {
