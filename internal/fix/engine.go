@@ -672,6 +672,7 @@ func (e *Engine) move(j *journal.Journal, w *guard, run string, ref, i int, op p
 		starts := map[int]uint64{}
 		seen := false
 		var moveErr error
+	pairs:
 		for _, pr := range op.Pairs {
 			pids, err := e.pids(pr.Source)
 			if errors.Is(err, fs.ErrNotExist) {
@@ -701,7 +702,7 @@ func (e *Engine) move(j *journal.Journal, w *guard, run string, ref, i int, op p
 				}
 				if serr != nil {
 					moveErr = fmt.Errorf("process %d: its start time, which tells it from a later process given its PID, could not be read: %w", pid, serr)
-					break
+					break pairs
 				}
 				w.moving[pid] = true
 				err := put(pr.Target, pid)
@@ -716,13 +717,8 @@ func (e *Engine) move(j *journal.Journal, w *guard, run string, ref, i int, op p
 					passExited = appendUniq(passExited, pid)
 				default:
 					moveErr = fmt.Errorf("moving process %d: %w", pid, err)
+					break pairs
 				}
-				if moveErr != nil {
-					break
-				}
-			}
-			if moveErr != nil {
-				break
 			}
 		}
 		if len(pass) > 0 || len(passExited) > 0 {
