@@ -147,9 +147,9 @@ func siblingsOf(n *inventory.Node, c *inventory.Cgroup) siblingSum {
 // describe writes "32076 (Burstable tier) + 9984 (6 Guaranteed pods)".
 func (s siblingSum) describe() string {
 	var parts []string
-	for _, q := range []string{layout.Burstable, layout.BestEffort} {
-		if w, ok := s.Tiers[q]; ok {
-			parts = append(parts, fmt.Sprintf("%d (%s tier)", w, tierTitle(q)))
+	for _, q := range []struct{ qos, title string }{{layout.Burstable, "Burstable"}, {layout.BestEffort, "BestEffort"}} {
+		if w, ok := s.Tiers[q.qos]; ok {
+			parts = append(parts, fmt.Sprintf("%d (%s tier)", w, q.title))
 		}
 	}
 	if s.Guaranteed.Count > 0 {
@@ -173,18 +173,6 @@ func plural(n int, what string) string {
 		return "1 " + what
 	}
 	return fmt.Sprintf("%d %ss", n, what)
-}
-
-func tierTitle(q string) string {
-	switch q {
-	case layout.Burstable:
-		return "Burstable"
-	case layout.BestEffort:
-		return "BestEffort"
-	case layout.Guaranteed:
-		return "Guaranteed"
-	}
-	return q
 }
 
 // vmLabel says whether a pod is a VM runner by its labels, and which VM.

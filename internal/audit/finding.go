@@ -2,6 +2,7 @@ package audit
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -73,10 +74,7 @@ func (s Subject) String() string {
 	case "pod":
 		return "pod " + pod
 	case "container":
-		c := s.Container
-		if c == "" {
-			c = layout.ShortID(s.ContainerID)
-		}
+		c := cmp.Or(s.Container, layout.ShortID(s.ContainerID))
 		if pod == "" {
 			return "container " + c
 		}

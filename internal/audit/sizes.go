@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 
@@ -54,10 +55,7 @@ func sizesOf(meta *metadata.Set) *Sizes {
 	t := meta.Trust()
 	s := &Sizes{AllocatableMilliCPU: t.AllocatableMilliCPU, MaxSizes: t.MaxSizes.String(), Annotations: t.Annotations, Pods: []SizedPod{}}
 	if t.AllocatableMilliCPU <= 0 {
-		s.Uncapped = t.AllocatableUnknown
-		if s.Uncapped == "" {
-			s.Uncapped = "the node's allocatable CPU is unknown"
-		}
+		s.Uncapped = cmp.Or(t.AllocatableUnknown, "the node's allocatable CPU is unknown")
 	}
 	for _, o := range origins {
 		sp := SizedPod{Subject: Subject{Kind: "pod", PodUID: o.Pod.UID, PodName: o.Pod.Name, Namespace: o.Pod.Namespace},

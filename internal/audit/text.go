@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"strings"
@@ -60,11 +61,7 @@ func WriteText(w io.Writer, n *inventory.Node, r *Report) error {
 			for _, f := range group[s] {
 				key := string(f.Severity) + "/" + f.Rule
 				if explained[key] {
-					brief := f.Brief
-					if brief == "" {
-						brief = f.Evidence.Summary
-					}
-					wrap(&b, "  "+f.Rule+": ", "    ", inspect.ShortIDs(brief)+" (as above)")
+					wrap(&b, "  "+f.Rule+": ", "    ", inspect.ShortIDs(cmp.Or(f.Brief, f.Evidence.Summary))+" (as above)")
 					continue
 				}
 				explained[key] = true

@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"cmp"
 	"path"
 	"slices"
 
@@ -104,9 +105,7 @@ func Applies(entries []Entry) []*Run {
 		case Begin, Resume:
 			// The command that began the run (a resume by another
 			// command continues its steps, it does not take them).
-			if r.By == "" {
-				r.By = e.By
-			}
+			r.By = cmp.Or(r.By, e.By)
 		case Intent:
 			if e.Op == nil {
 				continue

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"strings"
@@ -42,7 +43,7 @@ func WriteText(w io.Writer, p *Plan) error {
 	if len(p.Skipped) > 0 {
 		b.WriteString("Not repaired:\n")
 		for _, s := range p.Skipped {
-			fmt.Fprintf(&b, "  - pod %s container %s: %s\n", s.Pod, orDash(s.Container), s.Reason)
+			fmt.Fprintf(&b, "  - pod %s container %s: %s\n", s.Pod, cmp.Or(s.Container, "-"), s.Reason)
 		}
 	}
 	if len(p.Notes) > 0 {
@@ -53,11 +54,4 @@ func WriteText(w io.Writer, p *Plan) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"cmp"
 	"fmt"
 	"path"
 	"slices"
@@ -135,7 +136,7 @@ func (w *weigher) pod(p *inventory.Pod, want bool) {
 	c := p.Cgroup
 	if c == nil || !bestEffortTier(c.Parent) {
 		if sized && p.QoS != layout.BestEffort {
-			skip(fmt.Sprintf("declares %s (%s) but is %s: the kubelet weighs it from its requests", milliText(sz.MilliCPU), sz.Source, qosText(p.QoS)))
+			skip(fmt.Sprintf("declares %s (%s) but is %s: the kubelet weighs it from its requests", milliText(sz.MilliCPU), sz.Source, cmp.Or(p.QoS, "not BestEffort")))
 		}
 		return
 	}
@@ -324,13 +325,6 @@ func vmContainer(p *inventory.Pod, meta *metadata.Set, source string) (*inventor
 		return nil, "of the running containers: " + err.Error()
 	}
 	return app[i], ""
-}
-
-func qosText(q string) string {
-	if q == "" {
-		return "not BestEffort"
-	}
-	return q
 }
 
 // milliText writes a CPU size for people: "4 CPUs", "250m CPU".
