@@ -380,7 +380,7 @@ func (a *Auth) acquire(trusted bool) (release func(), ok bool) {
 // ReviewTimeout. The review does not end when the request that started it
 // goes away (the others still wait for it); a request that goes away
 // stops waiting.
-func (a *Auth) review(ctx context.Context, kind, key string, trusted bool, cached func() (any, bool), do func(context.Context) (any, error)) (any, error) {
+func review[T any](ctx context.Context, a *Auth, kind, key string, trusted bool, cached func() (T, bool), do func(context.Context) (T, error)) (T, error) {
 	var ran atomic.Bool
 	a.waiting.Add(1)
 	defer a.waiting.Add(-1)
@@ -413,9 +413,11 @@ func (a *Auth) review(ctx context.Context, kind, key string, trusted bool, cache
 		if !ran.Load() {
 			a.m.merged.WithLabelValues(kind).Inc()
 		}
-		return r.Val, r.Err
+		v, _ := r.Val.(T)
+		return v, r.Err
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		var none T
+		return none, ctx.Err()
 	}
 }
 
@@ -424,30 +426,29 @@ func (a *Auth) authenticate(ctx context.Context, token string) (authnv1.UserInfo
 	key := string(sum[:])
 	// known: the API server accepted this token before (its decision has
 	// expired): its review may use the reserved slots.
-	lookup := func() (v any, ok, known bool) {
+	lookup := func() (v authnResult, ok, known bool) {
 		now := a.Now()
 		if v, ok := a.valid.Get(key); ok {
 			if d := v.(authnDecision); now.Before(d.until) {
 				return authnResult{user: d.user, ok: true}, true, true
 			}
-			return nil, false, true
+			return authnResult{}, false, true
 		}
 		if v, ok := a.invalid.Get(key); ok && now.Before(v.(time.Time)) {
 			return authnResult{}, true, false
 		}
-		return nil, false, false
+		return authnResult{}, false, false
 	}
-	cached := func() (any, bool) { v, ok, _ := lookup(); return v, ok }
-	v, ok, known := lookup()
+	cached := func() (authnResult, bool) { v, ok, _ := lookup(); return v, ok }
+	r, ok, known := lookup()
 	if ok {
 		a.m.hits.WithLabelValues("token").Inc()
-		r := v.(authnResult)
 		return r.user, r.ok, nil
 	}
-	v, err := a.review(ctx, "token", "n"+key, known, cached, func(ctx context.Context) (any, error) {
+	r, err := review(ctx, a, "token", "n"+key, known, cached, func(ctx context.Context) (authnResult, error) {
 		user, ok, err := a.Reviewer.Authenticate(ctx, token, a.Audience)
 		if err != nil {
-			return nil, err
+			return authnResult{}, err
 		}
 		if ok {
 			a.m.reviews.WithLabelValues("token", "accepted").Inc()
@@ -460,11 +461,7 @@ func (a *Auth) authenticate(ctx context.Context, token string) (authnv1.UserInfo
 		}
 		return authnResult{user: user, ok: ok}, nil
 	})
-	if err != nil {
-		return authnv1.UserInfo{}, false, err
-	}
-	r := v.(authnResult)
-	return r.user, r.ok, nil
+	return r.user, r.ok, err
 }
 
 type authnResult struct {
@@ -474,25 +471,24 @@ type authnResult struct {
 
 func (a *Auth) authorize(ctx context.Context, u authnv1.UserInfo, sub string) (bool, string, error) {
 	key := u.Username + "\x00" + u.UID + "\x00" + strings.Join(u.Groups, "\x00") + "\x00" + sub
-	cached := func() (any, bool) {
+	cached := func() (authzDecision, bool) {
 		if v, ok := a.authz.Get(key); ok {
 			if d := v.(authzDecision); a.Now().Before(d.until) {
 				return d, true
 			}
 		}
-		return nil, false
+		return authzDecision{}, false
 	}
-	if v, ok := cached(); ok {
+	if d, ok := cached(); ok {
 		a.m.hits.WithLabelValues("access").Inc()
-		d := v.(authzDecision)
 		return d.ok, d.reason, nil
 	}
 	// An access review is made only for an authenticated user: it may
 	// use the reserved slots.
-	v, err := a.review(ctx, "access", "z"+key, true, cached, func(ctx context.Context) (any, error) {
+	d, err := review(ctx, a, "access", "z"+key, true, cached, func(ctx context.Context) (authzDecision, error) {
 		ok, reason, err := a.Reviewer.Authorize(ctx, u, a.Node, sub)
 		if err != nil {
-			return nil, err
+			return authzDecision{}, err
 		}
 		ttl, result := deniedTTL, "denied"
 		if ok {
@@ -503,11 +499,7 @@ func (a *Auth) authorize(ctx context.Context, u authnv1.UserInfo, sub string) (b
 		a.authz.Add(key, d)
 		return d, nil
 	})
-	if err != nil {
-		return false, "", err
-	}
-	d := v.(authzDecision)
-	return d.ok, d.reason, nil
+	return d.ok, d.reason, err
 }
 
 // authMetrics are Auth's counters on the agent's /metrics.
