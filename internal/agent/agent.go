@@ -99,7 +99,7 @@ func (c *Config) Complete(ctx context.Context) (_ *Agent, err error) {
 	if a.auth == nil && c.LocalListen != "" {
 		a.log.Warn("--local-listen without --authenticate: any process on the node reads the node's audit and inventory on " + c.LocalListen)
 	}
-	scfg := serve.Config{NodeName: c.NodeName, Interval: c.Interval, Logger: a.log, Findings: serve.AuditFindings, Demand: c.Demand, NRIMetrics: c.NRIMetrics}
+	scfg := serve.Config{NodeName: c.NodeName, Interval: c.Interval, Logger: a.log, Findings: true, Demand: c.Demand, NRIMetrics: c.NRIMetrics}
 	if a.auth != nil {
 		scfg.Collectors = append(scfg.Collectors, a.auth) // cgwarden_auth_*
 	}

@@ -157,7 +157,7 @@ func newLoopRig(t *testing.T) *loopRig {
 	}
 	sc.ProcsWhereUsed = true // as completeLive sets it
 	log := slog.New(slog.NewTextHandler(r.logs, nil))
-	r.srv = serve.New(serve.Config{NodeName: "k3s-node", Interval: loopInterval, Clock: r.clock, Logger: log, Findings: serve.AuditFindings})
+	r.srv = serve.New(serve.Config{NodeName: "k3s-node", Interval: loopInterval, Clock: r.clock, Logger: log, Findings: true})
 	r.h = r.srv.Handler()
 	name := "spin-test"
 	r.podName.Store(&name)

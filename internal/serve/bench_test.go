@@ -54,7 +54,7 @@ func syntheticNode(pods, containers int, at time.Time) *inventory.Node {
 // is paid once per --interval, whatever the number of scrapers.
 func BenchmarkPerScanWork(b *testing.B) {
 	now := time.Unix(1_800_000_000, 0)
-	s := New(Config{NodeName: "bench", Findings: AuditFindings})
+	s := New(Config{NodeName: "bench", Findings: true})
 	h := s.Handler()
 	b.ReportAllocs()
 	for b.Loop() {

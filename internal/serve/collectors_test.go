@@ -20,7 +20,7 @@ import (
 func TestEveryDeclaredSeriesIsEmitted(t *testing.T) {
 	for _, demand := range []bool{false, true} {
 		t.Run(fmt.Sprintf("demand=%v", demand), func(t *testing.T) {
-			everyDeclaredSeriesIsEmitted(t, Config{NodeName: "k3s-node", Findings: AuditFindings, Demand: demand})
+			everyDeclaredSeriesIsEmitted(t, Config{NodeName: "k3s-node", Findings: true, Demand: demand})
 		})
 	}
 }

@@ -97,7 +97,7 @@ func TestGoldenSeed003(t *testing.T) {
 // goldenConfig is serve's configuration as the command builds it with no
 // flag given, for seed 003 (its node name).
 func goldenConfig() Config {
-	return Config{NodeName: "k3s-node", Findings: AuditFindings}
+	return Config{NodeName: "k3s-node", Findings: true}
 }
 
 func goldenSeed003(t *testing.T, cfg Config, prefix string) {
@@ -267,7 +267,7 @@ func TestCheckListen(t *testing.T) {
 }
 
 func TestAuditFindingsOnMetrics(t *testing.T) {
-	s := feedExampleTo(t, Config{NodeName: "k3s-node", Findings: AuditFindings}, "seed-003-k3s-spin", nil)
+	s := feedExampleTo(t, Config{NodeName: "k3s-node", Findings: true}, "seed-003-k3s-spin", nil)
 	_, own, _ := get(t, s.Handler(), "/metrics")
 	re := regexp.MustCompile(`(?m)^cgwarden_audit_findings\{rule="misplaced-container",severity="error"\} (\d+)$`)
 	m := re.FindStringSubmatch(own)

@@ -78,9 +78,9 @@ type Config struct {
 	// wall clock. Tests give the loop's and the Server's one fake clock.
 	Clock  clock.PassiveClock
 	Logger *slog.Logger
-	// Findings counts audit findings per rule and severity for a scan
-	// (AuditFindings); nil leaves cgwarden_audit_findings out.
-	Findings func(*inventory.Node, *metadata.Set) []FindingCount
+	// Findings serves cgwarden_audit_findings, the scan's audit findings
+	// per rule and severity (CountFindings); false leaves it out.
+	Findings bool
 	// Collectors are served on /metrics beside cgwarden's own (the weight
 	// holder's, the steady-state scan's).
 	Collectors []prometheus.Collector
@@ -188,17 +188,12 @@ func (l *lazy) get(render func() ([]byte, error)) ([]byte, error) {
 // requests.
 func (s *Server) Feed(smp Scan) {
 	st := &state{
-		time: smp.Node.Time, node: smp.Node, nodeName: s.cfg.NodeName, meta: smp.Meta, log: s.log,
+		time: smp.Node.Time, node: smp.Node, nodeName: s.cfg.NodeName, meta: smp.Meta, report: smp.Report, log: s.log,
 		nodeUsage: aggregate.NodeUsage(smp.Node),
 		pods:      aggregate.Pods(smp.Node),
 	}
-	st.report = smp.Report
-	if s.cfg.Findings != nil {
-		if smp.Report != nil {
-			st.findings = CountFindings(smp.Report)
-		} else {
-			st.findings = s.cfg.Findings(smp.Node, smp.Meta)
-		}
+	if s.cfg.Findings {
+		st.findings = CountFindings(st.auditReport())
 	}
 	s.cur.Store(st)
 }
