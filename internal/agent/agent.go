@@ -168,7 +168,8 @@ func (a *Agent) completeLive(m *Meta, sc *inventory.Scanner, scfg *serve.Config)
 		a.adopt = a.engine()
 		a.adopt.Evidence = evidence(a.host, m.Lister)
 		a.adoptions = make(chan *Picture, 1)
-		a.Loop.Subscribe(a.offerAdoption)
+		// The adopter plans from the newest picture.
+		a.Loop.Subscribe(func(p *Picture) { hold.OfferLatest(a.adoptions, p) })
 	}
 	return nil
 }
@@ -227,22 +228,6 @@ func (a *Agent) engine() *fix.Engine {
 		e.Units = a.units
 	}
 	return e
-}
-
-// offerAdoption hands the adopter the newest picture (an older one not
-// yet taken is dropped: the adopter plans from the latest).
-func (a *Agent) offerAdoption(p *Picture) {
-	for {
-		select {
-		case a.adoptions <- p:
-			return
-		default:
-		}
-		select {
-		case <-a.adoptions:
-		default:
-		}
-	}
 }
 
 // runAdoption repairs misplaced containers from each picture, on the

@@ -209,18 +209,24 @@ type offer struct {
 }
 
 // Offer hands the Holder a scan the node loop has just made. It never
-// blocks: a scan not yet looked at is replaced
-// by the newer one.
+// blocks: a scan not yet looked at is replaced by the newer one
+// (OfferLatest).
 func (h *Holder) Offer(n *inventory.Node, meta *metadata.Set) {
-	o := offer{node: n, meta: meta}
+	OfferLatest(h.offers, offer{node: n, meta: meta})
+}
+
+// OfferLatest puts v in ch, a channel buffered for one, without blocking:
+// a value not yet taken is dropped for v (its taker works from the
+// latest).
+func OfferLatest[T any](ch chan T, v T) {
 	for {
 		select {
-		case h.offers <- o:
+		case ch <- v:
 			return
 		default:
 		}
 		select {
-		case <-h.offers:
+		case <-ch:
 		default:
 		}
 	}
@@ -309,8 +315,6 @@ func (h *Holder) Run(ctx context.Context) error {
 	}
 }
 
-// overwrite is a target seen off its value: first is when, due when it
-// may be restored.
 // overwrite is a target seen off its value: first is when, due when it
 // may be restored.
 type overwrite struct{ first, due time.Time }
