@@ -352,9 +352,9 @@ func (h *Holder) restoreDue(now time.Time) (dirty bool) {
 			continue
 		}
 		delete(h.overwritten, p)
-		if !h.correctApplied(p, o.first) {
-			dirty = true
-		}
+		var ok bool
+		h.cfg.Apply(func() { ok = h.correct(p, o.first) })
+		dirty = dirty || !ok
 	}
 	return dirty
 }
@@ -391,16 +391,10 @@ func (h *Holder) isTarget(p string) bool {
 	return ok
 }
 
-// correctApplied corrects p on the agent's applier; noticed is when the
-// change was seen (the zero time: now).
-func (h *Holder) correctApplied(p string, noticed time.Time) (ok bool) {
-	h.cfg.Apply(func() { ok = h.correct(p, noticed) })
-	return ok
-}
-
 // correct reads target file p and, when it holds anything but the target,
-// writes the target back. It reports false when the file is gone. The
-// time off target counts from noticed (the zero time: now).
+// writes the target back; it runs on the agent's applier (Config.Apply).
+// It reports false when the file is gone. The time off target counts from
+// noticed, when the change was seen.
 func (h *Holder) correct(p string, noticed time.Time) bool {
 	h.mu.Lock()
 	f, ok := h.files[p]
@@ -419,9 +413,6 @@ func (h *Holder) correct(p string, noticed time.Time) bool {
 	cur := strings.TrimSpace(string(b))
 	if cur == f.want {
 		return true
-	}
-	if noticed.IsZero() {
-		noticed = time.Now()
 	}
 	op := plan.Op{Kind: plan.Write, Rule: f.t.Rule, Path: p, Value: f.want}
 	if f.t.Unit != "" {
