@@ -146,22 +146,18 @@ func Learn(path, handler string, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	if _, err := tmp.WriteString(b.String()); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
+	defer os.Remove(tmp.Name()) // nothing left to remove once renamed
+	_, err = tmp.WriteString(b.String())
+	if err == nil {
+		err = tmp.Sync()
 	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
 	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return err
+	if err == nil {
+		err = os.Chmod(tmp.Name(), 0o644)
 	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		os.Remove(tmp.Name())
+	if err != nil {
 		return err
 	}
 	return os.Rename(tmp.Name(), path)
