@@ -104,3 +104,44 @@ func TestFiguresUseEachCounterTime(t *testing.T) {
 		t.Errorf("phase seconds %v, want 4", ph.Seconds)
 	}
 }
+
+// TestRepayTime: CI's v2 guest over-charged a weight-1 VM pod 0.45 s
+// beside a Burstable tier at 20, and the next window gave the VM pods
+// nothing; the wait before measuring again is what the lightest cgroup
+// takes to pay that back, bounded, and none without an excess.
+func TestRepayTime(t *testing.T) {
+	for _, c := range []struct {
+		excess  float64
+		weights []uint64
+		want    time.Duration
+	}{
+		{0.45, []uint64{1, 20, 1, 1, 1}, 9 * time.Second},               // before: tiers 1 and 20
+		{0.45, []uint64{274, 20, 39, 79, 157}, 6165 * time.Millisecond}, // after: the Burstable tier is the lightest
+		{5, []uint64{1, 20}, maxRepay},
+		{0, []uint64{1, 20}, 0},
+		{-0.1, []uint64{1, 20}, 0},
+		{0.45, []uint64{0, 20}, 0}, // a weight not read
+	} {
+		if got := repayTime(c.excess, c.weights); (got - c.want).Abs() > time.Millisecond {
+			t.Errorf("repayTime(%v, %v) = %v, want %v", c.excess, c.weights, got, c.want)
+		}
+	}
+}
+
+// TestFiguresBySizeWithoutCPU: a window in which the VM pods got no CPU
+// still says what their sizes call for (the v2 guest's table showed 0.0%
+// by size), and no ratio to what they got.
+func TestFiguresBySizeWithoutCPU(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	d := &run{o: Options{Seeds: []string{Seed000}}, vms: []Pod{{Name: "vm-1-cpu", MilliCPU: 1000}, {Name: "vm-4-cpu", MilliCPU: 4000}}}
+	a := reading{at: t0, vms: []sample{{10, t0}, {20, t0}}, burst: sample{30, t0}}
+	later := t0.Add(4 * time.Second)
+	b := reading{at: later, vms: []sample{{10, later}, {20, later}}, burst: sample{34, later}}
+	sp := d.figures(Phase{Name: PhaseBefore}, a, b, "").Seed000
+	for i, want := range []float64{0.2, 0.8} {
+		v := sp.VMs[i]
+		if math.Abs(v.ShareBySize-want) > 1e-9 || v.ShareEqual != 0.5 || v.ShareOfVMs != 0 || v.PerSize != 0 || v.PerEqual != 0 {
+			t.Errorf("%s: by size %v (want %v), equal %v, of VMs %v, per size %v, per equal %v", v.Name, v.ShareBySize, want, v.ShareEqual, v.ShareOfVMs, v.PerSize, v.PerEqual)
+		}
+	}
+}
