@@ -160,7 +160,7 @@ func (d *run) measure(ctx context.Context, name string, pauseBurst bool) (Phase,
 		}
 		why, excess, repaid := late.String(), late.seconds, late.repaid
 		if over {
-			excess = (d.onVMCPU(ph) - 1) * ph.Seconds
+			excess = (busiest - 1) * ph.Seconds
 			why = fmt.Sprintf("the kernel counted %.2f CPU seconds per second of wall time on one CPU, more than it has", busiest)
 			repaid = time.Now().Add(repayTime(excess, due.lightest()))
 		}
@@ -409,30 +409,20 @@ const (
 // put on one CPU: seed 000's burners share one, seed 003's burner has
 // the other (or the same one, on a machine with one CPU).
 func (d *run) busiestCPU(ph Phase) float64 {
-	return max(d.onVMCPU(ph), misCores(ph))
-}
-
-// onVMCPU is the CPU seconds per wall second a phase's figures put on
-// seed 000's CPU: its burners', and seed 003's when it has the same CPU.
-func (d *run) onVMCPU(ph Phase) float64 {
-	var c float64
+	var vmCPU, misCPU float64
 	if sp := ph.Seed000; sp != nil {
-		c = sp.BurstableCores
+		vmCPU = sp.BurstableCores
 		for _, v := range sp.VMs {
-			c += v.Cores
+			vmCPU += v.Cores
 		}
 	}
-	if d.cpuVM == d.cpuMis {
-		c += misCores(ph)
-	}
-	return c
-}
-
-func misCores(ph Phase) float64 {
 	if p := ph.Seed003; p != nil {
-		return p.ContainerCores
+		misCPU = p.ContainerCores
 	}
-	return 0
+	if d.cpuVM == d.cpuMis {
+		return vmCPU + misCPU
+	}
+	return max(vmCPU, misCPU)
 }
 
 // repayTime is how long a cgroup whose share of the CPU is share gets
