@@ -211,22 +211,32 @@ const (
 // whole, charge and taking back, leaves the figures sound), the one
 // taken back last.
 func (d *run) window(ctx context.Context, ph Phase, ctrRel string, due entitled, settleFor time.Duration, deadline time.Time) (a, b reading, late charge, err error) {
+	// next sleeps half a second, or until until, and reads the counters;
+	// ok is false once until has passed.
+	next := func(until time.Time) (r reading, ok bool, err error) {
+		wait := time.Until(until)
+		if wait <= 0 {
+			return r, false, nil
+		}
+		if err := sleep(ctx, min(wait, 500*time.Millisecond)); err != nil {
+			return r, false, err
+		}
+		r, err = d.read(ctrRel)
+		return r, err == nil, err
+	}
 	if a, err = d.read(ctrRel); err != nil {
 		return a, b, late, err
 	}
 	var before, in []charge
 	settled, latest := a.at.Add(settleFor), deadline.Add(-d.o.Duration)
-	for {
-		wait := time.Until(settled)
-		if wait <= 0 {
+	for prev := a; ; prev = a {
+		var ok bool
+		if a, ok, err = next(settled); !ok {
+			if err != nil {
+				return a, b, late, err
+			}
+			a = prev
 			break
-		}
-		if err := sleep(ctx, min(wait, 500*time.Millisecond)); err != nil {
-			return a, b, late, err
-		}
-		prev := a
-		if a, err = d.read(ctrRel); err != nil {
-			return a, b, late, err
 		}
 		if c := d.overCharged(prev, a, due); c.seconds > 0 {
 			before = append(before, c)
@@ -242,29 +252,20 @@ func (d *run) window(ctx context.Context, ph Phase, ctrRel string, due entitled,
 	end := a.at.Add(d.o.Duration)
 	d.progressStart(ph.Name)
 	defer d.progressEnd()
-	prev := a
-	for {
-		wait := time.Until(end)
-		if wait <= 0 {
+	// The last read is at end or after it: it closes the window.
+	for prev := a; ; prev = b {
+		var ok bool
+		if b, ok, err = next(end); !ok {
+			if err != nil {
+				return a, b, late, err
+			}
+			b = prev
 			break
-		}
-		if err := sleep(ctx, min(wait, 500*time.Millisecond)); err != nil {
-			return a, b, late, err
-		}
-		if b, err = d.read(ctrRel); err != nil {
-			return a, b, late, err
 		}
 		if c := d.overCharged(prev, b, due); c.seconds > 0 {
 			in = append(in, c)
 		}
-		prev = b
 		d.progress(ph.Name, d.figures(ph, a, b, ctrRel))
-	}
-	if b, err = d.read(ctrRel); err != nil {
-		return a, b, late, err
-	}
-	if c := d.overCharged(prev, b, due); c.seconds > 0 {
-		in = append(in, c)
 	}
 	return a, b, bending(before, in, a.at, b.at), nil
 }
