@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cgwarden/cgwarden/internal/failpoint"
 )
 
 // Hub shares one inotify instance (a Watcher) between several
@@ -90,6 +92,10 @@ func (hub *Hub) run() {
 	}
 	var buf [16 << 10]byte
 	for {
+		// A hub that lags behind the kernel (its goroutine not
+		// scheduled on a loaded node): its subscribers' Poll must still
+		// see every event.
+		failpoint.Hit("cgroupfs/hub-read")
 		var rerr error
 		err := sc.Read(func(fd uintptr) bool {
 			hub.readMu.Lock()

@@ -1,4 +1,4 @@
-package failpoint
+package failpoint_test
 
 import (
 	"os"
@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cgwarden/cgwarden/internal/failpoint"
 	"github.com/cgwarden/cgwarden/internal/realtest"
 )
 
@@ -18,7 +19,7 @@ func TestDefaultBuildHasNoFailpoints(t *testing.T) {
 	goBin := realtest.HostTool(t, "golang-go, or Go from go.dev", "go")
 	bin := filepath.Join(t.TempDir(), "cgwarden")
 	args := []string{"build", "-o", bin}
-	if Enabled {
+	if failpoint.Enabled {
 		args = append(args, "-tags", "failpoints")
 	}
 	build := exec.Command(goBin, append(args, "github.com/cgwarden/cgwarden/cmd/cgwarden")...)
@@ -40,7 +41,7 @@ func TestDefaultBuildHasNoFailpoints(t *testing.T) {
 		}
 	}
 	hasEnv := strings.Contains(string(raw), "CGWARDEN_FAILPOINTS")
-	if Enabled {
+	if failpoint.Enabled {
 		if len(syms) == 0 || !hasEnv {
 			t.Fatalf("the failpoints build holds %d failpoint symbols and the variable: %v; the check sees nothing", len(syms), hasEnv)
 		}
@@ -56,11 +57,11 @@ func TestDefaultBuildHasNoFailpoints(t *testing.T) {
 
 // TestHitIsInert: without the tag an armed point does nothing.
 func TestHitIsInert(t *testing.T) {
-	if Enabled {
+	if failpoint.Enabled {
 		t.Skip("failpoints build")
 	}
 	t.Setenv("CGWARDEN_FAILPOINTS", "t/p=panic;t/q=skip")
-	if Hit("t/p") || Hit("t/q") {
+	if failpoint.Hit("t/p") || failpoint.Hit("t/q") {
 		t.Error("Hit reported skip in the default build")
 	}
 }

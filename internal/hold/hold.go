@@ -251,14 +251,6 @@ func (h *Holder) Run(ctx context.Context) error {
 	restore := time.NewTimer(time.Hour)
 	restore.Stop()
 	defer restore.Stop()
-	// events reads the pending inotify events and handles them.
-	events := func() (dirty bool, err error) {
-		evs, err := w.Poll()
-		if err != nil {
-			return false, fmt.Errorf("hold: reading inotify events: %w", err)
-		}
-		return h.handle(evs), nil
-	}
 	// resyncDue: a Resync waits for the next offered scan.
 	resyncDue := false
 	for {
@@ -269,7 +261,7 @@ func (h *Holder) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-w.Ready():
-			dirty, err = events()
+			dirty, err = h.events()
 		case o := <-h.offers:
 			if resyncDue || h.differ(o.meta) {
 				resyncDue, from = false, &o
@@ -281,16 +273,7 @@ func (h *Holder) Run(ctx context.Context) error {
 		case <-poll.C:
 			dirty = h.review()
 		case <-restore.C:
-			// A change not read yet moves its file's time on: the
-			// events first.
-			select {
-			case <-w.Ready():
-				dirty, err = events()
-			default:
-			}
-			if err == nil {
-				dirty = h.restoreDue(time.Now()) || dirty
-			}
+			dirty, err = h.restoreDue()
 		case <-resync.C:
 			resyncDue = true
 		}
@@ -343,20 +326,42 @@ func (h *Holder) nextDue() (next time.Time, ok bool) {
 	return next, ok
 }
 
+// events reads the pending inotify events and handles them.
+func (h *Holder) events() (dirty bool, err error) {
+	evs, err := h.w.Poll()
+	if err != nil {
+		return false, fmt.Errorf("hold: reading inotify events: %w", err)
+	}
+	return h.handle(evs), nil
+}
+
 // restoreDue restores every overwritten target whose time has come (each
 // read again then: it may be back at its target already) and reports
 // whether one is gone (plan again).
-func (h *Holder) restoreDue(now time.Time) (dirty bool) {
-	for p, o := range h.overwritten {
-		if o.due.After(now) {
-			continue
+//
+// On the applier, a change not handled yet moves its file's time on
+// first: the events are taken from the kernel then (Poll syncs the hub),
+// not only those Ready has announced. The hub's goroutine can lag on a
+// loaded node, and the applier can be busy (an adoption's moves): with
+// only Ready looked at, the delay counted from the holder's own last
+// restore ran out 100 ms into the kubelet's next write, which was
+// restored inside its read-back (the race lane's
+// TestHoldLeavesTheKubeletsReadBack, in CI).
+func (h *Holder) restoreDue() (dirty bool, err error) {
+	h.cfg.Apply(func() {
+		if dirty, err = h.events(); err != nil {
+			return
 		}
-		delete(h.overwritten, p)
-		var ok bool
-		h.cfg.Apply(func() { ok = h.correct(p, o.first) })
-		dirty = dirty || !ok
-	}
-	return dirty
+		now := time.Now()
+		for p, o := range h.overwritten {
+			if o.due.After(now) {
+				continue
+			}
+			delete(h.overwritten, p)
+			dirty = !h.correct(p, o.first) || dirty
+		}
+	})
+	return dirty, err
 }
 
 // handle notes the target files the events say were written (restored
