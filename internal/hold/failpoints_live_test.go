@@ -218,7 +218,7 @@ func TestHolderKilledAfterARestore(t *testing.T) {
 // announced restored it 100 ms after it was written, inside the
 // kubelet's read-back (the race lane, in CI, restored one between 100 and
 // 150 ms). Every reset must stand at least RestoreDelay, and be undone
-// within two seconds. The agent scans once a minute here: each scan syncs
+// within five seconds. The agent scans once a minute here: each scan syncs
 // the hub too, and one between a reset and the holder's delay hid the lag
 // (the test passed the old holder two times in three).
 func TestHolderLeavesTheReadBackWhileTheHubLags(t *testing.T) {
@@ -229,7 +229,7 @@ func TestHolderLeavesTheReadBackWhileTheHubLags(t *testing.T) {
 		from := time.Now()
 		h.s.Write(h.tier, h.tree.WeightFile(), strconv.FormatUint(h.minimum, 10))
 		var took time.Duration
-		poll.Every(time.Millisecond).Until(t, 2*time.Second, fmt.Sprintf("reset %d undone", i+1), func() (bool, string, error) {
+		poll.Every(time.Millisecond).Until(t, 5*time.Second, fmt.Sprintf("reset %d undone", i+1), func() (bool, string, error) {
 			took = time.Since(from)
 			w := h.tree.Weight(h.tier)
 			return w == h.target, fmt.Sprintf("the tier at %d: %s", w, h.stderr), nil
