@@ -382,8 +382,6 @@ func (a *Auth) acquire(trusted bool) (release func(), ok bool) {
 // stops waiting.
 func review[T any](ctx context.Context, a *Auth, kind, key string, trusted bool, cached func() (T, bool), do func(context.Context) (T, error)) (T, error) {
 	var ran atomic.Bool
-	a.waiting.Add(1)
-	defer a.waiting.Add(-1)
 	ch := a.flight.DoChan(key, func() (any, error) {
 		ran.Store(true)
 		// A request that missed the cache just before the review before
@@ -408,6 +406,13 @@ func review[T any](ctx context.Context, a *Auth, kind, key string, trusted bool,
 		}
 		return v, err
 	})
+	// Counted once it has joined its review (or started one): a request
+	// counted as waiting shares the review in flight for its key. Counted
+	// before DoChan, requests held up between the two (a loaded host
+	// lane) joined no review, and TestAuthMergesDuplicateReviews, which
+	// lets the review end once all ten wait, saw none merged.
+	a.waiting.Add(1)
+	defer a.waiting.Add(-1)
 	select {
 	case r := <-ch:
 		if !ran.Load() {

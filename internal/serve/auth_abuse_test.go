@@ -274,7 +274,8 @@ func TestAuthCapsReviewsInFlight(t *testing.T) {
 	}
 }
 
-// Concurrent requests with one token share one review.
+// Concurrent requests with one token share one review: the nine that
+// come while the first one's review waits on the API server join it.
 func TestAuthMergesDuplicateReviews(t *testing.T) {
 	g := newGate()
 	a := &Auth{Reviewer: g, Node: "n1"}
@@ -285,7 +286,10 @@ func TestAuthMergesDuplicateReviews(t *testing.T) {
 	}
 	<-g.entered
 	deadline := time.Now().Add(30 * time.Second)
-	for a.waiting.Load() < 10 && time.Now().Before(deadline) {
+	for a.waiting.Load() < 10 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 10 requests waiting on a review after 30s", a.waiting.Load())
+		}
 		time.Sleep(time.Millisecond)
 	}
 	close(g.open)
@@ -297,8 +301,8 @@ func TestAuthMergesDuplicateReviews(t *testing.T) {
 	if n := g.authn.Load(); n != 1 {
 		t.Errorf("%d token reviews for 10 concurrent requests with one token, want 1", n)
 	}
-	if v := testutil.ToFloat64(a.m.merged.WithLabelValues("token")); v < 1 {
-		t.Errorf("merged reviews counted %v", v)
+	if v := testutil.ToFloat64(a.m.merged.WithLabelValues("token")); v != 9 {
+		t.Errorf("merged reviews counted %v, want the nine that joined the first", v)
 	}
 }
 
