@@ -337,8 +337,11 @@ func TestHoldLeavesTheKubeletsReadBack(t *testing.T) {
 		r.tree.SetWeight(tier, minimum)
 		for _, after := range []time.Duration{20 * time.Millisecond, 100 * time.Millisecond, 150 * time.Millisecond} {
 			time.Sleep(time.Until(from.Add(after)))
-			if got := r.tree.Weight(tier); got != minimum {
-				t.Fatalf("write %d: the kubelet-like writer read back %d %v after writing %d: the holder restored inside its read-back", i+1, got, after, minimum)
+			got := r.tree.Weight(tier)
+			// A read that ends past the delay (a sleep overrun on a
+			// loaded machine) may find a restore made in time.
+			if read := time.Since(from); got != minimum && read < hold.DefaultRestoreDelay {
+				t.Fatalf("write %d: the kubelet-like writer read back %d %v after writing %d: the holder restored inside its read-back", i+1, got, read.Round(time.Millisecond), minimum)
 			}
 		}
 		took := r.waitFor("restoring the tier", from, time.Second, func() bool { return r.tree.Weight(tier) == target })
