@@ -23,6 +23,7 @@ import (
 	"github.com/cgwarden/cgwarden/internal/examples"
 	"github.com/cgwarden/cgwarden/internal/inventory"
 	"github.com/cgwarden/cgwarden/internal/metadata"
+	"github.com/cgwarden/cgwarden/internal/realtest"
 	"github.com/cgwarden/cgwarden/internal/serve"
 	"github.com/cgwarden/cgwarden/internal/snapshot"
 )
@@ -104,24 +105,6 @@ func (f *seedFS) stall() (entered <-chan struct{}, release func()) {
 	return in, func() { f.hook.Store(nil); close(out) }
 }
 
-// lockedBuffer is a log the loop's goroutine writes while the test reads.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // loopRig is a node loop feeding a Server, not yet running.
 type loopRig struct {
 	clock *loopClock
@@ -130,7 +113,7 @@ type loopRig struct {
 	srv   *serve.Server
 	h     http.Handler
 	loop  *Loop
-	logs  *lockedBuffer
+	logs  *realtest.LockedBuffer
 	// scans counts the scans begun (the metadata is read once each).
 	scans atomic.Int64
 	// metaErr, when set, is the metadata source's answer; else it names
@@ -149,7 +132,7 @@ func newLoopRig(t *testing.T) *loopRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &loopRig{start: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), fs: &seedFS{FS: snap.Samples[0].FS}, logs: &lockedBuffer{}}
+	r := &loopRig{start: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), fs: &seedFS{FS: snap.Samples[0].FS}, logs: &realtest.LockedBuffer{}}
 	r.clock = &loopClock{FakeClock: testingclock.NewFakeClock(r.start), waits: make(chan time.Duration, 100)}
 	sc, err := inventory.Open(r.fs)
 	if err != nil {

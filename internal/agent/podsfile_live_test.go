@@ -1,7 +1,6 @@
 package agent_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -11,7 +10,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -52,7 +50,7 @@ func TestServeKeepsWhatFixSetFromThePodsFile(t *testing.T) {
 	fixed := fixApply(t, tree, file, journalDir)
 
 	// cgwarden serve --pods FILE --fix size-blind-weights,besteffort-starvation.
-	var logs lockedBuffer
+	var logs realtest.LockedBuffer
 	o := &agent.Options{Listen: "127.0.0.1:0", Interval: 200 * time.Millisecond, SizeCheck: 50 * time.Millisecond,
 		Fix: weightRules, JournalDir: journalDir, MaxTierCPU: "100", HostRoot: "/", Base: s.Name,
 		PodsFile: file, Metadata: "auto", Log: slog.New(slog.NewTextHandler(&logs, nil))}
@@ -102,7 +100,7 @@ func TestServeSaysWhichSizeItStopsBelieving(t *testing.T) {
 	journalDir := t.TempDir()
 	fixed := fixApply(t, tree, writePodsFile(t, tree.Pods()), journalDir)
 
-	var logs lockedBuffer
+	var logs realtest.LockedBuffer
 	pods := &lister{}
 	pods.set(tree.Pods())
 	o := &agent.Options{Listen: "127.0.0.1:0", Interval: 200 * time.Millisecond, SizeCheck: 50 * time.Millisecond,
@@ -268,23 +266,4 @@ func writePodsFile(t *testing.T, pods []metadata.Pod) string {
 		t.Fatal(err)
 	}
 	return name
-}
-
-// lockedBuffer is a log sink the agent's goroutines write while the test
-// reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

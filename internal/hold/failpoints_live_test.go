@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -86,7 +85,7 @@ type holder struct {
 	tree    *realtest.VMTree
 	journal string
 	cmd     *exec.Cmd
-	stderr  *lockedBuffer
+	stderr  *realtest.LockedBuffer
 	exited  chan struct{} // closed when the child has been waited for
 	// tier is the BestEffort tier, minimum the kubelet's weight of it
 	// and target the holder's.
@@ -101,7 +100,7 @@ type holder struct {
 // the plan's run closed in the journal.
 func startHolder(t *testing.T, failpoints string, env ...string) *holder {
 	s := realtest.NewScratch(t)
-	h := &holder{s: s, tree: realtest.NewVMTree(s, 500, 1000, 2000, 4000), stderr: &lockedBuffer{},
+	h := &holder{s: s, tree: realtest.NewVMTree(s, 500, 1000, 2000, 4000), stderr: &realtest.LockedBuffer{},
 		exited: make(chan struct{}), tier: realtest.Kube + "/besteffort"}
 	dir := t.TempDir()
 	metaFile := filepath.Join(dir, "pods.json")
@@ -142,24 +141,6 @@ func startHolder(t *testing.T, failpoints string, env ...string) *holder {
 		return w == h.target && len(e) > 0 && e[len(e)-1].Type == journal.End, fmt.Sprintf("the tier at %d: %s", w, h.stderr), nil
 	})
 	return h
-}
-
-// lockedBuffer is a child's standard error, read while it writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // TestHolderKilledAfterARestore: the agent's holder restores the tier's
